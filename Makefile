@@ -1,0 +1,33 @@
+# changestream: PGXS build
+#
+# Build:   make            (warnings are errors: -Wall -Wextra -Werror)
+# Install: make install
+# Tests:   bash scripts/test.sh   (pg_regress + TAP, as the postgres user)
+
+MODULE_big = changestream
+OBJS = \
+	src/changestream.o \
+	src/guc.o \
+	src/shmem_status.o \
+	src/archive_dir.o \
+	src/generation.o \
+	src/segment_format.o \
+	src/segment_writer.o \
+	src/segment_reader.o \
+	src/compress.o \
+	src/pgoutput_parse.o \
+	src/walsender_conn.o \
+	src/archiver.o \
+	src/sql_functions.o
+
+EXTENSION = changestream
+DATA = sql/changestream--0.1.sql
+PGFILEDESC = "changestream - durable archive of a logical change stream"
+
+SHLIB_LINK += -lz
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

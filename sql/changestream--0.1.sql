@@ -1,0 +1,126 @@
+/* changestream--0.1.sql: SQL surface of the changestream archiver */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION changestream" to load this file. \quit
+
+/*
+ * generations() -> setof record
+ *   One row per generation in changestream.directory, oldest first.
+ *   size_bytes counts every file of the generation (bytes on disk).
+ *   Errors: 55000 when changestream.directory is not set; 58030 on I/O errors.
+ */
+CREATE FUNCTION generations(
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_generations'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * generation_stats(generation text) -> record
+ *   The generations() row of one generation.
+ *   Errors: 22023 if generation is not 16 lowercase hex digits;
+ *           42704 if no such generation exists.
+ */
+CREATE FUNCTION generation_stats(
+	generation text,
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_generation_stats'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * wal_segments(generation text) -> setof record
+ *   The WAL segments of a generation in index order.  start_lsn is the
+ *   archive's position of record when the segment was opened; end_lsn its
+ *   position of record at the segment's last valid record.
+ *   Errors: as generation_stats().
+ */
+CREATE FUNCTION wal_segments(
+	generation text,
+	OUT segment_index bigint,
+	OUT file_name text,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT compressed bool,
+	OUT size_bytes bigint,
+	OUT modified_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_wal_segments'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * wal_records(generation text, start_lsn pg_lsn, end_lsn pg_lsn) -> setof record
+ *   Every archived pgoutput message of the generation in stream order, read
+ *   from raw and gzip segments alike.  lsn and wal_end are the XLogData
+ *   header's dataStart and walEnd as the walsender sent them; sent_at its
+ *   send time.  With bounds, only transactions whose commit LSN lies in
+ *   [start_lsn, end_lsn] (and messages outside transactions whose own LSN
+ *   does) are returned; NULL means unbounded.
+ *   Errors: as generation_stats(); XX001 if a sealed segment is corrupt.
+ */
+CREATE FUNCTION wal_records(
+	generation text,
+	start_lsn pg_lsn DEFAULT NULL,
+	end_lsn pg_lsn DEFAULT NULL,
+	OUT lsn pg_lsn,
+	OUT wal_end pg_lsn,
+	OUT sent_at timestamptz,
+	OUT data bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_wal_records'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * status() -> record
+ *   One row describing the archiver worker, read from shared memory.
+ *   lag_bytes: bytes of WAL the server has flushed that are not yet durable
+ *   in the archive (local server), or received minus flushed (remote).
+ */
+CREATE FUNCTION status(
+	OUT pid int,
+	OUT state text,
+	OUT database text,
+	OUT slot text,
+	OUT generation text,
+	OUT segment_index bigint,
+	OUT received_lsn pg_lsn,
+	OUT flushed_lsn pg_lsn,
+	OUT confirmed_flush_lsn pg_lsn,
+	OUT lag_bytes bigint,
+	OUT last_message_at timestamptz,
+	OUT last_flush_at timestamptz,
+	OUT messages bigint,
+	OUT transactions bigint,
+	OUT bytes bigint,
+	OUT last_error text,
+	OUT last_error_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_status'
+LANGUAGE C STRICT VOLATILE;
+
+REVOKE ALL ON FUNCTION generations() FROM PUBLIC;
+REVOKE ALL ON FUNCTION generation_stats(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wal_segments(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wal_records(text, pg_lsn, pg_lsn) FROM PUBLIC;
+REVOKE ALL ON FUNCTION status() FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA changestream TO pg_monitor;
+GRANT EXECUTE ON FUNCTION generations() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION generation_stats(text) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION wal_segments(text) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
