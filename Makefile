@@ -31,3 +31,10 @@ PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initi
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# pg_regress test of the SQL surface (sql/changestream.sql, expected/).
+# It needs the library preloaded and an archive directory: run it with
+# "bash scripts/test.sh regress", which uses a temporary instance configured
+# from test/regress.conf.  Listing it here also makes "make clean" remove
+# results/, tmp_check/ and regression.*.
+REGRESS = changestream

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# scripts/demo.sh: changestream demo (the README's demo command).
+#
+#   bash scripts/demo.sh
+#
+# Installs what is missing (apt), builds and installs the extension, starts a
+# throwaway PostgreSQL cluster (as the "postgres" user, in a temporary
+# directory, on a free port) with changestream preloaded, archives a ~30 s
+# pgbench run, prints generations(), status(), wal_segments() and the
+# archive's files, then stops the cluster and removes it.
+#
+# Environment:
+#   KEEP=1         leave the cluster running and its directory in place
+#   DURATION=30    pgbench run time in seconds     CLIENTS=4   pgbench clients
+#   SCALE=10       pgbench scale factor            SKIP_BUILD=1  reuse the installed build
+#   TIMEOUT=120    seconds to wait for the worker to stream / to catch up
+
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DURATION=${DURATION:-30}
+CLIENTS=${CLIENTS:-4}
+SCALE=${SCALE:-10}
+TIMEOUT=${TIMEOUT:-120}
+
+t_start=$(cs_now)
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+	cs_section "dependencies"
+	cs_install_deps
+	cs_section "build and install"
+	cs_build_install
+fi
+
+DEMO=$(cs_mkwork changestream-demo)
+PGDATA_DIR=$DEMO/data
+ARCHIVE=$DEMO/archive
+LOG=$DEMO/postgres.log
+PORT=$(cs_free_port 54330)
+started=0
+ok=0
+
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+	local rc=$?
+	if [ "$ok" != 1 ] && [ -f "$LOG" ]; then
+		cs_tail "$LOG" 40
+	fi
+	if [ "${KEEP:-0}" = 1 ]; then
+		cs_section "kept"
+		cs_info "cluster: $PGDATA_DIR (port $PORT, socket directory $DEMO)"
+		cs_info "connect: runuser -u $PG_OS_USER -- $PG_BINDIR/psql -h $DEMO -p $PORT -d postgres"
+		cs_info "stop:    runuser -u $PG_OS_USER -- $PG_BINDIR/pg_ctl -D $PGDATA_DIR stop"
+		cs_info "then:    rm -rf $DEMO"
+	else
+		if [ "$started" = 1 ]; then
+			cs_as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1 || true
+		fi
+		rm -rf "$DEMO"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+
+psql_demo() {
+	cs_as_pg "$PG_BINDIR/psql" -X -h "$DEMO" -p "$PORT" -d postgres \
+		-v ON_ERROR_STOP=1 "$@"
+}
+# one value, unaligned, no headers
+psql_value() {
+	psql_demo -qAt -c "$1"
+}
+
+cs_section "throwaway cluster"
+cs_as_pg "$PG_BINDIR/initdb" -D "$PGDATA_DIR" -U postgres -A trust -E UTF8 \
+	--locale=C --no-sync >"$DEMO/initdb.log" 2>&1 ||
+	{ cat "$DEMO/initdb.log"; cs_die "initdb failed"; }
+cs_as_pg mkdir -p "$ARCHIVE"
+cs_as_pg tee -a "$PGDATA_DIR/postgresql.conf" >/dev/null <<EOF
+
+# ---- changestream demo ----
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$DEMO'
+shared_preload_libraries = 'changestream'
+wal_level = logical
+changestream.directory = '$ARCHIVE'
+changestream.segment_size = '1MB'
+changestream.status_interval = '1s'
+EOF
+sed -n '/---- changestream demo ----/,$p' "$PGDATA_DIR/postgresql.conf"
+cs_as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$LOG" -w start >/dev/null
+started=1
+cs_info "started PostgreSQL $(psql_value 'SHOW server_version') in $PGDATA_DIR, port $PORT"
+
+cs_section "pgbench -i -s $SCALE"
+cs_as_pg "$PG_BINDIR/pgbench" -h "$DEMO" -p "$PORT" -i -s "$SCALE" -q postgres 2>&1 | tail -n 3
+
+cs_section "publication and extension"
+psql_demo -e <<'EOF'
+CREATE PUBLICATION changestream
+    FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
+CREATE EXTENSION changestream;
+EOF
+
+cs_section "waiting for the archiver to stream"
+deadline=$(( $(cs_now) + TIMEOUT ))
+last=""
+while :; do
+	line=$(psql_value "SELECT state || coalesce(' (last error: ' || last_error || ')', '') FROM changestream.status()")
+	if [ "$line" != "$last" ]; then
+		cs_info "status: $line"
+		last=$line
+	fi
+	case $line in streaming*) break ;; esac
+	if [ "$(cs_now)" -ge "$deadline" ]; then
+		cs_die "the archiver did not reach state 'streaming' within ${TIMEOUT}s"
+	fi
+	sleep 1
+done
+
+cs_section "pgbench -c $CLIENTS -T $DURATION"
+cs_as_pg "$PG_BINDIR/pgbench" -h "$DEMO" -p "$PORT" -c "$CLIENTS" -j 2 \
+	-T "$DURATION" -P 5 postgres 2>&1 | tee "$DEMO/pgbench.out" |
+	grep -E '^(progress|number of transactions actually|tps|latency average)'
+pgbench_xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$DEMO/pgbench.out")
+
+cs_section "waiting for the archive to catch up"
+target=$(psql_value "SELECT pg_current_wal_lsn()")
+cs_info "pg_current_wal_lsn() after pgbench: $target"
+t0=$(cs_now)
+caught_up=0
+while [ $(( $(cs_now) - t0 )) -lt "$TIMEOUT" ]; do
+	if [ "$(psql_value "SELECT coalesce(flushed_lsn >= '$target'::pg_lsn, false) FROM changestream.status()")" = t ]; then
+		caught_up=1
+		break
+	fi
+	sleep 1
+done
+flushed=$(psql_value "SELECT flushed_lsn FROM changestream.status()")
+if [ "$caught_up" = 1 ]; then
+	cs_info "flushed_lsn $flushed >= $target after $(( $(cs_now) - t0 ))s: everything is durable in the archive"
+else
+	cs_info "WARNING: flushed_lsn is $flushed, still behind $target after ${TIMEOUT}s"
+fi
+
+gen=$(psql_value "SELECT coalesce((SELECT generation FROM changestream.status()),
+                                  (SELECT max(generation) FROM changestream.generations()))")
+
+cs_section "SELECT * FROM changestream.generations()"
+psql_demo -c "SELECT * FROM changestream.generations()"
+
+cs_section "SELECT * FROM changestream.status()"
+psql_demo -x -c "SELECT * FROM changestream.status()"
+
+if [ -n "$gen" ]; then
+	cs_section "SELECT * FROM changestream.wal_segments('$gen')"
+	psql_demo -c "SELECT * FROM changestream.wal_segments('$gen')"
+
+	cs_section "archived pgoutput messages by type (wal_records('$gen'))"
+	psql_demo <<EOF
+SELECT chr(get_byte(data, 0)) AS type,
+       CASE chr(get_byte(data, 0))
+         WHEN 'B' THEN 'begin'    WHEN 'C' THEN 'commit'
+         WHEN 'I' THEN 'insert'   WHEN 'U' THEN 'update'
+         WHEN 'D' THEN 'delete'   WHEN 'T' THEN 'truncate'
+         WHEN 'R' THEN 'relation' WHEN 'Y' THEN 'type'
+         WHEN 'O' THEN 'origin'   WHEN 'M' THEN 'message'
+         ELSE '?' END AS message,
+       count(*) AS count
+  FROM changestream.wal_records('$gen')
+ WHERE length(data) > 0
+ GROUP BY 1, 2
+ ORDER BY 3 DESC;
+EOF
+fi
+
+cs_section "archive files ($ARCHIVE)"
+if command -v tree >/dev/null 2>&1; then
+	tree -a -h --noreport "$ARCHIVE"
+else
+	# an indented listing: size in bytes, then the path below the archive
+	(cd "$ARCHIVE" && find . -mindepth 1 -printf '%y %s %P\n' | sort -k3 |
+		awk '{ n = split($3, part, "/"); indent = sprintf("%*s", 2 * (n - 1), "");
+		       if ($1 == "d") printf "%12s  %s%s/\n", "", indent, part[n];
+		       else printf "%12s  %s%s\n", $2, indent, part[n] }')
+fi
+cs_info "total: $(du -sh "$ARCHIVE" | cut -f1)"
+
+sealed=$(find "$ARCHIVE" -name '*.wal.gz' | wc -l)
+raw=$(find "$ARCHIVE" -name '*.wal' | wc -l)
+bad_gz=0
+while IFS= read -r f; do
+	gzip -t "$f" 2>/dev/null || { cs_info "gzip -t failed: $f"; bad_gz=$((bad_gz + 1)); }
+done < <(find "$ARCHIVE" -name '*.wal.gz')
+
+cs_section "summary"
+ngen=$(psql_value "SELECT count(*) FROM changestream.generations()")
+commits=0
+if [ -n "$gen" ]; then
+	commits=$(psql_value "SELECT count(*) FROM changestream.wal_records('$gen') WHERE length(data) > 0 AND get_byte(data, 0) = ascii('C')")
+fi
+cs_info "pgbench transactions:        ${pgbench_xacts:-?}"
+cs_info "archived COMMITs ($gen): $commits"
+cs_info "generations:                 $ngen"
+cs_info "WAL segments:                $((sealed + raw)) ($sealed sealed and gzip-compressed, $raw active)"
+cs_info "sealed segments gzip -t:     $((sealed - bad_gz)) ok, $bad_gz bad"
+cs_info "total time:                  $(( $(cs_now) - t_start ))s"
+
+status=0
+[ "$caught_up" = 1 ] || { cs_info "FAIL: the archive did not catch up"; status=1; }
+[ "$sealed" -gt 0 ] || { cs_info "FAIL: no sealed (compressed) segment"; status=1; }
+[ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt sealed segments"; status=1; }
+if [ -n "${pgbench_xacts:-}" ] && [ "$commits" -lt "$pgbench_xacts" ]; then
+	cs_info "FAIL: fewer archived COMMITs than pgbench transactions"
+	status=1
+fi
+[ $status -eq 0 ] && ok=1 && cs_info "OK: the pgbench run is in the archive"
+exit $status

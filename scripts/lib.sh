@@ -1,0 +1,115 @@
+# shellcheck shell=bash disable=SC2034
+# scripts/lib.sh: helpers shared by scripts/test.sh and scripts/demo.sh.
+# Source it; do not run it.
+#
+# PostgreSQL refuses to run as root, so as root these helpers install the
+# dependencies, build and install the extension, and run every server and
+# client program as the unprivileged "postgres" user.  Run as any other user,
+# they run everything as that user (the dependencies must then be installed
+# already and "make install" must be allowed to write PostgreSQL's
+# directories).
+
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
+PG_PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
+PG_REGRESS=${PG_REGRESS:-$PG_PGXS_DIR/src/test/regress/pg_regress}
+PG_TEST_PERL=$PG_PGXS_DIR/src/test/perl
+PG_OS_USER=${PG_OS_USER:-postgres}
+
+# Debian packages the build, the tests and the demo need.
+CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl
+  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR"
+
+CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+cs_now() { date +%s; }
+
+# A section header.
+cs_section() {
+	printf '\n==== %s ====\n' "$*"
+}
+
+cs_info() { printf '%s\n' "$*"; }
+
+cs_die() {
+	printf 'ERROR: %s\n' "$*" >&2
+	exit 1
+}
+
+cs_is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# Run a command as the user who owns the PostgreSQL processes.
+# Environment variables are passed explicitly: cs_as_pg env VAR=x cmd args.
+cs_as_pg() {
+	if cs_is_root; then
+		runuser -u "$PG_OS_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# Install the Debian packages that are missing (apt-get update first, and
+# only when something is missing, so reruns are fast).
+cs_install_deps() {
+	local missing="" p status
+	for p in $CS_PACKAGES; do
+		status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+		[ "$status" = installed ] || missing="$missing $p"
+	done
+	if [ -z "$missing" ]; then
+		cs_info "dependencies: all present"
+		return 0
+	fi
+	if ! cs_is_root; then
+		cs_die "missing packages:$missing (run as root to install them)"
+	fi
+	cs_info "installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing </dev/null
+}
+
+# make (warnings are errors) and make install, from the checkout.
+cs_build_install() {
+	local jobs
+	jobs=$(nproc 2>/dev/null || echo 2)
+	make -C "$CS_ROOT" -s -j"$jobs" PG_CONFIG="$PG_CONFIG"
+	make -C "$CS_ROOT" -s install PG_CONFIG="$PG_CONFIG"
+	cs_info "installed $("$PG_CONFIG" --pkglibdir)/changestream.so"
+}
+
+# Create a fresh directory owned by the PostgreSQL user: cs_mkwork PREFIX
+cs_mkwork() {
+	local d
+	d=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	chmod 0755 "$d"
+	if cs_is_root; then
+		chown "$PG_OS_USER": "$d"
+	fi
+	printf '%s\n' "$d"
+}
+
+# A TCP port nobody listens on, starting at $1.
+cs_free_port() {
+	local port=${1:-54320}
+	while [ "$port" -lt 65000 ]; do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
+		   [ ! -e "/tmp/.s.PGSQL.$port" ] &&
+		   [ ! -e "/var/run/postgresql/.s.PGSQL.$port" ]; then
+			printf '%s\n' "$port"
+			return 0
+		fi
+		port=$((port + 1))
+	done
+	cs_die "no free port found"
+}
+
+# Print the last lines of a file with a header, if it exists.
+cs_tail() {
+	local file=$1 lines=${2:-50}
+	[ -f "$file" ] || return 0
+	printf '\n---- last %s lines of %s ----\n' "$lines" "$file"
+	tail -n "$lines" "$file"
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# scripts/test.sh: changestream's test suite (the README's test command).
+#
+#   bash scripts/test.sh                 everything: pg_regress, then all TAP tests
+#   bash scripts/test.sh t/001_x.pl ...  only the named TAP tests (plus pg_regress
+#                                        unless SKIP_REGRESS=1)
+#   bash scripts/test.sh regress         only pg_regress
+#
+# Environment:
+#   SKIP_BUILD=1     do not install packages, build or install (reuse what is installed)
+#   SKIP_REGRESS=1   skip pg_regress            SKIP_TAP=1   skip the TAP tests
+#   PROVE_FLAGS=...  extra flags for prove (e.g. "-v", "-j2")
+#   KEEP=1           keep the work directory even when everything passes
+#
+# As root it installs what is missing with apt, runs make (warnings are
+# errors) and make install, then runs the tests as the "postgres" user from a
+# copy of the source tree in a fresh directory that user owns.  pg_regress
+# runs on a temporary instance with the library preloaded; TAP tests use
+# PostgreSQL::Test::Cluster.  Exits non-zero if anything fails, after printing
+# regression.diffs and the tail of the relevant logs.
+
+set -uo pipefail
+
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+run_regress=1
+run_tap=1
+tap_tests=()
+if [ $# -gt 0 ]; then
+	run_regress=0
+	run_tap=0
+	for arg in "$@"; do
+		case $arg in
+		-h | --help) usage; exit 0 ;;
+		regress) run_regress=1 ;;
+		*.pl)
+			# accept t/001_x.pl, 001_x.pl or a path to the checkout's t/
+			name=$(basename "$arg")
+			[ -f "$CS_ROOT/t/$name" ] || cs_die "no such TAP test: t/$name"
+			tap_tests+=("t/$name")
+			run_tap=1
+			run_regress=1 # pg_regress is quick; SKIP_REGRESS=1 skips it
+			;;
+		*) usage >&2; cs_die "unknown argument: $arg" ;;
+		esac
+	done
+fi
+[ "${SKIP_REGRESS:-0}" = 1 ] && run_regress=0
+[ "${SKIP_TAP:-0}" = 1 ] && run_tap=0
+
+t_start=$(cs_now)
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+	cs_section "dependencies"
+	cs_install_deps || cs_die "could not install the dependencies"
+	cs_section "build and install"
+	t0=$(cs_now)
+	cs_build_install || cs_die "build failed (the Makefile treats warnings as errors)"
+	cs_info "build: $(( $(cs_now) - t0 ))s"
+fi
+[ -x "$PG_REGRESS" ] || cs_die "pg_regress not found at $PG_REGRESS"
+
+# A work area the postgres user owns, holding a copy of the source tree
+# (the checkout may not be readable or writable by that user).
+WORK=$(cs_mkwork changestream-test)
+mkdir -p "$WORK/src"
+tar -C "$CS_ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' \
+	--exclude='*.bc' --exclude=./tmp_check --exclude=./results \
+	--exclude=./log --exclude='./regression.*' -cf - . | tar -C "$WORK/src" -xf -
+if cs_is_root; then
+	chown -R "$PG_OS_USER": "$WORK"
+fi
+cs_info "work directory: $WORK"
+
+regress_result=skipped
+tap_result=skipped
+failed=0
+
+# ---------------------------------------------------------------- pg_regress
+if [ "$run_regress" = 1 ]; then
+	cs_section "pg_regress (temporary instance, changestream preloaded)"
+	t0=$(cs_now)
+	R=$WORK/regress
+	cs_as_pg mkdir -p "$R/archive"
+	# test/regress.conf plus an archive directory in the work area
+	{
+		cat "$WORK/src/test/regress.conf"
+		printf "changestream.directory = '%s'\n" "$R/archive"
+	} >"$R/regress.conf"
+	[ "$(id -u)" -eq 0 ] && chown "$PG_OS_USER": "$R/regress.conf"
+
+	(cd "$WORK/src" && cs_as_pg env PATH="$PG_BINDIR:$PATH" \
+		"$PG_REGRESS" \
+		--temp-instance="$R/instance" \
+		--temp-config="$R/regress.conf" \
+		--bindir="$PG_BINDIR" \
+		--inputdir="$WORK/src" \
+		--outputdir="$R" \
+		--dbname=contrib_regression \
+		changestream)
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		regress_result=passed
+	else
+		regress_result="FAILED (pg_regress exit $rc)"
+		failed=1
+		if [ -f "$R/regression.diffs" ]; then
+			printf '\n---- %s ----\n' "$R/regression.diffs"
+			head -n 400 "$R/regression.diffs"
+		fi
+		cs_tail "$R/instance/log/postmaster.log" 60
+		cs_tail "$R/log/postmaster.log" 60
+	fi
+	cs_info "pg_regress: $regress_result ($(( $(cs_now) - t0 ))s)"
+fi
+
+# ---------------------------------------------------------------------- TAP
+if [ "$run_tap" = 1 ]; then
+	cs_section "TAP tests (prove)"
+	t0=$(cs_now)
+	if [ ${#tap_tests[@]} -eq 0 ]; then
+		for f in "$WORK"/src/t/*.pl; do
+			[ -e "$f" ] && tap_tests+=("t/$(basename "$f")")
+		done
+	fi
+	if [ ${#tap_tests[@]} -eq 0 ]; then
+		cs_info "no TAP tests found in t/"
+		tap_result="none found"
+	else
+		# What PGXS's prove_installcheck sets up, with TESTDIR in the work area.
+		# shellcheck disable=SC2086
+		(cd "$WORK/src" && cs_as_pg env PATH="$PG_BINDIR:$PATH" \
+			TESTDIR="$WORK/src" PG_REGRESS="$PG_REGRESS" \
+			prove -I "$PG_TEST_PERL" -I . -I t --timer ${PROVE_FLAGS:-} \
+			"${tap_tests[@]}") 2>&1 | tee "$WORK/prove.out"
+		rc=${PIPESTATUS[0]}
+		if [ "$rc" -eq 0 ]; then
+			tap_result="passed (${#tap_tests[@]} files)"
+		else
+			tap_result="FAILED (prove exit $rc)"
+			failed=1
+			# the failing test files, from prove's summary report
+			bad=$(sed -n 's|^\(t/[^ ]*\.pl\) *(Wstat.*|\1|p' "$WORK/prove.out" | sort -u)
+			[ -n "$bad" ] || bad=$(printf '%s\n' "${tap_tests[@]}")
+			logdir=$WORK/src/tmp_check/log
+			for t in $bad; do
+				name=$(basename "$t" .pl)
+				cs_tail "$logdir/regress_log_$name" 80
+				for node_log in "$logdir/${name}_"*.log; do
+					cs_tail "$node_log" 40
+				done
+			done
+		fi
+	fi
+	cs_info "TAP: $tap_result ($(( $(cs_now) - t0 ))s)"
+fi
+
+cs_section "summary"
+cs_info "pg_regress: $regress_result"
+cs_info "TAP:        $tap_result"
+cs_info "total time: $(( $(cs_now) - t_start ))s"
+if [ $failed -ne 0 ]; then
+	cs_info "logs kept in $WORK (regress/ for pg_regress, src/tmp_check/log/ for TAP)"
+	exit 1
+fi
+if [ "${KEEP:-0}" = 1 ]; then
+	cs_info "work directory kept: $WORK"
+else
+	rm -rf "$WORK"
+fi
+exit 0
