@@ -1,0 +1,693 @@
+
+# ChangestreamTest.pm: helpers shared by changestream's TAP tests.
+#
+# - node setup: a PostgreSQL::Test::Cluster with changestream preloaded,
+#   wal_level = logical, archiving off until start_archiving() is called;
+# - polling with explicit timeouts (the module's own poll_query_until waits
+#   180s, too long for a suite that must stay short when something breaks);
+# - the oracle: a second pgoutput slot ("oracle") on the same publication,
+#   created before the archiver's slot, whose messages must equal the
+#   archive's, transaction for transaction;
+# - crash helpers: kill -9 the postmaster (optionally the archiver too),
+#   wait until every old process is gone, start again;
+# - background pgbench.
+#
+# Every function that asserts something takes a test name and runs
+# Test::More assertions itself; the caller's plan is done_testing().
+
+package ChangestreamTest;
+
+use strict;
+use warnings;
+
+use Carp;
+use Exporter 'import';
+use File::Basename;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+our @EXPORT = qw(
+  cs_new_node cs_archive_dir cs_start_archiving cs_create_oracle_slot
+  cs_poll cs_poll_or_diag cs_wait_state cs_wait_archived cs_fence
+  cs_status cs_single_generation cs_generations cs_compare_with_oracle
+  cs_fetch_archive cs_fetch_oracle cs_group_txns cs_lsn_to_int
+  cs_int_to_lsn cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
+  cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
+  cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
+  cs_log_offset cs_sleep);
+
+# Message types the oracle compares: BEGIN, INSERT, UPDATE, DELETE,
+# TRUNCATE, COMMIT.  Relation/Type/Origin/Message are session dependent
+# (pgoutput sends a Relation message once per session) and are left out.
+my %COMPARED = map { $_ => 1 } qw(42 49 55 44 54 43);
+
+# Session settings that make the oracle's text values deterministic; the
+# archiver pins the same ones on its walsender connection.
+our $ORACLE_SETTINGS =
+  "SET datestyle = ISO; SET intervalstyle = postgres; SET timezone = UTC; "
+  . "SET extra_float_digits = 3;";
+
+our $PGOUTPUT_OPTIONS =
+  "'proto_version', '1', 'publication_names', 'changestream', "
+  . "'messages', 'true'";
+
+############################################################################
+# LSNs
+
+# "16/B374D848" -> integer (perl is 64-bit here)
+sub cs_lsn_to_int
+{
+	my ($lsn) = @_;
+	croak "not an LSN: " . (defined $lsn ? "'$lsn'" : 'undef')
+	  unless defined $lsn && $lsn =~ m{^([0-9A-Fa-f]+)/([0-9A-Fa-f]+)$};
+	return hex($1) * 4294967296 + hex($2);
+}
+
+sub cs_int_to_lsn
+{
+	my ($v) = @_;
+	return sprintf("%X/%X", int($v / 4294967296), $v % 4294967296);
+}
+
+sub cs_lsn_ge
+{
+	my ($a, $b) = @_;
+	return cs_lsn_to_int($a) >= cs_lsn_to_int($b);
+}
+
+# 16 hex digits (8 bytes, big endian) -> "X/Y"
+sub _hex8_to_lsn
+{
+	my ($h) = @_;
+	return sprintf("%X/%X", hex(substr($h, 0, 8)), hex(substr($h, 8, 8)));
+}
+
+############################################################################
+# Node setup
+
+# cs_new_node($name, %opts) -> node (initialized, not started)
+#   conf => extra postgresql.conf lines (appended last)
+#   status_interval => default '500ms'
+# Archiving is off (changestream.directory = '') until cs_start_archiving.
+# The server's own DateStyle/IntervalStyle/TimeZone/extra_float_digits are
+# deliberately unusual: archived values must not depend on them.
+sub cs_new_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(allows_streaming => 'logical');
+	my $status_interval = $opts{status_interval} // '500ms';
+	my $archive = $node->basedir . '/archive';
+	mkdir $archive or die "mkdir $archive: $!";
+	$node->{cs_archive} = $archive;
+	$node->append_conf(
+		'postgresql.conf', qq(
+shared_preload_libraries = 'changestream'
+changestream.directory = ''
+changestream.status_interval = '$status_interval'
+max_connections = 40
+max_wal_senders = 10
+max_replication_slots = 10
+shared_buffers = '32MB'
+max_wal_size = '512MB'
+log_statement = 'ddl'
+log_min_duration_statement = -1
+timezone = 'America/New_York'
+datestyle = 'SQL, DMY'
+intervalstyle = 'sql_standard'
+extra_float_digits = 0
+) . ($opts{conf} // ''));
+	return $node;
+}
+
+sub cs_archive_dir
+{
+	my ($node) = @_;
+	return $node->{cs_archive};
+}
+
+# cs_start_archiving($node, %opts): point changestream.directory at the
+# node's archive directory.  By default through postgresql.conf and a
+# restart (a server start is the most basic path); reload => 1 uses
+# ALTER SYSTEM + pg_reload_conf() instead.  Then waits for 'streaming'.
+sub cs_start_archiving
+{
+	my ($node, %opts) = @_;
+	my $dir = cs_archive_dir($node);
+	my $db  = $opts{db} // 'postgres';
+	if ($opts{reload})
+	{
+		$node->safe_psql('postgres',
+			"ALTER SYSTEM SET changestream.directory = '$dir'; SELECT pg_reload_conf();"
+		);
+	}
+	else
+	{
+		$node->append_conf('postgresql.conf',
+			"changestream.directory = '$dir'");
+		$node->restart;
+	}
+	return cs_wait_state($node, 'streaming', db => $db,
+		timeout => $opts{timeout} // 60);
+}
+
+# The oracle slot: pgoutput on the same database, created before the
+# archiver's slot so that it covers everything the archive can hold.
+sub cs_create_oracle_slot
+{
+	my ($node, $db) = @_;
+	$db //= 'postgres';
+	$node->safe_psql($db,
+		"SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')");
+	return;
+}
+
+############################################################################
+# Polling and status
+
+sub cs_sleep
+{
+	my ($secs) = @_;
+	usleep(int($secs * 1_000_000));
+	return;
+}
+
+# cs_poll($node, $db, $query, $expected, $timeout) -> (ok, last stdout, last stderr)
+sub cs_poll
+{
+	my ($node, $db, $query, $expected, $timeout) = @_;
+	$expected //= 't';
+	$timeout  //= 60;
+	my $deadline = time() + $timeout;
+	my ($out, $err);
+	while (1)
+	{
+		($out, $err) = ('', '');
+		$node->psql($db, $query, stdout => \$out, stderr => \$err);
+		$out //= '';
+		$err //= '';
+		return (1, $out, $err) if $out eq $expected && $err eq '';
+		last if time() > $deadline;
+		usleep(100_000);
+	}
+	return (0, $out, $err);
+}
+
+# Like cs_poll but reports a failed test (with diagnostics) on timeout.
+sub cs_poll_or_diag
+{
+	my ($node, $db, $query, $expected, $timeout, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my ($ok, $out, $err) = cs_poll($node, $db, $query, $expected, $timeout);
+	ok($ok, $name)
+	  or diag("query: $query\nexpected: "
+		  . ($expected // 't')
+		  . "\nlast output: $out\nstderr: $err\n"
+		  . "status(): "
+		  . _status_text($node, $db));
+	return $ok;
+}
+
+sub _status_text
+{
+	my ($node, $db) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql($db // 'postgres',
+		"SELECT row_to_json(s) FROM changestream.status() s",
+		stdout => \$out, stderr => \$err);
+	return $out ne '' ? $out : "(error: $err)";
+}
+
+# status() as a hash
+sub cs_status
+{
+	my ($node, $db) = @_;
+	my @cols = qw(pid state database slot generation segment_index
+	  received_lsn flushed_lsn confirmed_flush_lsn lag_bytes last_message_at
+	  last_flush_at messages transactions bytes last_error last_error_at);
+	return $node->query_hash($db // 'postgres',
+		'SELECT __COLUMNS__ FROM changestream.status()', @cols);
+}
+
+# Wait until status().state = $state; one test.
+sub cs_wait_state
+{
+	my ($node, $state, %opts) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return cs_poll_or_diag($node, $opts{db} // 'postgres',
+		"SELECT state FROM changestream.status()",
+		$state, $opts{timeout} // 60,
+		$opts{name} // "archiver reaches state '$state'");
+}
+
+# cs_fence($node, $db) -> target LSN
+# Takes the current WAL position, then commits a transaction holding only a
+# transactional logical message, so that the archiver has a commit beyond
+# the target to flush even when it only reports commit positions.
+sub cs_fence
+{
+	my ($node, $db) = @_;
+	$db //= 'postgres';
+	my $target = $node->safe_psql($db, "SELECT pg_current_wal_lsn()");
+	$node->safe_psql($db,
+		"SELECT pg_logical_emit_message(true, 'changestream_test', 'fence')");
+	return $target;
+}
+
+# cs_wait_archived($node, %opts) -> target LSN
+# Fence, then wait until status().flushed_lsn >= target; one test.
+sub cs_wait_archived
+{
+	my ($node, %opts) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $db     = $opts{db} // 'postgres';
+	my $target = cs_fence($node, $db);
+	cs_poll_or_diag($node, $db,
+		"SELECT flushed_lsn >= '$target' FROM changestream.status()",
+		't', $opts{timeout} // 120,
+		($opts{name} // 'archive') . ": flushed_lsn reaches $target");
+	return $target;
+}
+
+sub cs_generations
+{
+	my ($node, $db) = @_;
+	my $out = $node->safe_psql($db // 'postgres',
+		"SELECT generation, start_lsn, wal_count FROM changestream.generations() ORDER BY generation"
+	);
+	return map { [ split /\|/, $_ ] } grep { $_ ne '' } split /\n/, $out;
+}
+
+# Exactly one generation; returns (generation, start_lsn).  One test.
+sub cs_single_generation
+{
+	my ($node, $name, $db) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my @g = cs_generations($node, $db);
+	is(scalar(@g), 1, "$name: exactly one generation")
+	  or diag("generations: " . join(', ', map { join('|', @$_) } @g));
+	return @g ? ($g[0][0], $g[0][1]) : (undef, undef);
+}
+
+sub cs_worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'changestream archiver'"
+	);
+}
+
+sub cs_slot_confirmed
+{
+	my ($node, $slot) = @_;
+	$slot //= 'changestream';
+	return $node->safe_psql('postgres',
+		"SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"
+	);
+}
+
+############################################################################
+# Archive files
+
+# wal_segments() rows as hashes, in index order
+sub cs_wal_segments
+{
+	my ($node, $gen, $db) = @_;
+	my $out = $node->safe_psql($db // 'postgres',
+		"SELECT segment_index, file_name, start_lsn, end_lsn, compressed, size_bytes "
+		  . "FROM changestream.wal_segments('$gen') ORDER BY segment_index");
+	my @rows;
+	for my $line (grep { $_ ne '' } split /\n/, $out)
+	{
+		my %r;
+		@r{qw(index file start end compressed size)} = split /\|/, $line;
+		push @rows, \%r;
+	}
+	return @rows;
+}
+
+# Files in <archive>/generations/<gen>/wal
+sub cs_archive_files
+{
+	my ($node, $gen) = @_;
+	my $dir = cs_archive_dir($node) . "/generations/$gen/wal";
+	opendir(my $dh, $dir) or return ();
+	my @f = sort grep { !/^\.\.?$/ } readdir($dh);
+	closedir($dh);
+	return @f;
+}
+
+# gzip -t every .wal.gz; one test.  Returns number of files tested.
+sub cs_gzip_test
+{
+	my ($node, $gen, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $dir = cs_archive_dir($node) . "/generations/$gen/wal";
+	my @gz = grep { /\.wal\.gz$/ } cs_archive_files($node, $gen);
+	my @bad;
+	for my $f (@gz)
+	{
+		my ($out, $err) = ('', '');
+		my $ok = IPC::Run::run([ 'gzip', '-t', "$dir/$f" ],
+			'>', \$out, '2>', \$err);
+		push @bad, "$f: $err" unless $ok;
+	}
+	ok(@gz > 0 && !@bad,
+		"$name: " . scalar(@gz) . " .wal.gz files pass gzip -t")
+	  or diag(@gz ? join("\n", @bad) : "no .wal.gz files in $dir");
+	return scalar @gz;
+}
+
+############################################################################
+# Logs
+
+sub cs_log_offset
+{
+	my ($node) = @_;
+	return -s $node->logfile // 0;
+}
+
+sub cs_log_since
+{
+	my ($node, $offset) = @_;
+	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset);
+}
+
+############################################################################
+# The oracle
+
+# hex pgoutput messages of the archive (whole generation)
+sub cs_fetch_archive
+{
+	my ($node, $gen, $db) = @_;
+	my $out = $node->safe_psql($db // 'postgres',
+		"SELECT encode(data, 'hex') FROM changestream.wal_records('$gen')");
+	return grep { $_ ne '' } split /\n/, $out;
+}
+
+# hex pgoutput messages of the oracle slot (peek: the slot does not move)
+sub cs_fetch_oracle
+{
+	my ($node, $db) = @_;
+	my $out = $node->safe_psql($db // 'postgres',
+		"$ORACLE_SETTINGS SELECT encode(data, 'hex') FROM "
+		  . "pg_logical_slot_peek_binary_changes('oracle', NULL, NULL, $PGOUTPUT_OPTIONS)"
+	);
+	return grep { $_ ne '' } split /\n/, $out;
+}
+
+# cs_group_txns(\@hexmsgs) -> (\@txns, \@errors)
+# Keeps B/I/U/D/T/C and groups them into transactions:
+#   { commit => "X/Y" (BEGIN's final LSN), commit_int, msgs => [hex...] }
+# errors: structural problems (change outside a transaction, COMMIT whose
+# commit LSN differs from its BEGIN's final LSN, nested or unfinished BEGIN).
+sub cs_group_txns
+{
+	my ($msgs) = @_;
+	my (@txns, @errors, $cur);
+	my $i = 0;
+	for my $m (@$msgs)
+	{
+		$i++;
+		my $type = substr($m, 0, 2);
+		next unless $COMPARED{$type};
+		if ($type eq '42')    # BEGIN: final_lsn int64, ts int64, xid int32
+		{
+			push @errors, "message $i: BEGIN inside transaction $cur->{commit}"
+			  if $cur;
+			my $lsn = _hex8_to_lsn(substr($m, 2, 16));
+			$cur = {
+				commit     => $lsn,
+				commit_int => cs_lsn_to_int($lsn),
+				msgs       => [$m]
+			};
+		}
+		elsif ($type eq '43')  # COMMIT: flags int8, commit_lsn, end_lsn, ts
+		{
+			if (!$cur)
+			{
+				push @errors, "message $i: COMMIT outside a transaction: $m";
+				next;
+			}
+			my $lsn = _hex8_to_lsn(substr($m, 4, 16));
+			push @errors,
+			  "message $i: COMMIT LSN $lsn differs from BEGIN's $cur->{commit}"
+			  if $lsn ne $cur->{commit};
+			push @{ $cur->{msgs} }, $m;
+			push @txns, $cur;
+			undef $cur;
+		}
+		else
+		{
+			if (!$cur)
+			{
+				push @errors, "message $i: change outside a transaction: "
+				  . substr($m, 0, 80);
+				next;
+			}
+			push @{ $cur->{msgs} }, $m;
+		}
+	}
+	push @errors, "unfinished transaction $cur->{commit} at the end"
+	  if $cur;
+	return (\@txns, \@errors);
+}
+
+sub _txn_text
+{
+	my ($t, $max) = @_;
+	$max //= 12;
+	my @m = @{ $t->{msgs} };
+	my $s = "commit $t->{commit}, " . scalar(@m) . " messages:\n";
+	my $n = 0;
+	for my $m (@m)
+	{
+		last if ++$n > $max;
+		my $shown = length($m) > 200 ? substr($m, 0, 200) . '...' : $m;
+		$s .= "    " . chr(hex(substr($m, 0, 2))) . " $shown\n";
+	}
+	$s .= "    ... (" . (@m - $max) . " more)\n" if @m > $max;
+	return $s;
+}
+
+# cs_compare_with_oracle($node, %p) -> number of transactions compared
+#   gen, start_lsn (generation start), target (upper bound, inclusive),
+#   name, min_txns (the comparison must cover at least this many), db
+# Tests: archive well-formed; no commit LSN twice; all archived commits >=
+# start_lsn; oracle covers >= min_txns; archive == oracle over the range.
+sub cs_compare_with_oracle
+{
+	my ($node, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $name  = $p{name} // 'oracle';
+	my $db    = $p{db}   // 'postgres';
+	my $lo    = cs_lsn_to_int($p{start_lsn});
+	my $hi    = cs_lsn_to_int($p{target});
+	my @arch  = cs_fetch_archive($node, $p{gen}, $db);
+	my @orcl  = cs_fetch_oracle($node, $db);
+	my ($atx, $aerr) = cs_group_txns(\@arch);
+	my ($otx, $oerr) = cs_group_txns(\@orcl);
+
+	is(scalar(@$aerr), 0, "$name: archived stream is well formed")
+	  or diag(join("\n", @$aerr[ 0 .. ($#$aerr < 9 ? $#$aerr : 9) ]));
+	diag("oracle stream problems: " . join("\n", @$oerr)) if @$oerr;
+
+	my (%seen, @dups);
+	for my $t (@$atx)
+	{
+		push @dups, $t->{commit} if $seen{ $t->{commit} }++ == 1;
+	}
+	is(scalar(@dups), 0, "$name: no commit LSN archived twice")
+	  or diag(scalar(@dups)
+		  . " commit LSNs archived more than once, first: "
+		  . join(', ', @dups[ 0 .. ($#dups < 9 ? $#dups : 9) ]));
+
+	my @early = grep { $_->{commit_int} < $lo } @$atx;
+	is(scalar(@early), 0,
+		"$name: every archived commit LSN >= generation start $p{start_lsn}")
+	  or diag("first: " . _txn_text($early[0], 3));
+
+	my @a = grep { $_->{commit_int} >= $lo && $_->{commit_int} <= $hi } @$atx;
+	my @o = grep { $_->{commit_int} >= $lo && $_->{commit_int} <= $hi } @$otx;
+	my $min = $p{min_txns} // 1;
+	cmp_ok(scalar(@o), '>=', $min,
+		"$name: oracle has at least $min transactions in [$p{start_lsn}, $p{target}]"
+	);
+
+	my $first_diff;
+	my $n = @a > @o ? @a : @o;
+	for my $i (0 .. $n - 1)
+	{
+		my $x = $a[$i] ? join(',', @{ $a[$i]{msgs} }) : '';
+		my $y = $o[$i] ? join(',', @{ $o[$i]{msgs} }) : '';
+		if ($x ne $y)
+		{
+			$first_diff = $i;
+			last;
+		}
+	}
+	my $same = !defined $first_diff;
+	ok($same,
+		"$name: archive equals oracle transaction for transaction ("
+		  . scalar(@a)
+		  . " archived, "
+		  . scalar(@o)
+		  . " in oracle)");
+	if (!$same)
+	{
+		my %in_a = map { $_->{commit} => 1 } @a;
+		my %in_o = map { $_->{commit} => 1 } @o;
+		my @missing = grep { !$in_a{$_} } map { $_->{commit} } @o;
+		my @extra   = grep { !$in_o{$_} } map { $_->{commit} } @a;
+		my $i       = $first_diff;
+		diag(   "first difference at transaction #$i of the range\n"
+			  . "archive: "
+			  . ($a[$i] ? _txn_text($a[$i]) : "(none)\n")
+			  . "oracle:  "
+			  . ($o[$i] ? _txn_text($o[$i]) : "(none)\n")
+			  . scalar(@missing)
+			  . " oracle transactions missing from the archive"
+			  . (@missing ? " (first: " . join(', ', @missing[ 0 .. ($#missing < 4 ? $#missing : 4) ]) . ")" : '')
+			  . "; "
+			  . scalar(@extra)
+			  . " archived transactions not in the oracle"
+			  . (@extra ? " (first: " . join(', ', @extra[ 0 .. ($#extra < 4 ? $#extra : 4) ]) . ")" : ''));
+	}
+	return scalar @o;
+}
+
+############################################################################
+# pgbench
+
+sub _pgbench_cmd
+{
+	my ($node, $db, @args) = @_;
+	return [
+		'pgbench', '-h', $node->host, '-p', $node->port, @args, $db
+	];
+}
+
+# Foreground pgbench; dies unless it succeeds.
+sub cs_pgbench
+{
+	my ($node, $db, @args) = @_;
+	my ($out, $err) = ('', '');
+	my $cmd = _pgbench_cmd($node, $db, @args);
+	IPC::Run::run($cmd, '>', \$out, '2>', \$err)
+	  or die "pgbench @args failed: $err\n$out";
+	return $out;
+}
+
+# Background pgbench: returns a handle for cs_pgbench_finish.
+sub cs_pgbench_bg
+{
+	my ($node, $db, @args) = @_;
+	my $h = { out => '', err => '' };
+	$h->{run} = IPC::Run::start(_pgbench_cmd($node, $db, @args),
+		'>', \$h->{out}, '2>', \$h->{err});
+	return $h;
+}
+
+# -> (exit ok, stdout, stderr)
+sub cs_pgbench_finish
+{
+	my ($h) = @_;
+	my $ok = eval { $h->{run}->finish; 1 } && $h->{run}->result == 0;
+	return ($ok ? 1 : 0, $h->{out}, $h->{err});
+}
+
+############################################################################
+# Crashes
+
+sub _postmaster_pid
+{
+	my ($node) = @_;
+	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	chomp $pid if defined $pid;
+	return $pid;
+}
+
+sub _children_of
+{
+	my ($ppid) = @_;
+	my @kids;
+	opendir(my $dh, '/proc') or return ();
+	for my $p (grep { /^\d+$/ } readdir($dh))
+	{
+		open(my $fh, '<', "/proc/$p/stat") or next;
+		my $stat = <$fh>;
+		close $fh;
+		next unless defined $stat;
+		# pid (comm) state ppid ...; comm may contain spaces
+		push @kids, $p if $stat =~ /\)\s+\S+\s+(\d+)/ && $1 == $ppid;
+	}
+	closedir($dh);
+	return @kids;
+}
+
+# Still there, zombies included: a new postmaster refuses to start while
+# the old one's pid exists (it checks with kill(pid, 0)).
+sub _alive
+{
+	my ($pid) = @_;
+	return kill(0, $pid) ? 1 : 0;
+}
+
+# cs_crash($node, %opts): SIGKILL the postmaster (and, with also_archiver,
+# the archiver worker in the same instant, so that it cannot finish what it
+# was writing), then wait until every process of the old server is gone.
+sub cs_crash
+{
+	my ($node, %opts) = @_;
+	my $pm = _postmaster_pid($node) or die "no postmaster.pid";
+	my @kids = _children_of($pm);
+	my @victims;
+	if ($opts{also_archiver})
+	{
+		my $w = cs_worker_pid($node);
+		push @victims, $w if $w =~ /^\d+$/;
+	}
+	if (@victims)
+	{
+		note("SIGKILL archiver @victims and postmaster $pm");
+		kill 9, @victims, $pm;
+	}
+	else
+	{
+		note("SIGKILL postmaster $pm");
+	}
+	$node->kill9;    # SIGKILL to the postmaster, forget its pid
+	my $deadline = time() + 60;
+	while (grep { _alive($_) } ($pm, @kids))
+	{
+		if (time() > $deadline)
+		{
+			my @left = grep { _alive($_) } ($pm, @kids);
+			my $ps   = `ps -o pid,ppid,stat,args -p @{[join(',', @left)]}`;
+			die "old server processes still alive 60s after kill -9 of the postmaster:\n$ps";
+		}
+		usleep(50_000);
+	}
+	return;
+}
+
+# Start after cs_crash, retrying while the old shared memory is released.
+sub cs_start_after_crash
+{
+	my ($node) = @_;
+	for my $try (1 .. 5)
+	{
+		return 1 if $node->start(fail_ok => 1);
+		# a failed start may have adopted a stale pid: forget it
+		$node->{_pid} = undef;
+		cs_sleep(1);
+	}
+	BAIL_OUT("node " . $node->name . " did not restart after a crash");
+}
+
+1;
