@@ -1,0 +1,257 @@
+/*-------------------------------------------------------------------------
+ *
+ * archive_dir.c
+ *	  The archive directory as a whole: creating directories, durable
+ *	  renames, fsync of files and directories, the lock that keeps a second
+ *	  writer out, and removal of leftover temporary files.
+ *
+ * Unlike PostgreSQL's fsync_fname(), which PANICs on failure because the
+ * data directory cannot be trusted afterwards, a failed fsync here raises
+ * ERROR (SQLSTATE 58030): the archiver stops reporting progress, so the
+ * slot keeps every change, and the worker retries.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/fd.h"
+
+#include "changestream.h"
+
+/*
+ * cs_require_directory() -> const char *
+ *	  The configured archive directory.  Raises 55000
+ *	  (object_not_in_prerequisite_state) when changestream.directory is
+ *	  empty.
+ */
+const char *
+cs_require_directory(void)
+{
+	if (cs_directory == NULL || cs_directory[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("changestream.directory is not set"),
+				 errhint("Set changestream.directory in postgresql.conf and reload.")));
+	return cs_directory;
+}
+
+/*
+ * cs_fsync_fd(fd, path) -> void
+ *	  fdatasync() an open file (path is for the message).  58030 on failure.
+ */
+void
+cs_fsync_fd(int fd, const char *path)
+{
+	if (pg_fdatasync(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", path)));
+}
+
+/*
+ * cs_fsync_path(path, isdir) -> void
+ *	  Open path read-only and fsync it; directories need this after a file
+ *	  in them is created, renamed or removed.  58030 on failure.
+ */
+void
+cs_fsync_path(const char *path, bool isdir)
+{
+	int			fd;
+	int			save_errno;
+
+	fd = OpenTransientFile(path, isdir ? O_RDONLY : O_RDWR | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open \"%s\" for fsync: %m", path)));
+	if (pg_fsync(fd) != 0)
+	{
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync \"%s\": %m", path)));
+	}
+	CloseTransientFile(fd);
+}
+
+/*
+ * cs_make_dir(path) -> void
+ *	  mkdir with mode 0700 unless it exists; fsyncs the parent when it
+ *	  creates.  58030 on failure, with a hint about permissions.
+ */
+void
+cs_make_dir(const char *path)
+{
+	struct stat st;
+	char		parent[MAXPGPATH];
+
+	if (stat(path, &st) == 0)
+	{
+		if (!S_ISDIR(st.st_mode))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" exists but is not a directory", path)));
+		return;
+	}
+	if (MakePGDirectory(path) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	strlcpy(parent, path, sizeof(parent));
+	get_parent_directory(parent);
+	if (parent[0] != '\0')
+		cs_fsync_path(parent, true);
+}
+
+/*
+ * cs_durable_rename(from, to, dir) -> void
+ *	  fsync "from", rename it to "to", then fsync "dir" (the directory
+ *	  holding both), as durable_rename() does but with ERROR, not PANIC.
+ */
+void
+cs_durable_rename(const char *from, const char *to, const char *dir)
+{
+	cs_fsync_path(from, false);
+	if (rename(from, to) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m", from, to)));
+	cs_fsync_path(dir, true);
+}
+
+/*
+ * cs_lock_archive(directory) -> int (file descriptor)
+ *	  Create the directory if needed and take an exclusive flock() on
+ *	  <directory>/changestream.lock; the kernel releases it when the
+ *	  process exits, even on kill -9.  The file records who holds it.
+ *	  Raises 55006 (object_in_use) when another process holds it, 58030 on
+ *	  I/O errors.  The caller closes the descriptor to release the lock.
+ */
+int
+cs_lock_archive(const char *directory)
+{
+	char		path[MAXPGPATH];
+	char		content[MAXPGPATH + 64];
+	int			fd;
+
+	cs_make_dir(directory);
+	snprintf(path, sizeof(path), "%s/changestream.lock", directory);
+	fd = open(path, O_RDWR | O_CREAT | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open lock file \"%s\": %m", path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		int			save_errno = errno;
+		ssize_t		n = pread(fd, content, sizeof(content) - 1, 0);
+
+		close(fd);
+		content[n > 0 ? n : 0] = '\0';
+		errno = save_errno;
+		if (save_errno == EWOULDBLOCK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("archive directory \"%s\" is locked by another archiver", directory),
+					 errdetail("Lock file \"%s\" says: %s", path, content),
+					 errhint("Give each cluster its own changestream.directory.")));
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not lock file \"%s\": %m", path)));
+	}
+	snprintf(content, sizeof(content), "pid %d\ndata_directory %s\n",
+			 (int) MyProcPid, DataDir);
+	if (ftruncate(fd, 0) != 0 ||
+		pwrite(fd, content, strlen(content), 0) != (ssize_t) strlen(content))
+	{
+		int			save_errno = errno;
+
+		close(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write lock file \"%s\": %m", path)));
+	}
+	return fd;
+}
+
+static bool
+has_suffix(const char *name, const char *suffix)
+{
+	size_t		n = strlen(name);
+	size_t		s = strlen(suffix);
+
+	return n >= s && strcmp(name + n - s, suffix) == 0;
+}
+
+/* Remove *.tmp entries (files, or generation directories) below path. */
+static void
+remove_tmp_below(const char *path, int depth)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	char		child[MAXPGPATH];
+
+	dir = AllocateDir(path);
+	if (dir == NULL)
+	{
+		if (errno == ENOENT)
+			return;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", path)));
+	}
+	while ((de = ReadDir(dir, path)) != NULL)
+	{
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+		if (lstat(child, &st) != 0)
+			continue;
+		if (has_suffix(de->d_name, ".tmp"))
+		{
+			if (S_ISDIR(st.st_mode))
+			{
+				if (!rmtree(child, true))
+					ereport(ERROR,
+							(errcode_for_file_access(),
+							 errmsg("could not remove directory \"%s\"", child)));
+			}
+			else if (unlink(child) != 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not remove file \"%s\": %m", child)));
+			ereport(DEBUG1, (errmsg_internal("removed leftover \"%s\"", child)));
+		}
+		else if (S_ISDIR(st.st_mode) && depth < 3)
+			remove_tmp_below(child, depth + 1);
+	}
+	FreeDir(dir);
+}
+
+/*
+ * cs_remove_tmp_files(directory) -> void
+ *	  Remove every leftover *.tmp file or directory in the archive (a crash
+ *	  during a durable write leaves them).  Durability rule 5.
+ */
+void
+cs_remove_tmp_files(const char *directory)
+{
+	char		path[MAXPGPATH];
+
+	snprintf(path, sizeof(path), "%s/generations", directory);
+	remove_tmp_below(path, 0);
+}

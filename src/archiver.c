@@ -1,0 +1,768 @@
+/*-------------------------------------------------------------------------
+ *
+ * archiver.c
+ *	  The archiver background worker: one session after another, each of
+ *	  which locks the archive, connects, picks or opens a generation,
+ *	  and streams the slot into the active segment under the durability
+ *	  protocol of DESIGN.md:
+ *
+ *	  1. the flush LSN reported in a standby status update is only ever a
+ *		 position that is fdatasync'ed in the archive;
+ *	  2. it is the end LSN of the last durable COMMIT, or the walEnd of a
+ *		 keepalive received with no transaction open, recorded durably as a
+ *		 position entry before it is reported;
+ *	  3. status updates go out every changestream.status_interval, at once
+ *		 on a reply-requested keepalive, and during long work;
+ *	  4. on start the archive, not the slot, is the position of record:
+ *		 streaming restarts there and transactions whose commit LSN is
+ *		 below it are skipped, so none is archived twice;
+ *	  5. leftover *.tmp files go, and a lock keeps a second writer out;
+ *	  6. SIGTERM is die(); the final flush and status update run in a
+ *		 before_shmem_exit callback.
+ *
+ *	  After an ERROR the session is torn down, the error is logged once
+ *	  (repeats of the same message are counted, not logged, for five
+ *	  minutes) and shown in status(), and a new session starts after a
+ *	  delay that doubles from 1 s to 10 s.
+ *
+ * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
+ * documentation (XLogData 'w', Primary keepalive 'k', Standby status
+ * update 'r'); the error recovery pattern of src/backend/postmaster/
+ * bgwriter.c; LogicalRepApplyLoop() in replication/logical/worker.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "libpq/pqsignal.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/pg_bswap.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/walreceiver.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "changestream.h"
+
+#define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
+#define MAX_BATCH_MESSAGES	10000
+#define ERROR_REPEAT_SECS	300
+
+/* session state */
+static WalReceiverConn *conn = NULL;
+static bool streaming = false;
+static bool writer_open = false;
+static int	lock_fd = -1;
+static MemoryContext session_cxt = NULL;
+
+static char *sess_directory = NULL;
+static char *sess_slot = NULL;
+static char *sess_publication = NULL;
+static char *sess_conninfo = NULL;
+
+static uint64 cur_generation;
+static XLogRecPtr position;		/* durable position of record, reported */
+static XLogRecPtr pending_position; /* position of record of data added */
+static XLogRecPtr skip_before;	/* commit LSNs below this are archived */
+static XLogRecPtr last_message_lsn; /* last archived non-tx message */
+static XLogRecPtr received_lsn;
+static bool in_txn;
+static bool skipping;
+
+static TimestampTz last_status_sent;
+static TimestampTz last_position_record;
+static TimestampTz unsynced_since;
+static TimestampTz last_published;
+static TimestampTz last_message_at;
+static TimestampTz last_flush_at;
+static uint64 n_messages;
+static uint64 n_transactions;
+static uint64 n_bytes;
+static long compress_credit;
+
+/* error log rate limiting */
+static char last_logged_error[CS_ERROR_LEN];
+static TimestampTz last_logged_at;
+static int	suppressed_repeats;
+static bool logged_disabled = false;
+
+static inline uint64
+rd64(const char *p)
+{
+	uint64		v;
+
+	memcpy(&v, p, 8);
+	return pg_ntoh64(v);
+}
+
+static void
+publish_status(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->received_lsn = received_lsn;
+	cs_status->flushed_lsn = position;
+	cs_status->last_message_at = last_message_at;
+	cs_status->last_flush_at = last_flush_at;
+	cs_status->messages = n_messages;
+	cs_status->transactions = n_transactions;
+	cs_status->bytes = n_bytes;
+	SpinLockRelease(&cs_status->mutex);
+	last_published = GetCurrentTimestamp();
+}
+
+static void
+send_status(TimestampTz now, bool reply_requested)
+{
+	cs_send_status_update(conn, Max(received_lsn, position), position,
+						  reply_requested);
+	last_status_sent = now;
+}
+
+/*
+ * Make everything added durable, advance the reported position to the
+ * position of record of what was added, and tell the server.
+ */
+static void
+flush_and_report(TimestampTz now)
+{
+	cs_writer_flush();
+	position = pending_position;
+	unsynced_since = 0;
+	last_flush_at = now;
+	if (streaming)
+		send_status(now, false);
+	publish_status();
+}
+
+static void
+add_entry(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
+		  TimestampTz send_time, const char *data, uint32 len, TimestampTz now)
+{
+	if (unsynced_since == 0)
+		unsynced_since = now;
+	cs_writer_add(kind, data_start, wal_end, send_time, data, len);
+}
+
+static void
+maybe_rotate(TimestampTz now)
+{
+	if (!in_txn && cs_writer_should_rotate(now))
+	{
+		cs_writer_rotate(pending_position);
+		position = pending_position;
+		unsynced_since = 0;
+		last_flush_at = now;
+		send_status(now, false);
+		publish_status();
+	}
+}
+
+/* One XLogData message: archive its pgoutput payload unless skipped. */
+static void
+handle_xlogdata(const char *buf, int len, TimestampTz now)
+{
+	XLogRecPtr	data_start;
+	XLogRecPtr	wal_end;
+	TimestampTz send_time;
+	const char *payload;
+	uint32		plen;
+	CsMessageInfo info;
+
+	if (len < 25)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg_internal("invalid XLogData message of %d bytes", len)));
+	data_start = rd64(buf + 1);
+	wal_end = rd64(buf + 9);
+	send_time = (TimestampTz) rd64(buf + 17);
+	payload = buf + 25;
+	plen = len - 25;
+	if (!cs_parse_pgoutput(payload, plen, &info))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("invalid pgoutput message of type \"%c\" (%u bytes)",
+						plen > 0 ? payload[0] : '?', plen)));
+
+	received_lsn = Max(received_lsn, Max(data_start, wal_end));
+	last_message_at = now;
+	n_messages++;
+	n_bytes += plen;
+	compress_credit += plen;
+
+	switch (info.type)
+	{
+		case 'B':
+			in_txn = true;
+			skipping = info.lsn < skip_before;
+			if (!skipping)
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+			break;
+		case 'C':
+			if (!skipping)
+			{
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+				pending_position = Max(pending_position, info.end_lsn);
+				n_transactions++;
+			}
+			in_txn = false;
+			skipping = false;
+			maybe_rotate(now);
+			break;
+		case 'M':
+			if (!info.transactional && !in_txn)
+			{
+				if (info.lsn < skip_before ||
+					(last_message_lsn != InvalidXLogRecPtr &&
+					 info.lsn <= last_message_lsn))
+					break;
+				last_message_lsn = info.lsn;
+			}
+			else if (skipping)
+				break;
+			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+					  payload, plen, now);
+			break;
+		default:
+			if (skipping)
+				break;
+			if (info.type == 'R' || info.type == 'Y')
+				cs_writer_note_schema(payload, plen, &info);
+			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+					  payload, plen, now);
+			break;
+	}
+}
+
+/*
+ * A primary keepalive.  With no transaction open, its walEnd may become the
+ * position of record: it is written as a position entry and made durable
+ * before it is reported (durability rule 2).  At most one position entry
+ * per status_interval unless the server asks for a reply.
+ */
+static void
+handle_keepalive(const char *buf, int len, TimestampTz now)
+{
+	XLogRecPtr	wal_end;
+	TimestampTz send_time;
+	bool		reply;
+
+	if (len < 18)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg_internal("invalid keepalive message of %d bytes", len)));
+	wal_end = rd64(buf + 1);
+	send_time = (TimestampTz) rd64(buf + 9);
+	reply = buf[17] != 0;
+	received_lsn = Max(received_lsn, wal_end);
+
+	if (!in_txn && wal_end > pending_position &&
+		(reply ||
+		 TimestampDifferenceExceeds(last_position_record, now,
+									cs_status_interval_ms)))
+	{
+		add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, wal_end, send_time,
+				  NULL, 0, now);
+		pending_position = wal_end;
+		last_position_record = now;
+		flush_and_report(now);
+		if (reply)
+			send_status(now, false);
+		return;
+	}
+	if (reply)
+		send_status(now, false);
+}
+
+static bool
+config_changed(void)
+{
+	return strcmp(sess_directory, cs_directory) != 0 ||
+		strcmp(sess_slot, cs_slot_name) != 0 ||
+		strcmp(sess_publication, cs_publication) != 0 ||
+		strcmp(sess_conninfo, cs_conninfo) != 0;
+}
+
+/*
+ * Stream until the configuration asks for a new session.  Errors leave
+ * through the worker's sigsetjmp.
+ */
+static void
+stream_loop(void)
+{
+	MemoryContext loop_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												   "changestream stream loop",
+												   ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(loop_cxt);
+
+	for (;;)
+	{
+		pgsocket	fd = PGINVALID_SOCKET;
+		TimestampTz now;
+		long		timeout;
+		int			rc;
+		int			n = 0;
+		bool		idle = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			if (config_changed())
+			{
+				ereport(LOG,
+						(errmsg("changestream: configuration changed, starting a new archiving session")));
+				break;
+			}
+		}
+
+		now = GetCurrentTimestamp();
+		for (;;)
+		{
+			char	   *buf;
+			int			len = walrcv_receive(conn, &buf, &fd);
+
+			if (len == 0)
+			{
+				idle = true;
+				break;
+			}
+			if (len < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("changestream: the server ended the replication stream"),
+						 errhint("The archiver reconnects and resumes from the archive's position of record.")));
+			if ((++n & 31) == 0)
+				now = GetCurrentTimestamp();
+			if (buf[0] == 'w')
+				handle_xlogdata(buf, len, now);
+			else if (buf[0] == 'k')
+				handle_keepalive(buf, len, now);
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_PROTOCOL_VIOLATION),
+						 errmsg("changestream: unexpected message type \"%c\" in the replication stream",
+								buf[0])));
+
+			if ((n & 31) == 0)
+			{
+				if (unsynced_since != 0 &&
+					TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
+				{
+					if (in_txn)
+					{
+						/* spread the writeback of a large transaction */
+						cs_writer_flush();
+						unsynced_since = 0;
+					}
+					else
+						flush_and_report(now);
+				}
+				if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
+					send_status(now, false);
+				if (compress_credit >= COMPRESS_SLICE && cs_compress_pending())
+				{
+					cs_compress_step(compress_credit);
+					compress_credit = 0;
+				}
+				if (TimestampDifferenceExceeds(last_published, now, 100))
+					publish_status();
+				CHECK_FOR_INTERRUPTS();
+				if (n >= MAX_BATCH_MESSAGES || ConfigReloadPending)
+					break;
+			}
+		}
+
+		now = GetCurrentTimestamp();
+		/* the stream went idle: make what is complete durable now */
+		if (idle && !in_txn && cs_writer_unsynced())
+			flush_and_report(now);
+		else if (unsynced_since != 0 &&
+				 TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
+		{
+			if (in_txn)
+			{
+				cs_writer_flush();
+				unsynced_since = 0;
+			}
+			else
+				flush_and_report(now);
+		}
+		maybe_rotate(now);
+		if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
+			send_status(now, false);
+		if (TimestampDifferenceExceeds(last_published, now, 100))
+			publish_status();
+		MemoryContextReset(loop_cxt);
+
+		if (!idle)
+			continue;
+
+		/* idle: compress a slice, then wait for data */
+		timeout = cs_status_interval_ms;
+		if (unsynced_since != 0)
+			timeout = Min(timeout, cs_flush_interval_ms);
+		if (cs_compress_pending())
+		{
+			compress_credit = 0;
+			if (cs_compress_step(4 * COMPRESS_SLICE))
+				timeout = 0;
+		}
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+							   WL_EXIT_ON_PM_DEATH,
+							   fd, timeout, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(loop_cxt);
+}
+
+static void
+session_cleanup(void)
+{
+	streaming = false;
+	writer_open = false;
+	if (conn != NULL)
+		cs_disconnect(conn);
+	conn = NULL;
+	cs_writer_reset();
+	cs_compress_reset();
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
+}
+
+/*
+ * Decide whether the archive's newest generation continues, or a new one
+ * must open; returns the reason for a new one, or NULL.
+ */
+static const char *
+new_generation_reason(List *gens, uint64 sysid, uint32 tli,
+					  const CsSlotInfo *slot, const char *slot_event,
+					  CsIdentity *identity)
+{
+	if (gens == NIL)
+		return "first start: the archive holds no generation";
+	if (slot_event)
+		return slot_event;
+	if (!cs_read_identity(sess_directory, *(uint64 *) llast(gens), identity))
+		return "the newest generation has no identity file";
+	if (identity->system_identifier != sysid)
+		return psprintf("the system identifier changed from " UINT64_FORMAT " to " UINT64_FORMAT,
+						identity->system_identifier, sysid);
+	if (identity->timeline != tli)
+		return psprintf("the timeline changed from %u to %u",
+						identity->timeline, tli);
+	if (strcmp(identity->slot, cs_slot_name) != 0 ||
+		strcmp(identity->database, cs_database) != 0)
+		return psprintf("the slot or database changed (was slot \"%s\" of database \"%s\")",
+						identity->slot, identity->database);
+	if (strcmp(identity->plugin_options, cs_plugin_options()) != 0)
+		return psprintf("the plugin options changed (were %s)",
+						identity->plugin_options);
+	return NULL;
+}
+
+static void
+run_session(void)
+{
+	uint64		sysid;
+	uint32		tli;
+	CsSlotInfo	slot;
+	List	   *gens;
+	CsIdentity	identity;
+	const char *reason;
+	const char *slot_event = NULL;
+	TimestampTz now;
+
+	MemoryContextReset(session_cxt);
+	MemoryContextSwitchTo(session_cxt);
+	sess_directory = pstrdup(cs_directory);
+	sess_slot = pstrdup(cs_slot_name);
+	sess_publication = pstrdup(cs_publication);
+	sess_conninfo = pstrdup(cs_conninfo);
+
+	cs_status_set_state(CS_STATE_CONNECTING);
+	SpinLockAcquire(&cs_status->mutex);
+	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);
+	SpinLockRelease(&cs_status->mutex);
+
+	cs_writer_reset();
+	cs_compress_reset();
+	lock_fd = cs_lock_archive(sess_directory);
+	cs_remove_tmp_files(sess_directory);
+
+	conn = cs_connect(&sysid, &tli);
+	cs_check_publication(conn);
+	cs_get_slot(conn, &slot);
+	if (slot.exists && slot.lost)
+	{
+		cs_drop_slot(conn);
+		slot.exists = false;
+		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and was recreated",
+							  cs_slot_name);
+	}
+	if (!slot.exists)
+	{
+		slot.confirmed_flush = cs_create_slot(conn);
+		if (slot_event == NULL)
+			slot_event = psprintf("replication slot \"%s\" did not exist and was created",
+								  cs_slot_name);
+		ereport(LOG,
+				(errmsg("changestream: created replication slot \"%s\" at %X/%X",
+						cs_slot_name, LSN_FORMAT_ARGS(slot.confirmed_flush))));
+	}
+
+	gens = cs_list_generations(sess_directory);
+	reason = new_generation_reason(gens, sysid, tli, &slot, slot_event, &identity);
+	if (reason == NULL)
+	{
+		cur_generation = *(uint64 *) llast(gens);
+		cs_writer_recover(sess_directory, cur_generation, &position,
+						  &last_message_lsn);
+		writer_open = true;
+		if (slot.confirmed_flush > position)
+		{
+			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn %X/%X is past the archived position %X/%X",
+							  cs_slot_name, LSN_FORMAT_ARGS(slot.confirmed_flush),
+							  LSN_FORMAT_ARGS(position));
+			writer_open = false;
+		}
+	}
+	if (reason != NULL)
+	{
+		memset(&identity, 0, sizeof(identity));
+		identity.system_identifier = sysid;
+		identity.timeline = tli;
+		strlcpy(identity.database, cs_database, NAMEDATALEN);
+		strlcpy(identity.slot, cs_slot_name, NAMEDATALEN);
+		strlcpy(identity.plugin, "pgoutput", NAMEDATALEN);
+		strlcpy(identity.plugin_options, cs_plugin_options(),
+				sizeof(identity.plugin_options));
+		identity.start_lsn = slot.confirmed_flush;
+		strlcpy(identity.reason, reason, sizeof(identity.reason));
+		cur_generation = cs_create_generation(sess_directory, &identity);
+		cs_writer_open_first(sess_directory, cur_generation, sysid, tli,
+							 identity.start_lsn);
+		writer_open = true;
+		position = identity.start_lsn;
+		last_message_lsn = InvalidXLogRecPtr;
+		ereport(LOG,
+				(errmsg("changestream: started generation %016llx at %X/%X",
+						(unsigned long long) cur_generation,
+						LSN_FORMAT_ARGS(position)),
+				 errdetail("Reason: %s.", reason)));
+	}
+	else
+		ereport(LOG,
+				(errmsg("changestream: resuming generation %016llx at %X/%X",
+						(unsigned long long) cur_generation,
+						LSN_FORMAT_ARGS(position))));
+
+	pending_position = position;
+	skip_before = position;
+	received_lsn = position;
+	in_txn = false;
+	skipping = false;
+	unsynced_since = 0;
+	compress_credit = 0;
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->has_generation = true;
+	cs_status->generation = cur_generation;
+	SpinLockRelease(&cs_status->mutex);
+	publish_status();
+
+	cs_start_replication(conn, position);
+	streaming = true;
+	cs_status_set_state(CS_STATE_STREAMING);
+	now = GetCurrentTimestamp();
+	send_status(now, false);
+	last_position_record = now;
+
+	stream_loop();
+
+	/* a clean end of session: make everything durable and say so */
+	cs_status_set_state(CS_STATE_STOPPING);
+	flush_and_report(GetCurrentTimestamp());
+	cs_writer_close();
+	session_cleanup();
+}
+
+/*
+ * before_shmem_exit callback: on SIGTERM (die -> FATAL) and any other
+ * FATAL, make what was received durable and send a last status update
+ * (durability rule 6).
+ */
+static void
+archiver_exit(int code, Datum arg)
+{
+	if (cs_status != NULL)
+		cs_status_set_state(CS_STATE_STOPPING);
+	if (writer_open)
+	{
+		writer_open = false;
+		cs_writer_flush();
+		position = pending_position;
+		if (streaming && conn != NULL)
+		{
+			streaming = false;
+			cs_send_status_update(conn, Max(received_lsn, position), position,
+								  false);
+		}
+		cs_writer_close();
+	}
+	if (conn != NULL)
+		cs_disconnect(conn);
+	conn = NULL;
+	if (cs_status != NULL)
+	{
+		publish_status();
+		SpinLockAcquire(&cs_status->mutex);
+		cs_status->pid = 0;
+		cs_status->state = CS_STATE_NOT_RUNNING;
+		SpinLockRelease(&cs_status->mutex);
+	}
+}
+
+static bool
+should_log_error(const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (strncmp(message, last_logged_error, CS_ERROR_LEN - 1) == 0 &&
+		!TimestampDifferenceExceeds(last_logged_at, now, ERROR_REPEAT_SECS * 1000))
+	{
+		suppressed_repeats++;
+		return false;
+	}
+	if (suppressed_repeats > 0)
+		ereport(LOG,
+				(errmsg("changestream: the previous error repeated %d more times",
+						suppressed_repeats)));
+	suppressed_repeats = 0;
+	strlcpy(last_logged_error, message, CS_ERROR_LEN);
+	last_logged_at = now;
+	return true;
+}
+
+static void
+sleep_ms(long ms)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	for (;;)
+	{
+		long		left;
+		int			rc;
+
+		CHECK_FOR_INTERRUPTS();
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		if (left <= 0)
+			break;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   left, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+			break;
+	}
+}
+
+/*
+ * changestream_archiver_main(main_arg) -> void (never returns)
+ *	  Entry point of the "changestream archiver" background worker,
+ *	  registered by _PG_init().  Connects to changestream.database and runs
+ *	  archiving sessions until SIGTERM.
+ */
+void
+changestream_archiver_main(Datum main_arg)
+{
+	sigjmp_buf	local_sigjmp_buf;
+	long		backoff_ms = 1000;
+
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->pid = MyProcPid;
+	cs_status->state = CS_STATE_STARTING;
+	strlcpy(cs_status->database, cs_database, NAMEDATALEN);
+	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);
+	SpinLockRelease(&cs_status->mutex);
+
+	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
+	load_file("libpqwalreceiver", false);
+	before_shmem_exit(archiver_exit, (Datum) 0);
+
+	session_cxt = AllocSetContextCreate(TopMemoryContext, "changestream session",
+										ALLOCSET_DEFAULT_SIZES);
+
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+	{
+		ErrorData  *edata;
+
+		error_context_stack = NULL;
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		if (should_log_error(edata->message))
+			EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		session_cleanup();
+		cs_status_set_error(edata->message);
+		FreeErrorData(edata);
+		MemoryContextSwitchTo(TopMemoryContext);
+		RESUME_INTERRUPTS();
+
+		sleep_ms(backoff_ms);
+		backoff_ms = Min(backoff_ms * 2, 10000);
+	}
+	PG_exception_stack = &local_sigjmp_buf;
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (cs_directory == NULL || cs_directory[0] == '\0')
+		{
+			int			rc;
+
+			cs_status_set_state(CS_STATE_DISABLED);
+			if (!logged_disabled)
+				ereport(LOG,
+						(errmsg("changestream: archiving is disabled because changestream.directory is not set"),
+						 errhint("Set changestream.directory in postgresql.conf and reload the configuration.")));
+			logged_disabled = true;
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+						   PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			continue;
+		}
+		logged_disabled = false;
+		run_session();
+		backoff_ms = 1000;
+	}
+}

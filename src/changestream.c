@@ -1,0 +1,77 @@
+/*-------------------------------------------------------------------------
+ *
+ * changestream.c
+ *	  Module entry point: _PG_init() defines the GUCs, asks for shared
+ *	  memory and registers the archiver background worker.  The library
+ *	  must be in shared_preload_libraries; loaded any other way it only
+ *	  defines the GUCs, so that the SQL functions can explain what is
+ *	  missing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+
+#include "changestream.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+changestream_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	cs_shmem_request();
+}
+
+static void
+changestream_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	cs_shmem_startup();
+}
+
+/*
+ * _PG_init() -> void
+ *	  Called when the library is loaded.  Registers one archiver worker
+ *	  (BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, started
+ *	  once recovery has finished, restarted 5 s after an unexpected exit).
+ *	  Mirrors the registration in contrib/worker_spi.
+ */
+void
+_PG_init(void)
+{
+	BackgroundWorker worker;
+
+	cs_define_gucs();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = changestream_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = changestream_shmem_startup;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "changestream_archiver_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream archiver");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream archiver");
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}

@@ -1,0 +1,282 @@
+/*-------------------------------------------------------------------------
+ *
+ * changestream.h
+ *	  Declarations shared by changestream's source files: GUC variables,
+ *	  the worker status kept in shared memory, and the entry points of each
+ *	  file.  Each file's own header comment says what it is responsible for.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CHANGESTREAM_H
+#define CHANGESTREAM_H
+
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "storage/spin.h"
+
+/* ---------- guc.c ---------- */
+
+extern char *cs_directory;
+extern char *cs_database;
+extern char *cs_slot_name;
+extern char *cs_publication;
+extern char *cs_conninfo;
+extern int	cs_status_interval_ms;
+extern int	cs_flush_interval_ms;
+extern int	cs_segment_size_kb;
+extern int	cs_segment_timeout_s;
+extern int	cs_compression_level;
+
+extern void cs_define_gucs(void);
+
+/* ---------- shmem_status.c ---------- */
+
+typedef enum CsWorkerState
+{
+	CS_STATE_NOT_RUNNING = 0,
+	CS_STATE_DISABLED,
+	CS_STATE_STARTING,
+	CS_STATE_CONNECTING,
+	CS_STATE_STREAMING,
+	CS_STATE_ERROR,
+	CS_STATE_STOPPING
+} CsWorkerState;
+
+#define CS_ERROR_LEN 1024
+
+typedef struct CsStatus
+{
+	slock_t		mutex;
+	pid_t		pid;
+	CsWorkerState state;
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	bool		has_generation;
+	uint64		generation;
+	int64		segment_index;
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+	char		last_error[CS_ERROR_LEN];
+	TimestampTz last_error_at;
+} CsStatus;
+
+extern CsStatus *cs_status;
+
+extern void cs_shmem_request(void);
+extern void cs_shmem_startup(void);
+extern const char *cs_state_name(CsWorkerState state);
+extern void cs_status_set_state(CsWorkerState state);
+extern void cs_status_set_error(const char *message);
+
+/* ---------- archive_dir.c ---------- */
+
+extern void cs_fsync_path(const char *path, bool isdir);
+extern void cs_fsync_fd(int fd, const char *path);
+extern void cs_make_dir(const char *path);
+extern int	cs_lock_archive(const char *directory);
+extern void cs_remove_tmp_files(const char *directory);
+extern void cs_durable_rename(const char *from, const char *to,
+							  const char *dir);
+extern const char *cs_require_directory(void);
+
+/* ---------- generation.c ---------- */
+
+typedef struct CsIdentity
+{
+	uint32		format_version;
+	uint64		generation;
+	uint64		system_identifier;
+	uint32		timeline;
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	char		plugin[NAMEDATALEN];
+	char		plugin_options[256];
+	XLogRecPtr	start_lsn;
+	TimestampTz created_at;
+	char		reason[128];
+} CsIdentity;
+
+extern bool cs_parse_generation(const char *text, uint64 *generation);
+extern void cs_validate_generation_arg(const char *text, uint64 *generation);
+extern char *cs_generation_path(const char *directory, uint64 generation);
+extern char *cs_wal_dir_path(const char *directory, uint64 generation);
+extern List *cs_list_generations(const char *directory);
+extern bool cs_read_identity(const char *directory, uint64 generation,
+							 CsIdentity *identity);
+extern uint64 cs_create_generation(const char *directory, CsIdentity *identity);
+
+/* ---------- segment_format.c ---------- */
+
+#define CS_FORMAT_VERSION		1
+#define CS_SEGMENT_MAGIC		"CSTRMWAL"
+#define CS_SEGMENT_HEADER_SIZE	64
+#define CS_FRAME_HEADER_SIZE	12
+#define CS_ENTRY_HEADER_SIZE	29
+#define CS_MAX_FRAME_BODY		(1024 * 1024 * 1024)
+
+/* entry kinds inside a frame */
+#define CS_ENTRY_MESSAGE	'w'		/* an XLogData message as streamed */
+#define CS_ENTRY_PREAMBLE	's'		/* Relation/Type message repeated at
+									 * segment start */
+#define CS_ENTRY_POSITION	'k'		/* durable keepalive position */
+
+typedef struct CsSegmentHeader
+{
+	uint32		format_version;
+	uint64		system_identifier;
+	uint64		generation;
+	uint64		segment_index;
+	XLogRecPtr	start_lsn;
+	uint32		timeline;
+} CsSegmentHeader;
+
+typedef struct CsEntry
+{
+	char		kind;
+	XLogRecPtr	data_start;
+	XLogRecPtr	wal_end;
+	TimestampTz send_time;
+	uint32		len;
+	const char *data;
+} CsEntry;
+
+extern void cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf);
+extern bool cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr);
+extern void cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
+							XLogRecPtr wal_end, TimestampTz send_time,
+							const char *data, uint32 len);
+extern void cs_frame_begin(StringInfo frame);
+extern void cs_frame_finish(StringInfo frame);
+extern bool cs_frame_check_header(const char *hdr, uint32 *body_len,
+								  uint32 *crc);
+extern bool cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc);
+extern bool cs_next_entry(const char *body, uint32 body_len, uint32 *offset,
+						  CsEntry *entry);
+extern char *cs_segment_file_name(int64 index, bool compressed);
+extern bool cs_parse_segment_file_name(const char *name, int64 *index,
+									   bool *compressed);
+
+/* ---------- pgoutput_parse.c ---------- */
+
+typedef struct CsMessageInfo
+{
+	char		type;			/* pgoutput message type byte */
+	XLogRecPtr	lsn;			/* B: final (commit) LSN; C: commit LSN; M:
+								 * message LSN */
+	XLogRecPtr	end_lsn;		/* C: end LSN */
+	bool		transactional;	/* M: flag */
+	Oid			oid;			/* R: relation OID; Y: type OID */
+} CsMessageInfo;
+
+extern bool cs_parse_pgoutput(const char *data, uint32 len,
+							  CsMessageInfo *info);
+
+/* ---------- segment_reader.c ---------- */
+
+typedef struct CsSegmentReader CsSegmentReader;
+
+extern CsSegmentReader *cs_reader_open(const char *path, bool missing_ok);
+extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
+extern bool cs_reader_next_frame(CsSegmentReader *reader);
+extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
+extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
+extern int64 cs_reader_valid_end(CsSegmentReader *reader);
+extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
+extern const char *cs_reader_frame_body(CsSegmentReader *reader);
+extern bool cs_reader_torn(CsSegmentReader *reader);
+extern void cs_reader_close(CsSegmentReader *reader);
+
+/*
+ * Positions found by scanning a segment: what recovery and the SQL
+ * functions need to know about its end.
+ */
+typedef struct CsSegmentScan
+{
+	CsSegmentHeader header;
+	XLogRecPtr	position;		/* position of record at the safe end */
+	XLogRecPtr	last_commit_lsn;	/* commit LSN of last complete txn */
+	XLogRecPtr	last_message_lsn;	/* LSN of last non-tx message */
+	int64		safe_frame_offset;	/* offset of frame holding safe end */
+	uint32		safe_entry_offset;	/* end of safe entries in that frame;
+									 * 0 = whole frame is safe */
+	int64		safe_end;		/* file offset after last safe frame */
+	int64		valid_end;		/* file offset after last valid frame */
+	bool		torn;			/* trailing bytes did not validate */
+	uint64		transactions;
+} CsSegmentScan;
+
+typedef void (*CsSchemaCallback) (const CsEntry *entry,
+								  const CsMessageInfo *info, void *arg);
+
+extern bool cs_scan_segment(const char *path, CsSegmentScan *scan,
+							CsSchemaCallback schema_cb, void *arg);
+
+/* ---------- compress.c ---------- */
+
+extern void cs_compress_reset(void);
+extern void cs_compress_enqueue(const char *wal_dir, int64 index);
+extern bool cs_compress_step(long budget_bytes);
+extern bool cs_compress_pending(void);
+extern void cs_compress_segment_now(const char *wal_dir, int64 index);
+
+/* ---------- segment_writer.c ---------- */
+
+extern void cs_writer_reset(void);
+extern void cs_writer_recover(const char *directory, uint64 generation,
+							  XLogRecPtr *position, XLogRecPtr *last_message_lsn);
+extern void cs_writer_open_first(const char *directory, uint64 generation,
+								 uint64 system_identifier, uint32 timeline,
+								 XLogRecPtr start_lsn);
+extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
+						  TimestampTz send_time, const char *data, uint32 len);
+extern void cs_writer_note_schema(const char *data, uint32 len,
+								  const CsMessageInfo *info);
+extern void cs_writer_write(void);
+extern void cs_writer_flush(void);
+extern bool cs_writer_unsynced(void);
+extern Size cs_writer_buffered(void);
+extern bool cs_writer_should_rotate(TimestampTz now);
+extern void cs_writer_rotate(XLogRecPtr position);
+extern int64 cs_writer_segment_index(void);
+extern void cs_writer_close(void);
+
+/* ---------- walsender_conn.c ---------- */
+
+struct WalReceiverConn;
+
+typedef struct CsSlotInfo
+{
+	bool		exists;
+	bool		lost;
+	XLogRecPtr	confirmed_flush;
+	char		plugin[NAMEDATALEN];
+	char		database[NAMEDATALEN];
+	bool		active;
+} CsSlotInfo;
+
+extern struct WalReceiverConn *cs_connect(uint64 *system_identifier,
+										  uint32 *timeline);
+extern void cs_disconnect(struct WalReceiverConn *conn);
+extern void cs_get_slot(struct WalReceiverConn *conn, CsSlotInfo *info);
+extern XLogRecPtr cs_create_slot(struct WalReceiverConn *conn);
+extern void cs_drop_slot(struct WalReceiverConn *conn);
+extern void cs_check_publication(struct WalReceiverConn *conn);
+extern void cs_start_replication(struct WalReceiverConn *conn,
+								 XLogRecPtr startpoint);
+extern void cs_send_status_update(struct WalReceiverConn *conn,
+								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
+								  bool reply_requested);
+extern const char *cs_plugin_options(void);
+
+/* ---------- archiver.c ---------- */
+
+extern PGDLLEXPORT void changestream_archiver_main(Datum main_arg);
+
+#endif							/* CHANGESTREAM_H */

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *	  Every difference between the PostgreSQL major versions changestream
+ *	  supports (15 through 18) is absorbed here, and only here.
+ *
+ * Sources: src/include/replication/walreceiver.h of each branch (the
+ * walrcv_connect and walrcv_create_slot signatures changed in 16 and 17).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CHANGESTREAM_COMPAT_H
+#define CHANGESTREAM_COMPAT_H
+
+#include "replication/walreceiver.h"
+
+#if PG_VERSION_NUM < 150000
+#error "changestream requires PostgreSQL 15 or later"
+#endif
+
+/*
+ * cs_walrcv_connect(conninfo, appname, err) -> WalReceiverConn *
+ *	  Open a logical replication (walsender) connection.  NULL and *err set
+ *	  on failure.  16 added must_use_password; 17 added "replication".
+ */
+#if PG_VERSION_NUM >= 170000
+#define cs_walrcv_connect(conninfo, appname, err) \
+	walrcv_connect((conninfo), true, true, false, (appname), (err))
+#elif PG_VERSION_NUM >= 160000
+#define cs_walrcv_connect(conninfo, appname, err) \
+	walrcv_connect((conninfo), true, false, (appname), (err))
+#else
+#define cs_walrcv_connect(conninfo, appname, err) \
+	walrcv_connect((conninfo), true, (appname), (err))
+#endif
+
+/*
+ * cs_walrcv_create_slot(conn, name, temporary, snapshot_action, lsn)
+ *	  CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, no two-phase; 17 added
+ *	  "failover".
+ */
+#if PG_VERSION_NUM >= 170000
+#define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
+	walrcv_create_slot((conn), (name), (temporary), false, false, (action), (lsn))
+#else
+#define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
+	walrcv_create_slot((conn), (name), (temporary), false, (action), (lsn))
+#endif
+
+#endif							/* CHANGESTREAM_COMPAT_H */

@@ -1,0 +1,167 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *	  The changestream.* configuration parameters.
+ *
+ * Contexts: "database" needs a restart (the worker binds to its database
+ * once, at start).  Everything else reloads with pg_reload_conf(): the
+ * worker re-reads it on SIGHUP and, when the archive's identity changes
+ * (directory, slot, publication, conninfo), ends its session cleanly and
+ * starts a new one.  Bad values are rejected by the GUC machinery's own
+ * range checks or by the check hooks below, at load and at reload.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "replication/slot.h"
+#include "utils/guc.h"
+
+#include "changestream.h"
+
+char	   *cs_directory = NULL;
+char	   *cs_database = NULL;
+char	   *cs_slot_name = NULL;
+char	   *cs_publication = NULL;
+char	   *cs_conninfo = NULL;
+int			cs_status_interval_ms = 10000;
+int			cs_flush_interval_ms = 200;
+int			cs_segment_size_kb = 16 * 1024;
+int			cs_segment_timeout_s = 300;
+int			cs_compression_level = 6;
+
+/*
+ * An archive directory must be absolute: a relative path would silently
+ * depend on the server's working directory.
+ */
+static bool
+check_directory(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!is_absolute_path(*newval))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("changestream.directory must be an absolute path");
+		GUC_check_errhint("Set it to a directory the server's operating system user can write, for example '/var/lib/postgresql/changestream'.");
+		return false;
+	}
+	if (strlen(*newval) > MAXPGPATH - 128)
+	{
+		GUC_check_errmsg("changestream.directory is too long");
+		return false;
+	}
+	return true;
+}
+
+/* A slot name follows the rules of ReplicationSlotValidateName(). */
+static bool
+check_slot_name(char **newval, void **extra, GucSource source)
+{
+	const char *p;
+
+	if (*newval == NULL || (*newval)[0] == '\0' ||
+		strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errmsg("replication slot name must be 1 to %d characters",
+						 NAMEDATALEN - 1);
+		return false;
+	}
+	for (p = *newval; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+		{
+			GUC_check_errcode(ERRCODE_INVALID_NAME);
+			GUC_check_errmsg("replication slot name \"%s\" contains invalid character", *newval);
+			GUC_check_errhint("Replication slot names may only contain lower case letters, numbers, and the underscore character.");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A publication or database name must fit in a NameData. */
+static bool
+check_name(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' ||
+		strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errmsg("name must be 1 to %d characters", NAMEDATALEN - 1);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * cs_define_gucs() -> void
+ *	  Define every changestream.* parameter and reserve the prefix, so a
+ *	  misspelt changestream.* setting is reported instead of ignored.
+ *	  Called from _PG_init(); mirrors contrib/pg_stat_statements.
+ */
+void
+cs_define_gucs(void)
+{
+	DefineCustomStringVariable("changestream.directory",
+							   "Directory the change stream is archived in.",
+							   "Empty disables archiving.",
+							   &cs_directory, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   check_directory, NULL, NULL);
+	DefineCustomStringVariable("changestream.database",
+							   "Database whose changes are archived.",
+							   NULL,
+							   &cs_database, "postgres",
+							   PGC_POSTMASTER, 0,
+							   check_name, NULL, NULL);
+	DefineCustomStringVariable("changestream.slot_name",
+							   "Logical replication slot the archiver consumes.",
+							   "Created by the archiver when it does not exist.",
+							   &cs_slot_name, "changestream",
+							   PGC_SIGHUP, 0,
+							   check_slot_name, NULL, NULL);
+	DefineCustomStringVariable("changestream.publication",
+							   "Publication whose tables are archived.",
+							   "Create it with CREATE PUBLICATION.",
+							   &cs_publication, "changestream",
+							   PGC_SIGHUP, 0,
+							   check_name, NULL, NULL);
+	DefineCustomStringVariable("changestream.conninfo",
+							   "Connection string of the server to archive.",
+							   "Empty means the local server over its Unix socket.",
+							   &cs_conninfo, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.status_interval",
+							"Maximum time between standby status updates.",
+							NULL,
+							&cs_status_interval_ms, 10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.flush_interval",
+							"Maximum time received data waits before it is fsynced and acknowledged.",
+							"The archiver also flushes as soon as the stream goes idle.",
+							&cs_flush_interval_ms, 200, 1, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.segment_size",
+							"Size at which a WAL segment is sealed and a new one started.",
+							"Segments rotate only at transaction boundaries.",
+							&cs_segment_size_kb, 16 * 1024, 64, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.segment_timeout",
+							"Age at which a WAL segment holding data is sealed.",
+							"0 disables time-based rotation.",
+							&cs_segment_timeout_s, 300, 0, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.compression_level",
+							"zlib level for sealed WAL segments (0 stores them uncompressed in gzip framing).",
+							NULL,
+							&cs_compression_level, 6, 0, 9,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("changestream");
+}

@@ -1,0 +1,272 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_format.c
+ *	  Byte layout of WAL segments: the segment header, frames and entries.
+ *	  docs/FORMAT.md is the specification; this file is its only encoder
+ *	  and decoder.  All integers are big-endian, like the replication
+ *	  protocol's.
+ *
+ * Segment header (CS_SEGMENT_HEADER_SIZE = 64 bytes):
+ *	  0 magic "CSTRMWAL" | 8 u32 format version | 12 u32 header size |
+ *	  16 u64 system identifier | 24 u64 generation | 32 u64 segment index |
+ *	  40 u64 start LSN | 48 u32 timeline | 52 8 zero bytes |
+ *	  60 u32 CRC-32C of bytes 0..59
+ * Frame (one per write; the unit of torn-write detection):
+ *	  u32 magic "CSFR" | u32 body length | u32 CRC-32C of length + body |
+ *	  body = entries
+ * Entry (CS_ENTRY_HEADER_SIZE = 29 bytes + data):
+ *	  u8 kind | u32 data length | u64 dataStart | u64 walEnd |
+ *	  i64 send time (us since 2000-01-01) | data
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "port/pg_bswap.h"
+#include "port/pg_crc32c.h"
+
+#include "changestream.h"
+
+#define CS_FRAME_MAGIC 0x43534652	/* "CSFR" */
+
+static inline void
+put32(char *p, uint32 v)
+{
+	v = pg_hton32(v);
+	memcpy(p, &v, 4);
+}
+
+static inline void
+put64(char *p, uint64 v)
+{
+	v = pg_hton64(v);
+	memcpy(p, &v, 8);
+}
+
+static inline uint32
+get32(const char *p)
+{
+	uint32		v;
+
+	memcpy(&v, p, 4);
+	return pg_ntoh32(v);
+}
+
+static inline uint64
+get64(const char *p)
+{
+	uint64		v;
+
+	memcpy(&v, p, 8);
+	return pg_ntoh64(v);
+}
+
+/*
+ * cs_encode_segment_header(hdr, buf) -> void
+ *	  Write the 64-byte header into buf (CS_SEGMENT_HEADER_SIZE bytes).
+ */
+void
+cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
+{
+	pg_crc32c	crc;
+
+	memset(buf, 0, CS_SEGMENT_HEADER_SIZE);
+	memcpy(buf, CS_SEGMENT_MAGIC, 8);
+	put32(buf + 8, CS_FORMAT_VERSION);
+	put32(buf + 12, CS_SEGMENT_HEADER_SIZE);
+	put64(buf + 16, hdr->system_identifier);
+	put64(buf + 24, hdr->generation);
+	put64(buf + 32, hdr->segment_index);
+	put64(buf + 40, hdr->start_lsn);
+	put32(buf + 48, hdr->timeline);
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, 60);
+	FIN_CRC32C(crc);
+	put32(buf + 60, crc);
+}
+
+/*
+ * cs_decode_segment_header(buf, *hdr) -> bool
+ *	  Decode and validate (magic, CRC, known version) a 64-byte header.
+ */
+bool
+cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
+{
+	pg_crc32c	crc;
+
+	if (memcmp(buf, CS_SEGMENT_MAGIC, 8) != 0)
+		return false;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, 60);
+	FIN_CRC32C(crc);
+	if (crc != get32(buf + 60))
+		return false;
+	hdr->format_version = get32(buf + 8);
+	if (hdr->format_version < 1 || hdr->format_version > CS_FORMAT_VERSION ||
+		get32(buf + 12) != CS_SEGMENT_HEADER_SIZE)
+		return false;
+	hdr->system_identifier = get64(buf + 16);
+	hdr->generation = get64(buf + 24);
+	hdr->segment_index = get64(buf + 32);
+	hdr->start_lsn = get64(buf + 40);
+	hdr->timeline = get32(buf + 48);
+	return true;
+}
+
+/*
+ * cs_frame_begin(frame) -> void
+ *	  Reset frame and reserve its 12-byte header.
+ */
+void
+cs_frame_begin(StringInfo frame)
+{
+	resetStringInfo(frame);
+	appendStringInfoSpaces(frame, CS_FRAME_HEADER_SIZE);
+}
+
+/*
+ * cs_append_entry(frame, kind, data_start, wal_end, send_time, data, len)
+ *	  Append one entry to a frame begun with cs_frame_begin().
+ */
+void
+cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
+				XLogRecPtr wal_end, TimestampTz send_time,
+				const char *data, uint32 len)
+{
+	char	   *p;
+
+	enlargeStringInfo(frame, CS_ENTRY_HEADER_SIZE + len);
+	p = frame->data + frame->len;
+	p[0] = kind;
+	put32(p + 1, len);
+	put64(p + 5, data_start);
+	put64(p + 13, wal_end);
+	put64(p + 21, (uint64) send_time);
+	if (len > 0)
+		memcpy(p + CS_ENTRY_HEADER_SIZE, data, len);
+	frame->len += CS_ENTRY_HEADER_SIZE + len;
+	frame->data[frame->len] = '\0';
+}
+
+/*
+ * cs_frame_finish(frame) -> void
+ *	  Fill in the frame header: magic, body length and CRC-32C over the
+ *	  length field and the body.
+ */
+void
+cs_frame_finish(StringInfo frame)
+{
+	uint32		body_len = frame->len - CS_FRAME_HEADER_SIZE;
+	pg_crc32c	crc;
+
+	put32(frame->data, CS_FRAME_MAGIC);
+	put32(frame->data + 4, body_len);
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, frame->data + 4, 4);
+	COMP_CRC32C(crc, frame->data + CS_FRAME_HEADER_SIZE, body_len);
+	FIN_CRC32C(crc);
+	put32(frame->data + 8, crc);
+}
+
+/*
+ * cs_frame_check_header(hdr, *body_len, *crc) -> bool
+ *	  Decode a 12-byte frame header; false if the magic or length is wrong.
+ */
+bool
+cs_frame_check_header(const char *hdr, uint32 *body_len, uint32 *crc)
+{
+	if (get32(hdr) != CS_FRAME_MAGIC)
+		return false;
+	*body_len = get32(hdr + 4);
+	*crc = get32(hdr + 8);
+	return *body_len > 0 && *body_len <= CS_MAX_FRAME_BODY;
+}
+
+/*
+ * cs_frame_body_valid(body, body_len, crc) -> bool
+ *	  Check a frame body against the CRC from its header, and that its
+ *	  entries exactly fill it.
+ */
+bool
+cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc)
+{
+	pg_crc32c	c;
+	char		lenbuf[4];
+	uint32		off = 0;
+	CsEntry		e;
+
+	put32(lenbuf, body_len);
+	INIT_CRC32C(c);
+	COMP_CRC32C(c, lenbuf, 4);
+	COMP_CRC32C(c, body, body_len);
+	FIN_CRC32C(c);
+	if (c != crc)
+		return false;
+	while (off < body_len)
+		if (!cs_next_entry(body, body_len, &off, &e))
+			return false;
+	return off == body_len;
+}
+
+/*
+ * cs_next_entry(body, body_len, *offset, *entry) -> bool
+ *	  Decode the entry at *offset and advance it; false at the end or if
+ *	  the entry would overrun the body.  entry->data points into body.
+ */
+bool
+cs_next_entry(const char *body, uint32 body_len, uint32 *offset, CsEntry *entry)
+{
+	const char *p = body + *offset;
+	uint32		len;
+
+	if (*offset + CS_ENTRY_HEADER_SIZE > body_len)
+		return false;
+	len = get32(p + 1);
+	if (len > body_len - *offset - CS_ENTRY_HEADER_SIZE)
+		return false;
+	entry->kind = p[0];
+	entry->len = len;
+	entry->data_start = get64(p + 5);
+	entry->wal_end = get64(p + 13);
+	entry->send_time = (TimestampTz) get64(p + 21);
+	entry->data = p + CS_ENTRY_HEADER_SIZE;
+	*offset += CS_ENTRY_HEADER_SIZE + len;
+	return true;
+}
+
+/*
+ * cs_segment_file_name(index, compressed) -> palloc'd char *
+ *	  "<16 hex digits>.wal" or "<16 hex digits>.wal.gz".
+ */
+char *
+cs_segment_file_name(int64 index, bool compressed)
+{
+	return psprintf("%016llx.wal%s", (unsigned long long) index,
+					compressed ? ".gz" : "");
+}
+
+/*
+ * cs_parse_segment_file_name(name, *index, *compressed) -> bool
+ *	  Recognise a segment file name; false for anything else (tmp files).
+ */
+bool
+cs_parse_segment_file_name(const char *name, int64 *index, bool *compressed)
+{
+	uint64		v;
+	char		hex[17];
+
+	if (strlen(name) < 20)
+		return false;
+	memcpy(hex, name, 16);
+	hex[16] = '\0';
+	if (!cs_parse_generation(hex, &v))
+		return false;
+	if (strcmp(name + 16, ".wal") == 0)
+		*compressed = false;
+	else if (strcmp(name + 16, ".wal.gz") == 0)
+		*compressed = true;
+	else
+		return false;
+	*index = (int64) v;
+	return true;
+}

@@ -1,0 +1,626 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_writer.c
+ *	  The active WAL segment of the current generation: appending framed
+ *	  entries, write + fdatasync (the only thing that makes data durable),
+ *	  rotation at transaction boundaries with the schema preamble, and
+ *	  crash recovery of the newest segment (durability rules 1, 4 and 5 of
+ *	  DESIGN.md).
+ *
+ *	  Entries accumulate in one frame in memory; a frame is written when it
+ *	  reaches CS_FRAME_TARGET bytes or when the archiver flushes, so memory
+ *	  stays bounded however large a transaction is.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "changestream.h"
+
+#define CS_FRAME_TARGET (1024 * 1024)
+
+typedef struct SchemaEntry
+{
+	char		type;			/* 'R' or 'Y' */
+	Oid			oid;
+	uint32		len;
+	char	   *data;
+} SchemaEntry;
+
+static MemoryContext writer_cxt = NULL;
+static List *schema = NIL;		/* SchemaEntry *, in first-seen order */
+
+static char wal_dir[MAXPGPATH];
+static char seg_path[MAXPGPATH];
+static uint64 cur_generation;
+static uint64 cur_sysid;
+static uint32 cur_tli;
+static int	seg_fd = -1;
+static int64 seg_index = -1;
+static int64 seg_size;			/* bytes written to the file */
+static int64 durable_size;		/* bytes known to be fsynced */
+static TimestampTz seg_opened_at;
+static bool seg_has_data;
+static bool unsynced;
+static StringInfoData frame;
+static int	frame_entries;
+
+/*
+ * Survives across sessions of one process: after a failed fsync the page
+ * cache cannot be trusted, so the next recovery cuts the file back to what
+ * was last known durable.
+ */
+static char failed_path[MAXPGPATH];
+static int64 failed_durable_size = -1;
+
+/*
+ * cs_writer_reset() -> void
+ *	  Close the active segment (without flushing) and forget all state.
+ *	  Used at session start and on the error path.
+ */
+void
+cs_writer_reset(void)
+{
+	if (seg_fd >= 0)
+		close(seg_fd);
+	seg_fd = -1;
+	seg_index = -1;
+	unsynced = false;
+	if (writer_cxt == NULL)
+		writer_cxt = AllocSetContextCreate(TopMemoryContext,
+										   "changestream writer",
+										   ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(writer_cxt);
+	schema = NIL;
+	{
+		MemoryContext old = MemoryContextSwitchTo(writer_cxt);
+
+		initStringInfo(&frame);
+		MemoryContextSwitchTo(old);
+	}
+	cs_frame_begin(&frame);
+	frame_entries = 0;
+}
+
+/*
+ * cs_writer_note_schema(data, len, info) -> void
+ *	  Remember a Relation or Type message as the one in force for its OID,
+ *	  for the preamble of later segments.
+ */
+void
+cs_writer_note_schema(const char *data, uint32 len, const CsMessageInfo *info)
+{
+	ListCell   *lc;
+	SchemaEntry *se = NULL;
+	MemoryContext old;
+
+	foreach(lc, schema)
+	{
+		SchemaEntry *s = lfirst(lc);
+
+		if (s->type == info->type && s->oid == info->oid)
+		{
+			se = s;
+			break;
+		}
+	}
+	old = MemoryContextSwitchTo(writer_cxt);
+	if (se == NULL)
+	{
+		se = palloc0(sizeof(SchemaEntry));
+		se->type = info->type;
+		se->oid = info->oid;
+		schema = lappend(schema, se);
+	}
+	else
+		pfree(se->data);
+	se->data = palloc(len);
+	memcpy(se->data, data, len);
+	se->len = len;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+schema_from_scan(const CsEntry *entry, const CsMessageInfo *info, void *arg)
+{
+	cs_writer_note_schema(entry->data, entry->len, info);
+}
+
+static void
+write_all(int fd, const char *buf, size_t len, const char *path)
+{
+	while (len > 0)
+	{
+		ssize_t		n = write(fd, buf, len);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write to file \"%s\": %m", path),
+					 errhint("Check free space and permissions in changestream.directory; nothing is acknowledged until it is written.")));
+		}
+		buf += n;
+		len -= n;
+	}
+}
+
+/*
+ * Create segment <index> with header and schema preamble as a .tmp,
+ * fsync, rename into place, fsync the directory, and make it active.
+ */
+static void
+create_segment(int64 index, XLogRecPtr start_lsn)
+{
+	CsSegmentHeader hdr;
+	char		buf[CS_SEGMENT_HEADER_SIZE];
+	char		tmp[MAXPGPATH];
+	char	   *name;
+	StringInfoData pre;
+	ListCell   *lc;
+
+	name = cs_segment_file_name(index, false);
+	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", seg_path);
+	pfree(name);
+
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.system_identifier = cur_sysid;
+	hdr.generation = cur_generation;
+	hdr.segment_index = index;
+	hdr.start_lsn = start_lsn;
+	hdr.timeline = cur_tli;
+	cs_encode_segment_header(&hdr, buf);
+
+	seg_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (seg_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	write_all(seg_fd, buf, CS_SEGMENT_HEADER_SIZE, tmp);
+	seg_size = CS_SEGMENT_HEADER_SIZE;
+
+	if (schema != NIL)
+	{
+		initStringInfo(&pre);
+		cs_frame_begin(&pre);
+		foreach(lc, schema)
+		{
+			SchemaEntry *se = lfirst(lc);
+
+			cs_append_entry(&pre, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
+							InvalidXLogRecPtr, 0, se->data, se->len);
+		}
+		cs_frame_finish(&pre);
+		write_all(seg_fd, pre.data, pre.len, tmp);
+		seg_size += pre.len;
+		pfree(pre.data);
+	}
+	cs_fsync_fd(seg_fd, tmp);
+	if (rename(tmp, seg_path) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, seg_path)));
+	cs_fsync_path(wal_dir, true);
+
+	durable_size = seg_size;
+	seg_index = index;
+	seg_opened_at = GetCurrentTimestamp();
+	seg_has_data = false;
+	unsynced = false;
+	cs_frame_begin(&frame);
+	frame_entries = 0;
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->segment_index = index;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+static void
+set_target(const char *directory, uint64 generation, uint64 sysid, uint32 tli)
+{
+	char	   *p = cs_wal_dir_path(directory, generation);
+
+	strlcpy(wal_dir, p, sizeof(wal_dir));
+	pfree(p);
+	cur_generation = generation;
+	cur_sysid = sysid;
+	cur_tli = tli;
+}
+
+/*
+ * cs_writer_open_first(directory, generation, sysid, timeline, start_lsn)
+ *	  Start segment 0 of a new generation, positioned at start_lsn.
+ */
+void
+cs_writer_open_first(const char *directory, uint64 generation,
+					 uint64 system_identifier, uint32 timeline,
+					 XLogRecPtr start_lsn)
+{
+	cs_writer_reset();
+	set_target(directory, generation, system_identifier, timeline);
+	create_segment(0, start_lsn);
+}
+
+/* Cut a raw segment back to its last safe point; see cs_scan_segment(). */
+static void
+cut_torn_tail(const char *path, const CsSegmentScan *scan)
+{
+	int			fd;
+	struct stat st;
+	int64		keep;
+	StringInfoData rewritten;
+
+	if (stat(path, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+
+	fd = open(path, O_RDWR | PG_BINARY, 0);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+
+	initStringInfo(&rewritten);
+	if (scan->safe_entry_offset == 0)
+		keep = scan->safe_end;
+	else
+	{
+		/* the safe point is inside a frame: keep its complete entries */
+		char		fh[CS_FRAME_HEADER_SIZE];
+		uint32		body_len;
+		uint32		crc;
+		uint32		off = 0;
+		char	   *body;
+		CsEntry		e;
+
+		keep = scan->safe_frame_offset;
+		if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
+			!cs_frame_check_header(fh, &body_len, &crc))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("could not re-read frame at offset " INT64_FORMAT " of \"%s\"",
+							keep, path)));
+		body = palloc(body_len);
+		if (pread(fd, body, body_len, keep + CS_FRAME_HEADER_SIZE) != (ssize_t) body_len)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", path)));
+		cs_frame_begin(&rewritten);
+		while (off < scan->safe_entry_offset && cs_next_entry(body, body_len, &off, &e))
+			cs_append_entry(&rewritten, e.kind, e.data_start, e.wal_end,
+							e.send_time, e.data, e.len);
+		cs_frame_finish(&rewritten);
+		pfree(body);
+	}
+
+	if (st.st_size == keep + rewritten.len && rewritten.len == 0)
+	{
+		close(fd);
+		pfree(rewritten.data);
+		return;
+	}
+	ereport(LOG,
+			(errmsg("changestream: cut segment \"%s\" back to its last complete transaction",
+					path),
+			 errdetail("Kept " INT64_FORMAT " of " INT64_FORMAT " bytes; the server resends what was cut.",
+					   keep + (int64) rewritten.len, (int64) st.st_size)));
+	if (ftruncate(fd, keep) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not truncate file \"%s\": %m", path)));
+	if (rewritten.len > 0 &&
+		pwrite(fd, rewritten.data, rewritten.len, keep) != rewritten.len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", path)));
+	cs_fsync_fd(fd, path);
+	close(fd);
+	pfree(rewritten.data);
+}
+
+/*
+ * cs_writer_recover(directory, generation, *position, *last_message_lsn)
+ *	  Make the newest segment of a generation the active one after a
+ *	  restart: finish interrupted compressions, queue sealed raw segments
+ *	  for compression, cut the newest segment's torn tail back to its last
+ *	  safe point, rebuild the schema in force, and return the archive's
+ *	  position of record (DESIGN.md, durability rule 4).  A generation
+ *	  without any segment gets segment 0 at its identity's start LSN.
+ *	  Raises 58030 on I/O errors, XX001 on a damaged header.
+ */
+void
+cs_writer_recover(const char *directory, uint64 generation,
+				  XLogRecPtr *position, XLogRecPtr *last_message_lsn)
+{
+	CsIdentity identity;
+	DIR		   *dir;
+	struct dirent *de;
+	List	   *raw = NIL;
+	List	   *gz = NIL;
+	int64		newest = -1;
+	bool		newest_compressed = false;
+	CsSegmentScan scan;
+	char	   *name;
+	ListCell   *lc;
+
+	if (!cs_read_identity(directory, generation, &identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) generation)));
+	cs_writer_reset();
+	set_target(directory, generation, identity.system_identifier,
+			   identity.timeline);
+
+	dir = AllocateDir(wal_dir);
+	if (dir == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", wal_dir)));
+	while ((de = ReadDir(dir, wal_dir)) != NULL)
+	{
+		int64		idx;
+		bool		compressed;
+		int64	   *p;
+
+		if (!cs_parse_segment_file_name(de->d_name, &idx, &compressed))
+			continue;
+		p = palloc(sizeof(int64));
+		*p = idx;
+		if (compressed)
+			gz = lappend(gz, p);
+		else
+			raw = lappend(raw, p);
+		newest = Max(newest, idx);
+	}
+	FreeDir(dir);
+
+	*last_message_lsn = InvalidXLogRecPtr;
+	if (newest < 0)
+	{
+		create_segment(0, identity.start_lsn);
+		*position = identity.start_lsn;
+		return;
+	}
+
+	/*
+	 * A raw segment with a .gz twin was compressed but not yet removed; the
+	 * .gz was renamed into place only after its fsync, so it is complete.
+	 * Other raw segments but the newest are sealed: compress them.
+	 */
+	newest_compressed = true;
+	foreach(lc, raw)
+	{
+		int64		idx = *(int64 *) lfirst(lc);
+		ListCell   *lc2;
+		bool		has_gz = false;
+
+		foreach(lc2, gz)
+			if (*(int64 *) lfirst(lc2) == idx)
+				has_gz = true;
+		name = cs_segment_file_name(idx, false);
+		snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
+		pfree(name);
+		if (has_gz)
+		{
+			if (unlink(seg_path) != 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not remove file \"%s\": %m", seg_path)));
+		}
+		else if (idx == newest)
+			newest_compressed = false;
+		else
+			cs_compress_enqueue(wal_dir, idx);
+	}
+
+	name = cs_segment_file_name(newest, newest_compressed);
+	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
+	pfree(name);
+
+	if (failed_durable_size >= 0 && strcmp(failed_path, seg_path) == 0)
+	{
+		/* a failed fsync: trust only what was durable before it */
+		if (truncate(seg_path, failed_durable_size) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not truncate file \"%s\": %m", seg_path)));
+		cs_fsync_path(seg_path, false);
+	}
+	failed_durable_size = -1;
+
+	cs_scan_segment(seg_path, &scan, schema_from_scan, NULL);
+	*position = scan.position;
+	*last_message_lsn = scan.last_message_lsn;
+
+	if (newest_compressed)
+	{
+		/* the newest segment is sealed: continue in a fresh one */
+		create_segment(newest + 1, scan.position);
+		return;
+	}
+
+	cut_torn_tail(seg_path, &scan);
+	seg_fd = open(seg_path, O_WRONLY | O_APPEND | PG_BINARY, 0);
+	if (seg_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", seg_path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	{
+		struct stat st;
+
+		if (fstat(seg_fd, &st) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not stat file \"%s\": %m", seg_path)));
+		seg_size = st.st_size;
+	}
+	durable_size = seg_size;
+	seg_index = newest;
+	seg_opened_at = GetCurrentTimestamp();
+	seg_has_data = scan.transactions > 0;
+	unsynced = false;
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->segment_index = newest;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_writer_add(kind, data_start, wal_end, send_time, data, len) -> void
+ *	  Append one entry to the frame being built; writes the frame (without
+ *	  fsync) once it reaches CS_FRAME_TARGET bytes.
+ */
+void
+cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
+			  TimestampTz send_time, const char *data, uint32 len)
+{
+	cs_append_entry(&frame, kind, data_start, wal_end, send_time, data, len);
+	frame_entries++;
+	if (kind == CS_ENTRY_MESSAGE)
+		seg_has_data = true;
+	if (frame.len >= CS_FRAME_TARGET)
+		cs_writer_write();
+}
+
+/*
+ * cs_writer_write() -> void
+ *	  Write the frame being built to the segment (no fsync).  58030 on
+ *	  failure.
+ */
+void
+cs_writer_write(void)
+{
+	if (frame_entries == 0)
+		return;
+	cs_frame_finish(&frame);
+	write_all(seg_fd, frame.data, frame.len, seg_path);
+	seg_size += frame.len;
+	unsynced = true;
+	cs_frame_begin(&frame);
+	frame_entries = 0;
+	/* a frame of a huge message must not keep its memory */
+	if (frame.maxlen > 4 * CS_FRAME_TARGET)
+	{
+		MemoryContext old = MemoryContextSwitchTo(writer_cxt);
+
+		pfree(frame.data);
+		initStringInfo(&frame);
+		cs_frame_begin(&frame);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
+ * cs_writer_flush() -> void
+ *	  Write the pending frame and fdatasync the segment: after this returns
+ *	  everything added so far is durable.  58030 on failure, after which the
+ *	  next recovery trusts only the bytes durable before this call.
+ */
+void
+cs_writer_flush(void)
+{
+	cs_writer_write();
+	if (!unsynced)
+		return;
+	if (pg_fdatasync(seg_fd) != 0)
+	{
+		strlcpy(failed_path, seg_path, sizeof(failed_path));
+		failed_durable_size = durable_size;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", seg_path),
+				 errdetail("Nothing after the last durable commit was acknowledged.")));
+	}
+	durable_size = seg_size;
+	unsynced = false;
+}
+
+/* cs_writer_unsynced() -> bool: is anything added not yet durable? */
+bool
+cs_writer_unsynced(void)
+{
+	return frame_entries > 0 || unsynced;
+}
+
+/* cs_writer_buffered() -> Size: bytes in the frame being built. */
+Size
+cs_writer_buffered(void)
+{
+	return frame.len;
+}
+
+/*
+ * cs_writer_should_rotate(now) -> bool
+ *	  At a transaction boundary: is the segment past changestream.segment_size
+ *	  or, holding data, older than changestream.segment_timeout?
+ */
+bool
+cs_writer_should_rotate(TimestampTz now)
+{
+	if (!seg_has_data)
+		return false;
+	if (seg_size + frame.len >= (int64) cs_segment_size_kb * 1024)
+		return true;
+	if (cs_segment_timeout_s > 0 &&
+		TimestampDifferenceExceeds(seg_opened_at, now, cs_segment_timeout_s * 1000))
+		return true;
+	return false;
+}
+
+/*
+ * cs_writer_rotate(position) -> void
+ *	  Seal the active segment (flush, close, queue for compression) and
+ *	  start the next one at position, the current position of record.
+ */
+void
+cs_writer_rotate(XLogRecPtr position)
+{
+	int64		sealed = seg_index;
+
+	cs_writer_flush();
+	close(seg_fd);
+	seg_fd = -1;
+	create_segment(sealed + 1, position);
+	cs_compress_enqueue(wal_dir, sealed);
+}
+
+/* cs_writer_segment_index() -> int64: the active segment's index. */
+int64
+cs_writer_segment_index(void)
+{
+	return seg_index;
+}
+
+/*
+ * cs_writer_close() -> void
+ *	  Flush and close the active segment (clean shutdown).
+ */
+void
+cs_writer_close(void)
+{
+	if (seg_fd < 0)
+		return;
+	cs_writer_flush();
+	close(seg_fd);
+	seg_fd = -1;
+}
