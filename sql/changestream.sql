@@ -1,0 +1,227 @@
+--
+-- changestream: the SQL surface.
+--
+-- Runs on a temporary instance with changestream in shared_preload_libraries
+-- and changestream.directory set (see test/regress.conf, scripts/test.sh).
+-- What the worker archives depends on timing, so this test checks only what
+-- is deterministic: settings, function signatures, argument validation,
+-- errors and privileges.  The TAP tests in t/ check the archive itself.
+--
+CREATE EXTENSION changestream;
+
+SELECT e.extversion, n.nspname AS schema
+  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+ WHERE e.extname = 'changestream';
+
+--
+-- Settings: defaults, units, bounds and contexts
+-- (changestream.directory is left out: its value is a temporary path)
+--
+SELECT name, setting, unit, vartype, context, boot_val, min_val, max_val
+  FROM pg_settings
+ WHERE name LIKE 'changestream.%' AND name <> 'changestream.directory'
+ ORDER BY name;
+SELECT current_setting('changestream.directory') <> '' AS directory_is_set;
+
+\set VERBOSITY default
+-- the prefix is reserved: no made-up changestream.* parameters
+SET changestream.no_such_setting = 'on';
+\echo :SQLSTATE
+-- reloadable settings cannot be changed in a session
+SET changestream.segment_size = '1MB';
+\echo :SQLSTATE
+-- bad values are rejected with a clear message
+ALTER SYSTEM SET changestream.segment_size = '1kB';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.segment_size = '2GB';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.compression_level = 10;
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.status_interval = '-1s';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.flush_interval = 'soon';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.directory = 'relative/archive';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.slot_name = 'Not-A-Slot';
+\echo :SQLSTATE
+-- good values with units are accepted
+ALTER SYSTEM SET changestream.segment_size = '64MB';
+ALTER SYSTEM SET changestream.segment_timeout = '30s';
+ALTER SYSTEM RESET changestream.segment_size;
+ALTER SYSTEM RESET changestream.segment_timeout;
+
+--
+-- Functions: signatures, and EXECUTE for pg_monitor only
+--
+\x on
+SELECT p.proname,
+       pg_get_function_arguments(p.oid) AS arguments,
+       pg_get_function_result(p.oid) AS result,
+       p.proisstrict AS strict,
+       p.provolatile AS volatility
+  FROM pg_proc p
+ WHERE p.pronamespace = 'changestream'::regnamespace
+ ORDER BY p.proname;
+\x off
+
+SELECT p.proname,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_can_execute,
+       has_function_privilege('pg_monitor', p.oid, 'EXECUTE') AS pg_monitor_can_execute
+  FROM pg_proc p
+ WHERE p.pronamespace = 'changestream'::regnamespace
+ ORDER BY p.proname;
+SELECT has_schema_privilege('public', 'changestream', 'USAGE') AS public_usage,
+       has_schema_privilege('pg_monitor', 'changestream', 'USAGE') AS pg_monitor_usage;
+
+--
+-- generations() and status(): result columns and types
+--
+SELECT * FROM changestream.generations() WHERE false;
+SELECT count(*) >= 0 AS ok FROM changestream.generations();
+SELECT * FROM changestream.status() WHERE false;
+SELECT count(*) AS rows,
+       pg_typeof(min(state)) AS state_type,
+       bool_and(state IN ('disabled', 'starting', 'connecting', 'streaming',
+                          'error', 'stopping')) AS state_is_known,
+       bool_and(pid IS NULL OR pid > 0) AS pid_ok
+  FROM changestream.status();
+SELECT pg_typeof(lag_bytes) AS lag_bytes, pg_typeof(flushed_lsn) AS flushed_lsn,
+       pg_typeof(last_error_at) AS last_error_at
+  FROM changestream.status();
+
+-- the generations() row of each generation that exists equals generation_stats()
+SELECT count(*) AS mismatches
+  FROM changestream.generations() g
+ WHERE (SELECT s.generation FROM changestream.generation_stats(g.generation) s)
+       IS DISTINCT FROM g.generation;
+
+--
+-- Bad arguments: a generation is 16 lowercase hex digits, nothing else
+--
+SELECT * FROM changestream.generation_stats('xyz');
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('../../etc');
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('');
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('0123456789abcde');
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('0123456789abcdef0');
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('../0123456789abc');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_segments('0123456789ABCDEF');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_segments(' 0123456789abcde');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records('0123456789abcdeg');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records('zzzzzzzzzzzzzzzz', '0/0', '0/0');
+\echo :SQLSTATE
+-- wal_records() is not STRICT (its bounds may be NULL), but the generation may not be
+SELECT * FROM changestream.wal_records(NULL);
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records(NULL, '0/0', NULL);
+\echo :SQLSTATE
+-- the STRICT functions return NULL for a NULL generation
+SELECT generation IS NULL AS null_in_null_out FROM changestream.generation_stats(NULL);
+SELECT count(*) AS rows FROM changestream.wal_segments(NULL);
+
+-- a well-formed generation that does not exist is an error, not an empty result
+SELECT * FROM changestream.generation_stats('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_segments('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records('0000000000000000', '0/0', 'FFFFFFFF/FFFFFFFF');
+\echo :SQLSTATE
+
+--
+-- Privileges
+--
+CREATE ROLE regress_cs_nobody;
+CREATE ROLE regress_cs_monitor;
+GRANT pg_monitor TO regress_cs_monitor;
+
+-- no rights at all: the schema is closed
+SET ROLE regress_cs_nobody;
+SELECT state FROM changestream.status();
+\echo :SQLSTATE
+RESET ROLE;
+
+-- usage on the schema is not enough: EXECUTE is revoked from PUBLIC
+GRANT USAGE ON SCHEMA changestream TO regress_cs_nobody;
+SET ROLE regress_cs_nobody;
+SELECT state FROM changestream.status();
+\echo :SQLSTATE
+SELECT count(*) FROM changestream.generations();
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_segments('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.wal_records('0000000000000000');
+\echo :SQLSTATE
+RESET ROLE;
+REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
+
+-- pg_monitor may read the statistics
+SET ROLE regress_cs_monitor;
+SELECT count(*) AS rows,
+       bool_and(state IN ('disabled', 'starting', 'connecting', 'streaming',
+                          'error', 'stopping')) AS state_is_known
+  FROM changestream.status();
+SELECT count(*) >= 0 AS ok FROM changestream.generations();
+SELECT * FROM changestream.generation_stats('not-a-generation');
+\echo :SQLSTATE
+RESET ROLE;
+
+DROP ROLE regress_cs_nobody;
+DROP ROLE regress_cs_monitor;
+
+--
+-- Archiving disabled: with changestream.directory empty the archive
+-- functions raise 55000 and the worker reports state 'disabled'.
+-- (A new connection picks up the reloaded setting; the \if retries once
+-- in case the postmaster had not reloaded yet.)
+--
+ALTER SYSTEM SET changestream.directory = '';
+SELECT pg_reload_conf();
+\c
+SELECT current_setting('changestream.directory') = '' AS reloaded \gset
+\if :reloaded
+\else
+SELECT pg_sleep(3) \g /dev/null
+\c
+\endif
+SELECT current_setting('changestream.directory') AS directory;
+SELECT * FROM changestream.generations();
+\echo :SQLSTATE
+SELECT * FROM changestream.generation_stats('0000000000000000');
+\echo :SQLSTATE
+-- the worker notices on its next SIGHUP (wait up to 30 s)
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    EXIT WHEN (SELECT state FROM changestream.status()) = 'disabled';
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT state FROM changestream.status();
+-- back to the test configuration
+ALTER SYSTEM RESET changestream.directory;
+SELECT pg_reload_conf();
+\c
+SELECT current_setting('changestream.directory') <> '' AS reloaded \gset
+\if :reloaded
+\else
+SELECT pg_sleep(3) \g /dev/null
+\c
+\endif
+SELECT current_setting('changestream.directory') <> '' AS directory_is_set;
+SELECT count(*) >= 0 AS ok FROM changestream.generations();
+
+DROP EXTENSION changestream;
