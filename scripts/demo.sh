@@ -109,7 +109,7 @@ cs_section "waiting for the archiver to stream"
 deadline=$(( $(cs_now) + TIMEOUT ))
 last=""
 while :; do
-	line=$(psql_value "SELECT state || coalesce(' (last error: ' || last_error || ')', '') FROM changestream.status()")
+	line=$(psql_value "SELECT state || CASE WHEN state = 'error' THEN coalesce(': ' || last_error, '') ELSE '' END FROM changestream.status()")
 	if [ "$line" != "$last" ]; then
 		cs_info "status: $line"
 		last=$line
@@ -181,11 +181,27 @@ cs_section "archive files ($ARCHIVE)"
 if command -v tree >/dev/null 2>&1; then
 	tree -a -h --noreport "$ARCHIVE"
 else
-	# an indented listing: size in bytes, then the path below the archive
+	# An indented listing: size in bytes, then the name.  In a long run of
+	# sealed segments only the first and last few are shown.
 	(cd "$ARCHIVE" && find . -mindepth 1 -printf '%y %s %P\n' | sort -k3 |
-		awk '{ n = split($3, part, "/"); indent = sprintf("%*s", 2 * (n - 1), "");
-		       if ($1 == "d") printf "%12s  %s%s/\n", "", indent, part[n];
-		       else printf "%12s  %s%s\n", $2, indent, part[n] }')
+		awk '
+		function flush_run(   i) {
+			if (nrun <= 8) { for (i = 1; i <= nrun; i++) print run[i] }
+			else {
+				for (i = 1; i <= 4; i++) print run[i]
+				printf "%12s  %s... %d more sealed segments ...\n", "", runindent, nrun - 7
+				for (i = nrun - 2; i <= nrun; i++) print run[i]
+			}
+			nrun = 0
+		}
+		{
+			n = split($3, part, "/"); indent = sprintf("%*s", 2 * (n - 1), "")
+			if ($1 == "d") line = sprintf("%12s  %s%s/", "", indent, part[n])
+			else line = sprintf("%12s  %s%s", $2, indent, part[n])
+			if (part[n] ~ /\.wal\.gz$/) { run[++nrun] = line; runindent = indent; next }
+			flush_run(); print line
+		}
+		END { flush_run() }')
 fi
 cs_info "total: $(du -sh "$ARCHIVE" | cut -f1)"
 
@@ -195,6 +211,9 @@ bad_gz=0
 while IFS= read -r f; do
 	gzip -t "$f" 2>/dev/null || { cs_info "gzip -t failed: $f"; bad_gz=$((bad_gz + 1)); }
 done < <(find "$ARCHIVE" -name '*.wal.gz')
+
+cs_section "server log: the archiver's lines"
+grep -E 'changestream' "$LOG" | grep -v -E 'STATEMENT:|listening on' | tail -n 12 || true
 
 cs_section "summary"
 ngen=$(psql_value "SELECT count(*) FROM changestream.generations()")

@@ -75,8 +75,8 @@ cs_install_deps() {
 cs_build_install() {
 	local jobs
 	jobs=$(nproc 2>/dev/null || echo 2)
-	make -C "$CS_ROOT" -s -j"$jobs" PG_CONFIG="$PG_CONFIG"
-	make -C "$CS_ROOT" -s install PG_CONFIG="$PG_CONFIG"
+	make -C "$CS_ROOT" -s -j"$jobs" PG_CONFIG="$PG_CONFIG" || return 1
+	make -C "$CS_ROOT" -s install PG_CONFIG="$PG_CONFIG" || return 1
 	cs_info "installed $("$PG_CONFIG" --pkglibdir)/changestream.so"
 }
 
