@@ -74,7 +74,6 @@ static uint64 cur_generation;
 static XLogRecPtr position;		/* durable position of record, reported */
 static XLogRecPtr pending_position; /* position of record of data added */
 static XLogRecPtr skip_before;	/* commit LSNs below this are archived */
-static XLogRecPtr last_message_lsn; /* last archived non-tx message */
 static XLogRecPtr received_lsn;
 static bool in_txn;
 static bool skipping;
@@ -223,13 +222,20 @@ handle_xlogdata(const char *buf, int len, TimestampTz now)
 		case 'M':
 			if (!info.transactional && !in_txn)
 			{
-				if (info.lsn < skip_before ||
-					(last_message_lsn != InvalidXLogRecPtr &&
-					 info.lsn <= last_message_lsn))
+				/*
+				 * A non-transactional message is sent as soon as it is
+				 * decoded, after every transaction that committed before
+				 * it, so once durable, its LSN + 1 is a position of record:
+				 * a restart there neither loses nor repeats it.
+				 */
+				if (info.lsn < skip_before)
 					break;
-				last_message_lsn = info.lsn;
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+				pending_position = Max(pending_position, info.lsn + 1);
+				break;
 			}
-			else if (skipping)
+			if (skipping)
 				break;
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 					  payload, plen, now);
@@ -532,8 +538,7 @@ run_session(void)
 	if (reason == NULL)
 	{
 		cur_generation = *(uint64 *) llast(gens);
-		cs_writer_recover(sess_directory, cur_generation, &position,
-						  &last_message_lsn);
+		cs_writer_recover(sess_directory, cur_generation, &position);
 		writer_open = true;
 		if (slot.confirmed_flush > position)
 		{
@@ -560,7 +565,6 @@ run_session(void)
 							 identity.start_lsn);
 		writer_open = true;
 		position = identity.start_lsn;
-		last_message_lsn = InvalidXLogRecPtr;
 		ereport(LOG,
 				(errmsg("changestream: started generation %016llx at %X/%X",
 						(unsigned long long) cur_generation,

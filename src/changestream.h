@@ -100,7 +100,7 @@ typedef struct CsIdentity
 	char		plugin_options[256];
 	XLogRecPtr	start_lsn;
 	TimestampTz created_at;
-	char		reason[128];
+	char		reason[512];
 } CsIdentity;
 
 extern bool cs_parse_generation(const char *text, uint64 *generation);
@@ -200,9 +200,11 @@ extern void cs_reader_close(CsSegmentReader *reader);
 typedef struct CsSegmentScan
 {
 	CsSegmentHeader header;
-	XLogRecPtr	position;		/* position of record at the safe end */
+	XLogRecPtr	position;		/* position of record at the safe end:
+								 * greatest of start LSN, commit end LSNs,
+								 * keepalive positions, non-tx message
+								 * LSN + 1 */
 	XLogRecPtr	last_commit_lsn;	/* commit LSN of last complete txn */
-	XLogRecPtr	last_message_lsn;	/* LSN of last non-tx message */
 	int64		safe_frame_offset;	/* offset of frame holding safe end */
 	uint32		safe_entry_offset;	/* end of safe entries in that frame;
 									 * 0 = whole frame is safe */
@@ -230,7 +232,7 @@ extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 extern void cs_writer_reset(void);
 extern void cs_writer_recover(const char *directory, uint64 generation,
-							  XLogRecPtr *position, XLogRecPtr *last_message_lsn);
+							  XLogRecPtr *position);
 extern void cs_writer_open_first(const char *directory, uint64 generation,
 								 uint64 system_identifier, uint32 timeline,
 								 XLogRecPtr start_lsn);
@@ -274,6 +276,7 @@ extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
 								  bool reply_requested);
 extern const char *cs_plugin_options(void);
+extern const char *cs_session_settings(void);
 
 /* ---------- archiver.c ---------- */
 

@@ -239,6 +239,12 @@ cs_read_identity(const char *directory, uint64 generation, CsIdentity *identity)
 			strlcpy(identity->reason, val, sizeof(identity->reason));
 	}
 	FreeFile(f);
+	if (seen == 31 && identity->format_version > CS_FORMAT_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("generation identity file \"%s\" has format version %u, newer than this changestream (%u)",
+						path, identity->format_version, CS_FORMAT_VERSION),
+				 errhint("Upgrade changestream, or archive to another directory.")));
 	if (seen != 31)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -327,6 +333,7 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 					 "slot = %s\n"
 					 "plugin = %s\n"
 					 "plugin_options = %s\n"
+					 "session_settings = %s\n"
 					 "start_lsn = %s\n"
 					 "created_at = %s\n"
 					 "reason = %s\n",
@@ -338,6 +345,7 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 					 identity->slot,
 					 identity->plugin,
 					 identity->plugin_options,
+					 cs_session_settings(),
 					 lsn, when, identity->reason);
 	identity_path(tmpdir, path);
 	write_text_file(path, buf.data);

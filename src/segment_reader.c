@@ -302,8 +302,11 @@ cs_scan_segment(const char *path, CsSegmentScan *scan,
 					pending = NIL;
 					MemoryContextReset(scan_cxt);
 				}
-				else if (info.type == 'M' && !info.transactional)
-					scan->last_message_lsn = info.lsn;
+				else if (info.type == 'M' && !info.transactional && !in_txn)
+				{
+					if (info.lsn + 1 > scan->position)
+						scan->position = info.lsn + 1;
+				}
 				else if ((info.type == 'R' || info.type == 'Y') && schema_cb)
 				{
 					PendingSchema *ps;

@@ -257,7 +257,13 @@ cs_writer_open_first(const char *directory, uint64 generation,
 	create_segment(0, start_lsn);
 }
 
-/* Cut a raw segment back to its last safe point; see cs_scan_segment(). */
+/*
+ * Cut a raw segment back to its last safe point; see cs_scan_segment().
+ * At a frame boundary a single ftruncate() does it.  Inside a frame, the
+ * frame's complete entries are re-framed: the kept bytes and the new frame
+ * go to a .tmp copy that replaces the segment by rename, so a crash during
+ * the repair leaves either the old file or the repaired one.
+ */
 static void
 cut_torn_tail(const char *path, const CsSegmentScan *scan)
 {
@@ -270,6 +276,9 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
+	keep = scan->safe_entry_offset == 0 ? scan->safe_end : scan->safe_frame_offset;
+	if (scan->safe_entry_offset == 0 && st.st_size == keep)
+		return;
 
 	fd = open(path, O_RDWR | PG_BINARY, 0);
 	if (fd < 0)
@@ -279,11 +288,8 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
 
 	initStringInfo(&rewritten);
-	if (scan->safe_entry_offset == 0)
-		keep = scan->safe_end;
-	else
+	if (scan->safe_entry_offset != 0)
 	{
-		/* the safe point is inside a frame: keep its complete entries */
 		char		fh[CS_FRAME_HEADER_SIZE];
 		uint32		body_len;
 		uint32		crc;
@@ -291,7 +297,6 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 		char	   *body;
 		CsEntry		e;
 
-		keep = scan->safe_frame_offset;
 		if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
 			!cs_frame_check_header(fh, &body_len, &crc))
 			ereport(ERROR,
@@ -311,33 +316,61 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 		pfree(body);
 	}
 
-	if (st.st_size == keep + rewritten.len && rewritten.len == 0)
-	{
-		close(fd);
-		pfree(rewritten.data);
-		return;
-	}
 	ereport(LOG,
 			(errmsg("changestream: cut segment \"%s\" back to its last complete transaction",
 					path),
 			 errdetail("Kept " INT64_FORMAT " of " INT64_FORMAT " bytes; the server resends what was cut.",
 					   keep + (int64) rewritten.len, (int64) st.st_size)));
-	if (ftruncate(fd, keep) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not truncate file \"%s\": %m", path)));
-	if (rewritten.len > 0 &&
-		pwrite(fd, rewritten.data, rewritten.len, keep) != rewritten.len)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", path)));
-	cs_fsync_fd(fd, path);
-	close(fd);
+
+	if (rewritten.len == 0)
+	{
+		if (ftruncate(fd, keep) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not truncate file \"%s\": %m", path)));
+		cs_fsync_fd(fd, path);
+		close(fd);
+	}
+	else
+	{
+		char		tmp[MAXPGPATH];
+		int			out;
+		char	   *buf = palloc(64 * 1024);
+		int64		done = 0;
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+		if (out < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create file \"%s\": %m", tmp)));
+		while (done < keep)
+		{
+			ssize_t		n = pread(fd, buf, Min(64 * 1024, keep - done), done);
+
+			if (n <= 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not read file \"%s\": %m", path)));
+			write_all(out, buf, n, tmp);
+			done += n;
+		}
+		write_all(out, rewritten.data, rewritten.len, tmp);
+		cs_fsync_fd(out, tmp);
+		close(out);
+		close(fd);
+		if (rename(tmp, path) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, path)));
+		cs_fsync_path(wal_dir, true);
+		pfree(buf);
+	}
 	pfree(rewritten.data);
 }
 
 /*
- * cs_writer_recover(directory, generation, *position, *last_message_lsn)
+ * cs_writer_recover(directory, generation, *position)
  *	  Make the newest segment of a generation the active one after a
  *	  restart: finish interrupted compressions, queue sealed raw segments
  *	  for compression, cut the newest segment's torn tail back to its last
@@ -348,7 +381,7 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
  */
 void
 cs_writer_recover(const char *directory, uint64 generation,
-				  XLogRecPtr *position, XLogRecPtr *last_message_lsn)
+				  XLogRecPtr *position)
 {
 	CsIdentity identity;
 	DIR		   *dir;
@@ -393,7 +426,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 	}
 	FreeDir(dir);
 
-	*last_message_lsn = InvalidXLogRecPtr;
 	if (newest < 0)
 	{
 		create_segment(0, identity.start_lsn);
@@ -449,7 +481,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 
 	cs_scan_segment(seg_path, &scan, schema_from_scan, NULL);
 	*position = scan.position;
-	*last_message_lsn = scan.last_message_lsn;
 
 	if (newest_compressed)
 	{

@@ -120,6 +120,28 @@ list_segments(const char *directory, uint64 generation)
 	return result;
 }
 
+/*
+ * Open a listed segment.  A raw segment may have been compressed and
+ * removed since it was listed: then its .gz is opened (and listed).
+ */
+static CsSegmentReader *
+open_segment(SegmentFile *sf)
+{
+	CsSegmentReader *r = cs_reader_open(sf->path, true);
+
+	if (r == NULL && !sf->compressed)
+	{
+		strlcat(sf->path, ".gz", MAXPGPATH);
+		sf->compressed = true;
+		r = cs_reader_open(sf->path, true);
+	}
+	if (r == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("WAL segment \"%s\" disappeared while being read", sf->path)));
+	return r;
+}
+
 /* Sum of file sizes and newest mtime below path. */
 static void
 du(const char *path, int64 *bytes, time_t *newest, int *count_suffix,
@@ -337,11 +359,10 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	foreach(lc, segments)
 	{
 		SegmentFile *sf = lfirst(lc);
-		CsSegmentReader *r = cs_reader_open(sf->path, true);
+		CsSegmentReader *r = open_segment(sf);
 
-		starts[i++] = r ? cs_reader_header(r)->start_lsn : InvalidXLogRecPtr;
-		if (r)
-			cs_reader_close(r);
+		starts[i++] = cs_reader_header(r)->start_lsn;
+		cs_reader_close(r);
 	}
 	if (n > 0)
 	{
@@ -400,6 +421,7 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 	bool		include = true;
 	bool		in_txn = false;
 	int			i = 0;
+	CsSegmentScan scan;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -420,26 +442,32 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 		SegmentFile *sf = lfirst(lc);
 		bool		newest = (i == list_length(segments) - 1);
 		CsSegmentReader *r;
+		int64		limit_frame = -1;
+		uint32		limit_entry = 0;
 
 		i++;
 		/* segments that end before start hold nothing wanted */
 		if (has_start && !newest)
 		{
 			SegmentFile *next = list_nth(segments, i);
-			CsSegmentReader *nr = cs_reader_open(next->path, true);
+			CsSegmentReader *nr = open_segment(next);
+			bool		before = cs_reader_header(nr)->start_lsn <= start;
 
-			if (nr != NULL)
-			{
-				bool		before = cs_reader_header(nr)->start_lsn <= start;
-
-				cs_reader_close(nr);
-				if (before)
-					continue;
-			}
+			cs_reader_close(nr);
+			if (before)
+				continue;
 		}
-		r = cs_reader_open(sf->path, true);
-		if (r == NULL)
-			continue;			/* compressed and removed meanwhile */
+		if (newest && !sf->compressed)
+		{
+			/* only complete transactions are of record */
+			if (!cs_scan_segment(sf->path, &scan, NULL, NULL))
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("WAL segment \"%s\" disappeared while being read", sf->path)));
+			limit_frame = scan.safe_entry_offset == 0 ? scan.safe_end : scan.safe_frame_offset;
+			limit_entry = scan.safe_entry_offset;
+		}
+		r = open_segment(sf);
 		if (has_end && cs_reader_header(r)->start_lsn > end)
 		{
 			cs_reader_close(r);
@@ -450,6 +478,9 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 			CsEntry		e;
 
 			CHECK_FOR_INTERRUPTS();
+			if (limit_frame >= 0 && cs_reader_frame_offset(r) >= limit_frame &&
+				!(cs_reader_frame_offset(r) == limit_frame && limit_entry > 0))
+				break;
 			while (cs_reader_next_entry(r, &e))
 			{
 				CsMessageInfo info;
@@ -457,6 +488,10 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 				bool		nulls[RECORD_COLS] = {false, false, false, false};
 				bytea	   *data;
 				MemoryContext old;
+
+				if (limit_frame >= 0 && cs_reader_frame_offset(r) == limit_frame &&
+					limit_entry > 0 && cs_reader_entry_offset(r) > limit_entry)
+					break;
 
 				if (e.kind != CS_ENTRY_MESSAGE)
 					continue;

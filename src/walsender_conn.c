@@ -38,12 +38,34 @@
 #include "compat.h"
 
 /* session settings pinned so that text values never depend on them */
-static const char *const pinned_settings[] = {
-	"SET DateStyle = 'ISO, YMD'",
-	"SET IntervalStyle = 'postgres'",
-	"SET TimeZone = 'UTC'",
-	"SET extra_float_digits = 3",
+static const struct
+{
+	const char *name;
+	const char *value;
+}			pinned_settings[] = {
+	{"DateStyle", "ISO, YMD"},
+	{"IntervalStyle", "postgres"},
+	{"TimeZone", "UTC"},
+	{"extra_float_digits", "3"},
 };
+
+/*
+ * cs_session_settings() -> const char * (palloc'd)
+ *	  The pinned walsender session settings as "name=value; ...", recorded
+ *	  in each generation's identity.
+ */
+const char *
+cs_session_settings(void)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < lengthof(pinned_settings); i++)
+		appendStringInfo(&buf, "%s%s=%s", i > 0 ? "; " : "",
+						 pinned_settings[i].name, pinned_settings[i].value);
+	return buf.data;
+}
 
 static void
 append_conn_value(StringInfo buf, const char *key, const char *value)
@@ -145,7 +167,10 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 	*timeline = tli;
 
 	for (i = 0; i < lengthof(pinned_settings); i++)
-		exec_checked(conn, pinned_settings[i], 0, NULL, WALRCV_OK_COMMAND);
+		exec_checked(conn,
+					 psprintf("SET %s = %s", pinned_settings[i].name,
+							  quote_literal_cstr(pinned_settings[i].value)),
+					 0, NULL, WALRCV_OK_COMMAND);
 	return conn;
 }
 
