@@ -148,7 +148,12 @@ if [ "$run_tap" = 1 ]; then
 			logdir=$WORK/src/tmp_check/log
 			for t in $bad; do
 				name=$(basename "$t" .pl)
-				cs_tail "$logdir/regress_log_$name" 80
+				if [ -f "$logdir/regress_log_$name" ]; then
+					printf '\n---- failures in %s ----\n' "$logdir/regress_log_$name"
+					grep -E -A12 'not ok |Bail out|error running SQL|Dubious|died|exited with' \
+						"$logdir/regress_log_$name" | head -n 120
+				fi
+				cs_tail "$logdir/regress_log_$name" 60
 				for node_log in "$logdir/${name}_"*.log; do
 					cs_tail "$node_log" 40
 				done
