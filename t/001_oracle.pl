@@ -12,6 +12,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use File::Basename;
 use ChangestreamTest;
 
 my $node = cs_new_node('main', conf => qq(
@@ -19,9 +20,6 @@ changestream.segment_size = '128kB'
 changestream.flush_interval = '100ms'
 ));
 $node->start;
-
-# Archiving is off: the worker runs but has nothing to do.
-cs_wait_state($node, 'disabled', name => 'state is disabled without a directory');
 
 cs_pgbench($node, 'postgres', '-i', '-s', '2', '-q');
 $node->safe_psql(
@@ -41,6 +39,9 @@ CREATE PUBLICATION changestream FOR TABLE
 	cs_types, cs_full, cs_toast;
 });
 cs_create_oracle_slot($node);
+
+# Archiving is off: the worker runs but has nothing to do.
+cs_wait_state($node, 'disabled', name => 'state is disabled without a directory');
 
 cs_start_archiving($node);
 my ($gen0) = cs_single_generation($node, 'after start');
@@ -65,7 +66,7 @@ INSERT INTO cs_types
 SELECT g,
 	'2021-03-14 01:59:26.535897+00'::timestamptz + g * interval '1 day 1 hour',
 	date '1999-12-31' + g,
-	make_interval(years => g, mons => 2, days => g, hours => 3, secs => 1.5),
+	make_interval(years => g, months => 2, days => g, hours => 3, secs => 1.5::float8),
 	1.0 / (g + 2), (1.0 / (g + 3))::float4,
 	1.0 / (g + 7), 'row ' || g || E' \\ \n tab\t ''q''',
 	ARRAY[g, -g, NULL], jsonb_build_object('g', g, 'x', 0.1 * g), '23:59:59.999'

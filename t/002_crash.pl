@@ -34,13 +34,13 @@ my ($gen0) = cs_single_generation($node, 'at start');
 # kill often lands in the middle of a transaction's messages.
 my $script = $node->basedir . '/bulk.sql';
 PostgreSQL::Test::Utils::append_to_file($script,
-	"INSERT INTO cs_bulk SELECT g, repeat('x', 200) FROM generate_series(1, 300) g;\n"
+	"INSERT INTO cs_bulk SELECT g, repeat('x', 40) FROM generate_series(1, 50) g;\n"
 );
 
 my @plan = (
-	{ sleep => 2.0, also_archiver => 0 },
-	{ sleep => 3.0, also_archiver => 1 },
-	{ sleep => 2.5, also_archiver => 0 },
+	{ sleep => 1.5, also_archiver => 0 },
+	{ sleep => 2.0, also_archiver => 1 },
+	{ sleep => 1.0, also_archiver => 0 },
 	{ sleep => 1.5, also_archiver => 1 },
 );
 my $round = 0;

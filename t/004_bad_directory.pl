@@ -100,5 +100,61 @@ cs_compare_with_oracle(
 	name      => 'oracle across the outage',
 	min_txns  => 500);
 
+# Mid-stream: the generation's wal directory turns read-only while the
+# archiver streams.  The open segment can still be appended to, but the
+# next rotation (new file) and compression (tmp file) must fail with a clear
+# error; once fixed, archiving resumes with no gap and no duplicate.
+my $wal_dir = "$dir/generations/$gen/wal";
+$log_offset = cs_log_offset($node);
+chmod(0500, $wal_dir) or die "chmod $wal_dir: $!";
+my $bench = cs_pgbench_bg($node, 'postgres', '-c', '2', '-T', '4', '-n');
+cs_poll_or_diag($node, 'postgres',
+	"SELECT last_error ~* 'permission denied' AND last_error_at > now() - interval '1 min' FROM changestream.status()",
+	't', 30, 'a read-only wal directory mid-stream gives a permission error in status()');
+my ($bench_ok, $bench_out, $bench_err) = cs_pgbench_finish($bench);
+ok($bench_ok, 'pgbench ran while the wal directory was read-only') or diag($bench_err);
+$log = cs_log_since($node, $log_offset);
+like($log, qr/ERROR:.*permission denied.*\Q$wal_dir\E|ERROR:.*\Q$wal_dir\E.*permission denied/i,
+	'the server log names the wal directory and the permission error');
+chmod(0700, $wal_dir) or die "chmod $wal_dir: $!";
+cs_wait_state($node, 'streaming', name => 'streaming again after the mid-stream failure',
+	timeout => 90);
+$target = cs_wait_archived($node, name => 'after the mid-stream failure');
+($gen, $start_lsn) = cs_single_generation($node, 'after the mid-stream failure');
+is($gen, $gen0, 'still the same generation after the mid-stream failure');
+cs_compare_with_oracle(
+	$node,
+	gen       => $gen,
+	start_lsn => $start_lsn,
+	target    => $target,
+	name      => 'oracle across the mid-stream failure',
+	min_txns  => 1000);
+cs_poll_or_diag($node, 'postgres',
+	"SELECT count(*) FILTER (WHERE NOT compressed) FROM changestream.wal_segments('$gen')",
+	'1', 60, 'sealed segments get compressed once the directory is writable');
+cs_gzip_test($node, $gen, 'after the mid-stream failure');
+
+# A second cluster pointed at the same archive directory is kept out by the
+# lock: it reports the lock in status() and writes nothing.
+my $intruder = cs_new_node('intruder',
+	conf => "changestream.directory = '$dir'\n");
+$intruder->start;
+$intruder->safe_psql('postgres', q{
+CREATE EXTENSION changestream;
+CREATE TABLE x (id int PRIMARY KEY);
+CREATE PUBLICATION changestream FOR TABLE x;});
+cs_poll_or_diag($intruder, 'postgres',
+	"SELECT state = 'error' AND last_error ~* 'lock' FROM changestream.status()",
+	't', 30, 'a second cluster on the same directory reports the lock');
+is($intruder->safe_psql('postgres', 'SELECT count(*) FROM pg_replication_slots'),
+	'0', 'the second cluster did not even create its slot');
+like(cs_log_since($intruder, 0), qr/ERROR:.*locked by another archiver/,
+	"the second cluster's log says the directory is locked");
+cs_pgbench($node, 'postgres', '-c', '1', '-t', '50', '-n');
+cs_wait_archived($node, name => 'first cluster while the second is locked out');
+my @gens = cs_generations($node);
+is(scalar(@gens), 1, 'still one generation in the shared directory');
+$intruder->stop;
+
 $node->stop;
 done_testing();

@@ -102,6 +102,35 @@ cmp_ok(scalar(@segs), '>=', 5, 'at least 5 segments once segment_size is 64kB by
 my @oversized = grep { $_->{compressed} eq 'f' && $_->{size} > 1024 * 1024 } @segs[ 1 .. $#segs ];
 is(scalar(@oversized), 0, 'no raw segment after the first exceeds 1MB');
 
+# segment_timeout by reload: a segment holding data is sealed once it is
+# older than that, and a segment without transactions is not, even while
+# keepalive positions are recorded (WAL of an unpublished table).
+$node->safe_psql('postgres', q{
+CREATE TABLE unpublished (id int);
+ALTER SYSTEM SET changestream.segment_size = '16MB';
+ALTER SYSTEM SET changestream.segment_timeout = '1s';
+SELECT pg_reload_conf();});
+cs_poll($node, 'postgres', 'SHOW changestream.segment_timeout', '1s', 10);
+cs_sleep(2);    # a segment still holding data from before is sealed now
+my $n0 = scalar(cs_wal_segments($node, $gen));
+$node->safe_psql('postgres', "INSERT INTO r VALUES (-2, 'one small transaction')");
+cs_wait_archived($node, name => 'one small transaction');
+cs_poll_or_diag($node, 'postgres',
+	"SELECT count(*) > $n0 FROM changestream.wal_segments('$gen')",
+	't', 10, 'with segment_timeout 1s the segment holding the small transaction is sealed');
+cs_sleep(1.5);
+my $n1 = scalar(cs_wal_segments($node, $gen));
+for my $i (1 .. 6)
+{
+	$node->safe_psql('postgres', "INSERT INTO unpublished SELECT generate_series(1, 1000)");
+	cs_sleep(0.5);
+}
+my $n2 = scalar(cs_wal_segments($node, $gen));
+is($n2, $n1, "no rotation without transactions ($n1 segments before, $n2 after 3s)");
+$node->safe_psql('postgres', q{
+ALTER SYSTEM RESET changestream.segment_timeout;
+SELECT pg_reload_conf();});
+
 # Clear the directory by reload: the worker stops archiving.
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET changestream.directory = ''; SELECT pg_reload_conf();");
