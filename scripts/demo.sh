@@ -212,6 +212,16 @@ while IFS= read -r f; do
 	gzip -t "$f" 2>/dev/null || { cs_info "gzip -t failed: $f"; bad_gz=$((bad_gz + 1)); }
 done < <(find "$ARCHIVE" -name '*.wal.gz')
 
+decode_result="skipped (no python3)"
+if [ -n "$gen" ] && command -v python3 >/dev/null 2>&1; then
+	cs_section "independent reader: scripts/cs_decode.py --summary (written from docs/FORMAT.md)"
+	if python3 "$CS_ROOT/scripts/cs_decode.py" --summary "$ARCHIVE/generations/$gen"; then
+		decode_result="all CRCs and messages valid"
+	else
+		decode_result="FAILED"
+	fi
+fi
+
 cs_section "server log: the archiver's lines"
 grep -E 'changestream' "$LOG" | grep -v -E 'STATEMENT:|listening on' | tail -n 12 || true
 
@@ -226,12 +236,14 @@ cs_info "archived COMMITs ($gen): $commits"
 cs_info "generations:                 $ngen"
 cs_info "WAL segments:                $((sealed + raw)) ($sealed sealed and gzip-compressed, $raw active)"
 cs_info "sealed segments gzip -t:     $((sealed - bad_gz)) ok, $bad_gz bad"
+cs_info "cs_decode.py:                $decode_result"
 cs_info "total time:                  $(( $(cs_now) - t_start ))s"
 
 status=0
 [ "$caught_up" = 1 ] || { cs_info "FAIL: the archive did not catch up"; status=1; }
 [ "$sealed" -gt 0 ] || { cs_info "FAIL: no sealed (compressed) segment"; status=1; }
 [ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt sealed segments"; status=1; }
+[ "$decode_result" != FAILED ] || { cs_info "FAIL: scripts/cs_decode.py found damage"; status=1; }
 if [ -n "${pgbench_xacts:-}" ] && [ "$commits" -lt "$pgbench_xacts" ]; then
 	cs_info "FAIL: fewer archived COMMITs than pgbench transactions"
 	status=1
