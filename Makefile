@@ -18,6 +18,8 @@ OBJS = \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
 	src/archiver.o \
+	src/snapshot.o \
+	src/snapshot_worker.o \
 	src/sql_functions.o
 
 EXTENSION = changestream

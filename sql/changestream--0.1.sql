@@ -107,9 +107,56 @@ CREATE FUNCTION status(
 	OUT transactions bigint,
 	OUT bytes bigint,
 	OUT last_error text,
-	OUT last_error_at timestamptz)
+	OUT last_error_at timestamptz,
+	OUT snapshot_table text,
+	OUT snapshot_rows bigint,
+	OUT waiting_for text,
+	OUT tables_without_replica_identity text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * snapshots(generation text) -> setof record
+ *   The snapshots of a generation, oldest first, read from each file's
+ *   manifest: consistent LSN, table and row counts, bytes on disk.
+ *   Errors: as generation_stats().
+ */
+CREATE FUNCTION snapshots(
+	generation text,
+	OUT lsn pg_lsn,
+	OUT file_name text,
+	OUT table_count int,
+	OUT row_count bigint,
+	OUT size_bytes bigint,
+	OUT created_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_snapshots'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * take_snapshot() -> pg_lsn
+ *   Take a snapshot of the published tables now, in a "changestream
+ *   snapshot" background worker with a temporary slot, while the archiver
+ *   keeps streaming.  Returns the snapshot's consistent LSN once the file
+ *   is durable.  Errors: 55000 when the archiver is not streaming; 55006
+ *   when a snapshot is already being taken; 53000 when no background
+ *   worker slot is free; 58000 when the snapshot fails.
+ */
+CREATE FUNCTION take_snapshot()
+RETURNS pg_lsn
+AS 'MODULE_PATHNAME', 'changestream_take_snapshot'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * new_generation() -> text
+ *   Ask the archiver to close the current generation and open a new one
+ *   (with its opening snapshot); returns the new generation once it
+ *   exists.  Errors: 55000 when the archiver is not running.
+ */
+CREATE FUNCTION new_generation()
+RETURNS text
+AS 'MODULE_PATHNAME', 'changestream_new_generation'
 LANGUAGE C STRICT VOLATILE;
 
 REVOKE ALL ON FUNCTION generations() FROM PUBLIC;
@@ -117,6 +164,9 @@ REVOKE ALL ON FUNCTION generation_stats(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wal_segments(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION wal_records(text, pg_lsn, pg_lsn) FROM PUBLIC;
 REVOKE ALL ON FUNCTION status() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snapshots(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION take_snapshot() FROM PUBLIC;
+REVOKE ALL ON FUNCTION new_generation() FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA changestream TO pg_monitor;
 GRANT EXECUTE ON FUNCTION generations() TO pg_monitor;
@@ -124,3 +174,5 @@ GRANT EXECUTE ON FUNCTION generation_stats(text) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION wal_segments(text) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
+-- take_snapshot() and new_generation() act: superusers only, or by GRANT.

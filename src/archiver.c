@@ -34,6 +34,8 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xact.h"
@@ -44,6 +46,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -60,6 +63,7 @@
 
 /* session state */
 static WalReceiverConn *conn = NULL;
+static WalReceiverConn *snap_conn = NULL;	/* a new generation's snapshot */
 static bool streaming = false;
 static bool writer_open = false;
 static int	lock_fd = -1;
@@ -88,6 +92,7 @@ static uint64 n_messages;
 static uint64 n_transactions;
 static uint64 n_bytes;
 static long compress_credit;
+static TimestampTz next_snapshot_attempt;
 
 /* error log rate limiting */
 static char last_logged_error[CS_ERROR_LEN];
@@ -292,6 +297,52 @@ handle_keepalive(const char *buf, int len, TimestampTz now)
 }
 
 static bool
+new_generation_requested(bool clear)
+{
+	bool		requested;
+
+	SpinLockAcquire(&cs_status->mutex);
+	requested = cs_status->new_generation_requested;
+	if (clear)
+		cs_status->new_generation_requested = false;
+	SpinLockRelease(&cs_status->mutex);
+	return requested;
+}
+
+/*
+ * Every changestream.snapshot_interval, start a snapshot worker for the
+ * current generation (it runs beside this worker; see snapshot_worker.c).
+ */
+static void
+maybe_schedule_snapshot(TimestampTz now)
+{
+	TimestampTz last;
+	bool		running;
+	BackgroundWorkerHandle *handle;
+
+	if (cs_snapshot_interval_s <= 0 || now < next_snapshot_attempt)
+		return;
+	SpinLockAcquire(&cs_status->mutex);
+	last = cs_status->last_snapshot_at;
+	running = cs_status->snapshot_running;
+	SpinLockRelease(&cs_status->mutex);
+	if (running ||
+		!TimestampDifferenceExceeds(last, now, cs_snapshot_interval_s * 1000))
+		return;
+	if (!cs_launch_snapshot_worker(cur_generation, 0, &handle))
+	{
+		ereport(LOG,
+				(errmsg("changestream: could not start a scheduled snapshot; retrying in a minute"),
+				 errhint("Raise max_worker_processes if background worker slots are exhausted.")));
+		next_snapshot_attempt = TimestampTzPlusMilliseconds(now, 60 * 1000);
+		return;
+	}
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->last_snapshot_at = now;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+static bool
 config_changed(void)
 {
 	return strcmp(sess_directory, cs_directory) != 0 ||
@@ -332,6 +383,12 @@ stream_loop(void)
 						(errmsg("changestream: configuration changed, starting a new archiving session")));
 				break;
 			}
+		}
+		if (new_generation_requested(false))
+		{
+			ereport(LOG,
+					(errmsg("changestream: a new generation was requested, starting a new archiving session")));
+			break;
 		}
 
 		now = GetCurrentTimestamp();
@@ -411,6 +468,7 @@ stream_loop(void)
 			send_status(now, false);
 		if (TimestampDifferenceExceeds(last_published, now, 100))
 			publish_status();
+		maybe_schedule_snapshot(now);
 		MemoryContextReset(loop_cxt);
 
 		if (!idle)
@@ -445,6 +503,13 @@ session_cleanup(void)
 	if (conn != NULL)
 		cs_disconnect(conn);
 	conn = NULL;
+	if (snap_conn != NULL)
+		cs_disconnect(snap_conn);
+	snap_conn = NULL;
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_table[0] = '\0';
+	cs_status->waiting_for[0] = '\0';
+	SpinLockRelease(&cs_status->mutex);
 	cs_writer_reset();
 	cs_compress_reset();
 	if (lock_fd >= 0)
@@ -483,6 +548,97 @@ new_generation_reason(List *gens, uint64 sysid, uint32 tli,
 	return NULL;
 }
 
+/* mtime of the newest snapshot of a generation, or its creation time */
+static TimestampTz
+newest_snapshot_time(uint64 generation)
+{
+	char	   *dir = psprintf("%s/snapshots", cs_generation_path(sess_directory, generation));
+	DIR		   *d = AllocateDir(dir);
+	struct dirent *de;
+	TimestampTz newest = 0;
+	CsIdentity	identity;
+
+	if (d != NULL)
+	{
+		while ((de = ReadDir(d, dir)) != NULL)
+		{
+			struct stat st;
+			char	   *path;
+
+			if (strstr(de->d_name, ".snapshot.gz") == NULL ||
+				strstr(de->d_name, ".tmp") != NULL)
+				continue;
+			path = psprintf("%s/%s", dir, de->d_name);
+			if (stat(path, &st) == 0)
+				newest = Max(newest, time_t_to_timestamptz(st.st_mtime));
+		}
+		FreeDir(d);
+	}
+	if (newest == 0 && cs_read_identity(sess_directory, generation, &identity))
+		newest = identity.created_at;
+	return newest;
+}
+
+/*
+ * Open a new generation with its opening snapshot.  With a new slot the
+ * snapshot is the slot's own (created here, SNAPSHOT 'use'); otherwise a
+ * temporary slot on a second connection gives a snapshot at its consistent
+ * point C, and the archiver's slot is streamed from C: transactions that
+ * commit before C are in the snapshot, the others in the WAL segments.
+ */
+static void
+open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
+{
+	CsIdentity	identity;
+	CsSnapshotResult result;
+	char	   *tmpdir;
+	char	   *snapdir;
+
+	memset(&identity, 0, sizeof(identity));
+	identity.system_identifier = sysid;
+	identity.timeline = tli;
+	strlcpy(identity.database, cs_database, NAMEDATALEN);
+	strlcpy(identity.slot, cs_slot_name, NAMEDATALEN);
+	strlcpy(identity.plugin, "pgoutput", NAMEDATALEN);
+	strlcpy(identity.plugin_options, cs_plugin_options(),
+			sizeof(identity.plugin_options));
+	strlcpy(identity.reason, reason, sizeof(identity.reason));
+	tmpdir = cs_generation_prepare(sess_directory, &identity);
+	snapdir = psprintf("%s/snapshots", tmpdir);
+
+	if (create_slot)
+	{
+		cs_snapshot_take(conn, cs_slot_name, false, snapdir,
+						 identity.generation, &result);
+		ereport(LOG,
+				(errmsg("changestream: created replication slot \"%s\" at %X/%X",
+						cs_slot_name, LSN_FORMAT_ARGS(result.lsn))));
+	}
+	else
+	{
+		uint64		sysid2;
+		uint32		tli2;
+		char		slot_name[NAMEDATALEN];
+
+		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
+		snap_conn = cs_connect(&sysid2, &tli2);
+		cs_snapshot_take(snap_conn, slot_name, true, snapdir,
+						 identity.generation, &result);
+		cs_disconnect(snap_conn);
+		snap_conn = NULL;
+	}
+	identity.start_lsn = result.lsn;
+	cs_generation_commit(sess_directory, &identity, tmpdir);
+	cur_generation = identity.generation;
+	cs_writer_open_first(sess_directory, cur_generation, sysid, tli,
+						 identity.start_lsn);
+	writer_open = true;
+	position = identity.start_lsn;
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->last_snapshot_at = GetCurrentTimestamp();
+	SpinLockRelease(&cs_status->mutex);
+}
+
 static void
 run_session(void)
 {
@@ -495,6 +651,7 @@ run_session(void)
 	const char *slot_event = NULL;
 	TimestampTz now;
 
+	next_snapshot_attempt = 0;
 	MemoryContextReset(session_cxt);
 	MemoryContextSwitchTo(session_cxt);
 	sess_directory = pstrdup(cs_directory);
@@ -519,22 +676,17 @@ run_session(void)
 	{
 		cs_drop_slot(conn);
 		slot.exists = false;
-		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and was recreated",
+		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and is recreated",
 							  cs_slot_name);
 	}
-	if (!slot.exists)
-	{
-		slot.confirmed_flush = cs_create_slot(conn);
-		if (slot_event == NULL)
-			slot_event = psprintf("replication slot \"%s\" did not exist and was created",
-								  cs_slot_name);
-		ereport(LOG,
-				(errmsg("changestream: created replication slot \"%s\" at %X/%X",
-						cs_slot_name, LSN_FORMAT_ARGS(slot.confirmed_flush))));
-	}
+	if (!slot.exists && slot_event == NULL)
+		slot_event = psprintf("replication slot \"%s\" did not exist and is created",
+							  cs_slot_name);
 
 	gens = cs_list_generations(sess_directory);
 	reason = new_generation_reason(gens, sysid, tli, &slot, slot_event, &identity);
+	if (reason == NULL && new_generation_requested(true))
+		reason = "requested by changestream.new_generation()";
 	if (reason == NULL)
 	{
 		cur_generation = *(uint64 *) llast(gens);
@@ -550,21 +702,7 @@ run_session(void)
 	}
 	if (reason != NULL)
 	{
-		memset(&identity, 0, sizeof(identity));
-		identity.system_identifier = sysid;
-		identity.timeline = tli;
-		strlcpy(identity.database, cs_database, NAMEDATALEN);
-		strlcpy(identity.slot, cs_slot_name, NAMEDATALEN);
-		strlcpy(identity.plugin, "pgoutput", NAMEDATALEN);
-		strlcpy(identity.plugin_options, cs_plugin_options(),
-				sizeof(identity.plugin_options));
-		identity.start_lsn = slot.confirmed_flush;
-		strlcpy(identity.reason, reason, sizeof(identity.reason));
-		cur_generation = cs_create_generation(sess_directory, &identity);
-		cs_writer_open_first(sess_directory, cur_generation, sysid, tli,
-							 identity.start_lsn);
-		writer_open = true;
-		position = identity.start_lsn;
+		open_generation(!slot.exists, sysid, tli, reason);
 		ereport(LOG,
 				(errmsg("changestream: started generation %016llx at %X/%X",
 						(unsigned long long) cur_generation,
@@ -572,10 +710,15 @@ run_session(void)
 				 errdetail("Reason: %s.", reason)));
 	}
 	else
+	{
 		ereport(LOG,
 				(errmsg("changestream: resuming generation %016llx at %X/%X",
 						(unsigned long long) cur_generation,
 						LSN_FORMAT_ARGS(position))));
+		SpinLockAcquire(&cs_status->mutex);
+		cs_status->last_snapshot_at = newest_snapshot_time(cur_generation);
+		SpinLockRelease(&cs_status->mutex);
+	}
 
 	pending_position = position;
 	skip_before = position;
@@ -638,6 +781,7 @@ archiver_exit(int code, Datum arg)
 		publish_status();
 		SpinLockAcquire(&cs_status->mutex);
 		cs_status->pid = 0;
+		cs_status->archiver_latch = NULL;
 		cs_status->state = CS_STATE_NOT_RUNNING;
 		SpinLockRelease(&cs_status->mutex);
 	}
@@ -706,6 +850,7 @@ changestream_archiver_main(Datum main_arg)
 
 	SpinLockAcquire(&cs_status->mutex);
 	cs_status->pid = MyProcPid;
+	cs_status->archiver_latch = MyLatch;
 	cs_status->state = CS_STATE_STARTING;
 	strlcpy(cs_status->database, cs_database, NAMEDATALEN);
 	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);

@@ -14,6 +14,7 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "storage/latch.h"
 #include "storage/spin.h"
 
 /* ---------- guc.c ---------- */
@@ -28,6 +29,7 @@ extern int	cs_flush_interval_ms;
 extern int	cs_segment_size_kb;
 extern int	cs_segment_timeout_s;
 extern int	cs_compression_level;
+extern int	cs_snapshot_interval_s;
 
 extern void cs_define_gucs(void);
 
@@ -65,6 +67,21 @@ typedef struct CsStatus
 	uint64		bytes;
 	char		last_error[CS_ERROR_LEN];
 	TimestampTz last_error_at;
+
+	/* snapshots */
+	char		snapshot_table[2 * NAMEDATALEN + 2];	/* being copied */
+	int64		snapshot_rows;	/* rows copied of it so far */
+	char		waiting_for[256];	/* what slot creation waits for */
+	char		no_replica_identity[512];	/* published tables lacking one */
+	bool		snapshot_running;	/* a snapshot worker is active */
+	pid_t		snapshot_pid;
+	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
+	char		snapshot_result_error[CS_ERROR_LEN];
+	TimestampTz last_snapshot_at;
+
+	/* requests from SQL */
+	bool		new_generation_requested;
+	Latch	   *archiver_latch;
 } CsStatus;
 
 extern CsStatus *cs_status;
@@ -110,7 +127,9 @@ extern char *cs_wal_dir_path(const char *directory, uint64 generation);
 extern List *cs_list_generations(const char *directory);
 extern bool cs_read_identity(const char *directory, uint64 generation,
 							 CsIdentity *identity);
-extern uint64 cs_create_generation(const char *directory, CsIdentity *identity);
+extern char *cs_generation_prepare(const char *directory, CsIdentity *identity);
+extern void cs_generation_commit(const char *directory, CsIdentity *identity,
+								 const char *tmpdir);
 
 /* ---------- segment_format.c ---------- */
 
@@ -277,6 +296,30 @@ extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  bool reply_requested);
 extern const char *cs_plugin_options(void);
 extern const char *cs_session_settings(void);
+
+/* ---------- snapshot.c ---------- */
+
+typedef struct CsSnapshotResult
+{
+	XLogRecPtr	lsn;
+	int			tables;
+	int64		rows;
+} CsSnapshotResult;
+
+extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
+								   const char *slot_name, bool temporary,
+								   const char *snapshots_dir, uint64 generation,
+								   CsSnapshotResult *result);
+extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
+									  int *tables, int64 *rows);
+
+/* ---------- snapshot_worker.c ---------- */
+
+struct BackgroundWorkerHandle;
+
+extern bool cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
+									  struct BackgroundWorkerHandle **handle);
+extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
 
 /* ---------- archiver.c ---------- */
 

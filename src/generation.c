@@ -278,29 +278,24 @@ write_text_file(const char *path, const char *text)
 }
 
 /*
- * cs_create_generation(directory, identity) -> uint64 (the new generation)
- *	  Build generations/<gen>.tmp with wal/, snapshots/ and the identity
- *	  file, fsync everything, rename it into place and fsync generations/.
- *	  identity->generation and created_at are filled in here.  58030 on
- *	  I/O errors.
+ * cs_generation_prepare(directory, identity) -> palloc'd char * (tmp dir)
+ *	  Choose the new generation's name (identity->generation) and build
+ *	  generations/<gen>.tmp with wal/ and snapshots/, where the opening
+ *	  snapshot is written before the generation exists.  58030 on I/O
+ *	  errors.  A crash leaves only a .tmp, removed at the next start.
  */
-uint64
-cs_create_generation(const char *directory, CsIdentity *identity)
+char *
+cs_generation_prepare(const char *directory, CsIdentity *identity)
 {
 	List	   *existing;
 	uint64		gen;
-	char	   *gendir;
 	char	   *tmpdir;
 	char		path[MAXPGPATH];
-	char		when[64];
-	char		lsn[32];
-	StringInfoData buf;
 
 	snprintf(path, sizeof(path), "%s/generations", directory);
 	cs_make_dir(path);
 
-	identity->created_at = GetCurrentTimestamp();
-	gen = (uint64) identity->created_at;
+	gen = (uint64) GetCurrentTimestamp();
 	existing = cs_list_generations(directory);
 	if (existing != NIL)
 	{
@@ -312,14 +307,40 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 	identity->generation = gen;
 	identity->format_version = CS_FORMAT_VERSION;
 
-	gendir = cs_generation_path(directory, gen);
-	tmpdir = psprintf("%s.tmp", gendir);
+	tmpdir = psprintf("%s.tmp", cs_generation_path(directory, gen));
+	{
+		struct stat st;
+
+		if (stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not remove directory \"%s\"", tmpdir)));
+	}
 	cs_make_dir(tmpdir);
 	snprintf(path, sizeof(path), "%s/wal", tmpdir);
 	cs_make_dir(path);
 	snprintf(path, sizeof(path), "%s/snapshots", tmpdir);
 	cs_make_dir(path);
+	return tmpdir;
+}
 
+/*
+ * cs_generation_commit(directory, identity, tmpdir) -> void
+ *	  Write the identity file (created_at is set here) into tmpdir, fsync
+ *	  it, rename tmpdir to generations/<gen> and fsync generations/.  58030
+ *	  on I/O errors.
+ */
+void
+cs_generation_commit(const char *directory, CsIdentity *identity,
+					 const char *tmpdir)
+{
+	char	   *gendir = cs_generation_path(directory, identity->generation);
+	char		path[MAXPGPATH];
+	char		when[64];
+	char		lsn[32];
+	StringInfoData buf;
+
+	identity->created_at = GetCurrentTimestamp();
 	format_utc(identity->created_at, when, sizeof(when));
 	snprintf(lsn, sizeof(lsn), "%X/%X", LSN_FORMAT_ARGS(identity->start_lsn));
 	initStringInfo(&buf);
@@ -338,7 +359,7 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 					 "created_at = %s\n"
 					 "reason = %s\n",
 					 identity->format_version,
-					 (unsigned long long) gen,
+					 (unsigned long long) identity->generation,
 					 identity->system_identifier,
 					 identity->timeline,
 					 identity->database,
@@ -349,6 +370,10 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 					 lsn, when, identity->reason);
 	identity_path(tmpdir, path);
 	write_text_file(path, buf.data);
+	snprintf(path, sizeof(path), "%s/snapshots", tmpdir);
+	cs_fsync_path(path, true);
+	snprintf(path, sizeof(path), "%s/wal", tmpdir);
+	cs_fsync_path(path, true);
 	cs_fsync_path(tmpdir, true);
 
 	if (rename(tmpdir, gendir) != 0)
@@ -357,5 +382,4 @@ cs_create_generation(const char *directory, CsIdentity *identity)
 				 errmsg("could not rename \"%s\" to \"%s\": %m", tmpdir, gendir)));
 	snprintf(path, sizeof(path), "%s/generations", directory);
 	cs_fsync_path(path, true);
-	return gen;
 }

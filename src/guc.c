@@ -29,6 +29,7 @@ int			cs_flush_interval_ms = 200;
 int			cs_segment_size_kb = 16 * 1024;
 int			cs_segment_timeout_s = 300;
 int			cs_compression_level = 6;
+int			cs_snapshot_interval_s = 0;
 
 /*
  * An archive directory must be absolute: a relative path would silently
@@ -161,6 +162,13 @@ cs_define_gucs(void)
 							NULL,
 							&cs_compression_level, 6, 0, 9,
 							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("changestream.snapshot_interval",
+							"Time between scheduled snapshots of the published tables.",
+							"0 disables scheduled snapshots; every generation still opens with one.",
+							&cs_snapshot_interval_s, 0, 0, 365 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("changestream");

@@ -21,7 +21,10 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "replication/slot.h"
+#include "storage/latch.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -36,11 +39,17 @@ PG_FUNCTION_INFO_V1(changestream_generation_stats);
 PG_FUNCTION_INFO_V1(changestream_wal_segments);
 PG_FUNCTION_INFO_V1(changestream_wal_records);
 PG_FUNCTION_INFO_V1(changestream_status);
+PG_FUNCTION_INFO_V1(changestream_snapshots);
+PG_FUNCTION_INFO_V1(changestream_take_snapshot);
+PG_FUNCTION_INFO_V1(changestream_new_generation);
 
 #define GENERATION_COLS 8
 #define SEGMENT_COLS	7
 #define RECORD_COLS		4
-#define STATUS_COLS		17
+#define STATUS_COLS		21
+#define SNAPSHOT_COLS	6
+
+static int	cmp_name(const ListCell *a, const ListCell *b);
 
 typedef struct SegmentFile
 {
@@ -544,7 +553,9 @@ changestream_wal_records(PG_FUNCTION_ARGS)
  *	  slot text, generation text, segment_index bigint, received_lsn,
  *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
  *	  last_message_at, last_flush_at timestamptz, messages, transactions,
- *	  bytes bigint, last_error text, last_error_at timestamptz)
+ *	  bytes bigint, last_error text, last_error_at timestamptz,
+ *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
+ *	  tables_without_replica_identity text)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
@@ -626,7 +637,206 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[15] = s.last_error[0] == '\0';
 	values[16] = TimestampTzGetDatum(s.last_error_at);
 	nulls[16] = s.last_error_at == 0;
+	values[17] = CStringGetTextDatum(s.snapshot_table);
+	nulls[17] = s.snapshot_table[0] == '\0';
+	values[18] = Int64GetDatum(s.snapshot_rows);
+	nulls[18] = s.snapshot_table[0] == '\0';
+	values[19] = CStringGetTextDatum(s.waiting_for);
+	nulls[19] = s.waiting_for[0] == '\0';
+	values[20] = CStringGetTextDatum(s.no_replica_identity);
+	nulls[20] = s.no_replica_identity[0] == '\0';
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
+}
+
+/*
+ * changestream.snapshots(generation text) -> setof (lsn pg_lsn, file_name
+ *	  text, table_count int, row_count bigint, size_bytes bigint, created_at
+ *	  timestamptz)
+ *	  The durable snapshots of a generation in LSN order, from each file's
+ *	  manifest.  Errors: as generation_stats().
+ */
+Datum
+changestream_snapshots(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	uint64		generation;
+	const char *directory;
+	char	   *dir;
+	DIR		   *d;
+	struct dirent *de;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	cs_validate_generation_arg(gen_text, &generation);
+	directory = cs_require_directory();
+	require_generation(directory, generation, gen_text);
+	InitMaterializedSRF(fcinfo, 0);
+
+	dir = psprintf("%s/snapshots", cs_generation_path(directory, generation));
+	d = AllocateDir(dir);
+	if (d == NULL)
+		return (Datum) 0;
+	while ((de = ReadDir(d, dir)) != NULL)
+	{
+		size_t		n = strlen(de->d_name);
+
+		if (n == 16 + strlen(".snapshot.gz") &&
+			strcmp(de->d_name + 16, ".snapshot.gz") == 0)
+			names = lappend(names, pstrdup(de->d_name));
+	}
+	FreeDir(d);
+	list_sort(names, cmp_name);
+
+	foreach(lc, names)
+	{
+		char	   *name = lfirst(lc);
+		char	   *path = psprintf("%s/%s", dir, name);
+		struct stat st;
+		XLogRecPtr	lsn;
+		int			tables;
+		int64		rows;
+		Datum		values[SNAPSHOT_COLS];
+		bool		nulls[SNAPSHOT_COLS] = {false, false, false, false, false, false};
+
+		if (stat(path, &st) != 0)
+			continue;
+		if (!cs_snapshot_read_manifest(path, &lsn, &tables, &rows))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("snapshot \"%s\" has no valid manifest", path)));
+		values[0] = LSNGetDatum(lsn);
+		values[1] = CStringGetTextDatum(name);
+		values[2] = Int32GetDatum(tables);
+		values[3] = Int64GetDatum(rows);
+		values[4] = Int64GetDatum((int64) st.st_size);
+		values[5] = TimestampTzGetDatum(time_t_to_timestamptz(st.st_mtime));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+static void
+require_streaming(CsStatus *s);
+
+static int
+cmp_name(const ListCell *a, const ListCell *b)
+{
+	return strcmp(lfirst(a), lfirst(b));
+}
+
+static void
+require_streaming(CsStatus *s)
+{
+	if (cs_status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("changestream is not loaded"),
+				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
+	SpinLockAcquire(&cs_status->mutex);
+	memcpy(s, cs_status, sizeof(CsStatus));
+	SpinLockRelease(&cs_status->mutex);
+	if (s->pid == 0 || s->state != CS_STATE_STREAMING || !s->has_generation)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the changestream archiver is not streaming (state: %s)",
+						cs_state_name(s->state)),
+				 errhint("See changestream.status() and the server log.")));
+}
+
+/*
+ * changestream.take_snapshot() -> pg_lsn
+ *	  Start a "changestream snapshot" worker for the current generation and
+ *	  wait for it; returns the snapshot's consistent LSN once its file is
+ *	  durable.  Errors: 55000 if the archiver is not streaming; 55006 if a
+ *	  snapshot is already running; 53000 if no worker slot is free; 58000
+ *	  if the snapshot failed (the worker's error is in the message).
+ */
+Datum
+changestream_take_snapshot(PG_FUNCTION_ARGS)
+{
+	CsStatus	s;
+	BackgroundWorkerHandle *handle;
+	BgwHandleStatus st;
+	pid_t		pid;
+	XLogRecPtr	lsn;
+	char		error[CS_ERROR_LEN];
+
+	require_streaming(&s);
+	if (s.snapshot_running)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("a changestream snapshot is already being taken"),
+				 errhint("Wait for it: changestream.status() shows its progress.")));
+	if (!cs_launch_snapshot_worker(s.generation, MyProcPid, &handle))
+	{
+		SpinLockAcquire(&cs_status->mutex);
+		strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
+		SpinLockRelease(&cs_status->mutex);
+		if (error[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("a changestream snapshot is already being taken")));
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start the changestream snapshot worker"),
+				 errhint("Raise max_worker_processes.")));
+	}
+	st = WaitForBackgroundWorkerStartup(handle, &pid);
+	if (st == BGWH_STARTED)
+		st = WaitForBackgroundWorkerShutdown(handle);
+	SpinLockAcquire(&cs_status->mutex);
+	lsn = cs_status->snapshot_result_lsn;
+	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
+	if (st != BGWH_STOPPED || pid == 0)
+		cs_status->snapshot_running = false;
+	SpinLockRelease(&cs_status->mutex);
+	if (lsn == InvalidXLogRecPtr)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("changestream snapshot failed: %s",
+						error[0] ? error : "the snapshot worker did not start"),
+				 errhint("See the server log for the snapshot worker's messages.")));
+	PG_RETURN_LSN(lsn);
+}
+
+/*
+ * changestream.new_generation() -> text
+ *	  Ask the archiver to open a new generation (with its opening snapshot)
+ *	  and wait until it has; returns its name.  Cancellable.  Errors: 55000
+ *	  if the archiver is not streaming.
+ */
+Datum
+changestream_new_generation(PG_FUNCTION_ARGS)
+{
+	CsStatus	s;
+	uint64		before;
+
+	require_streaming(&s);
+	before = s.generation;
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->new_generation_requested = true;
+	if (cs_status->archiver_latch)
+		SetLatch(cs_status->archiver_latch);
+	SpinLockRelease(&cs_status->mutex);
+
+	for (;;)
+	{
+		bool		done;
+		uint64		gen;
+
+		CHECK_FOR_INTERRUPTS();
+		SpinLockAcquire(&cs_status->mutex);
+		gen = cs_status->generation;
+		done = cs_status->has_generation && gen != before &&
+			cs_status->state == CS_STATE_STREAMING;
+		SpinLockRelease(&cs_status->mutex);
+		if (done)
+			PG_RETURN_TEXT_P(cstring_to_text(psprintf("%016llx", (unsigned long long) gen)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
 }

@@ -1,0 +1,558 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot.c
+ *	  Snapshots: a consistent copy of every table of the publication, taken
+ *	  in the snapshot a replication slot exports when it is created, so that
+ *	  it lines up exactly with the slot's consistent point C: restore loads
+ *	  the snapshot, then applies every archived transaction whose commit LSN
+ *	  is >= C.
+ *
+ *	  The method is tablesync's (src/backend/replication/logical/
+ *	  tablesync.c): on a replication connection, BEGIN READ ONLY ISOLATION
+ *	  LEVEL REPEATABLE READ, CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use'),
+ *	  then COPY (SELECT published columns FROM table [WHERE row filter]) TO
+ *	  STDOUT per table, then COMMIT.  The slot is the archiver's own slot
+ *	  when it is being created (the opening snapshot of a generation), or a
+ *	  temporary slot otherwise.
+ *
+ *	  File: snapshots/<LSN as 16 hex digits>.snapshot.gz, one gzip stream
+ *	  of two members: a manifest (SQL comment lines, one of them JSON), then
+ *	  each table as "COPY ... FROM stdin;", its rows in COPY text format, and
+ *	  "\.".  zcat file | psql loads it into a database with the same tables.
+ *	  Rows stream from the socket to zlib: memory does not grow with table
+ *	  size.  Written as tmp, fsync, rename, fsync of the directory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "replication/walreceiver.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "changestream.h"
+#include "compat.h"
+
+typedef struct SnapTable
+{
+	char	   *oid;
+	char	   *schema;
+	char	   *name;
+	char	   *relkind;
+	char	   *replident;
+	char	   *rowfilter;
+	char	   *column_list;	/* quoted, comma separated */
+	char	   *columns_json;
+	bool		lacks_identity;
+	int64		rows;
+} SnapTable;
+
+static void
+set_progress(const char *table, int64 rows, const char *waiting_for)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	strlcpy(cs_status->snapshot_table, table ? table : "", sizeof(cs_status->snapshot_table));
+	cs_status->snapshot_rows = rows;
+	if (waiting_for != NULL)
+		strlcpy(cs_status->waiting_for, waiting_for, sizeof(cs_status->waiting_for));
+	SpinLockRelease(&cs_status->mutex);
+}
+
+static WalRcvExecResult *
+exec_or_error(WalReceiverConn *conn, const char *sql, int ntypes,
+			  const Oid *types, WalRcvExecStatus expect)
+{
+	WalRcvExecResult *res = walrcv_exec(conn, sql, ntypes, types);
+
+	if (res->status != expect)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("changestream snapshot: command failed: %s",
+						res->err ? res->err : "unexpected result"),
+				 errdetail("Command: %s", sql)));
+	return res;
+}
+
+/* Fetch all rows of a query as C strings (every column as text). */
+static List *
+fetch_rows(WalReceiverConn *conn, const char *sql, int ncols)
+{
+	Oid		   *types = palloc(sizeof(Oid) * ncols);
+	WalRcvExecResult *res;
+	TupleTableSlot *slot;
+	List	   *rows = NIL;
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+		types[i] = TEXTOID;
+	res = exec_or_error(conn, sql, ncols, types, WALRCV_OK_TUPLES);
+	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
+	{
+		char	  **row = palloc(sizeof(char *) * ncols);
+
+		for (i = 0; i < ncols; i++)
+		{
+			bool		isnull;
+			Datum		d = slot_getattr(slot, i + 1, &isnull);
+
+			row[i] = isnull ? NULL : TextDatumGetCString(d);
+		}
+		rows = lappend(rows, row);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	walrcv_clear_result(res);
+	return rows;
+}
+
+/*
+ * Before a slot is created: what it will wait for (transactions running
+ * now), for status() and the log.
+ */
+static void
+note_running_transactions(WalReceiverConn *conn)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *rows;
+	char	  **row;
+	char		msg[256];
+
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	rows = fetch_rows(conn,
+					  "SELECT count(*)::text, min(pid)::text, min(age(backend_xid))::text "
+					  "FROM pg_catalog.pg_stat_activity WHERE backend_xid IS NOT NULL "
+					  "AND pid <> pg_catalog.pg_backend_pid()", 3);
+	row = linitial(rows);
+	if (row[0] != NULL && strcmp(row[0], "0") != 0)
+		snprintf(msg, sizeof(msg),
+				 "replication slot creation: waiting for %s running transaction(s) to finish (for example pid %s)",
+				 row[0], row[1] ? row[1] : "?");
+	else
+		snprintf(msg, sizeof(msg), "replication slot creation: waiting for a consistent point");
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	set_progress(NULL, 0, msg);
+}
+
+static List *
+published_tables(WalReceiverConn *conn)
+{
+	char	   *sql;
+	List	   *rows;
+	List	   *tables = NIL;
+	ListCell   *lc;
+
+	sql = psprintf(
+				   "SELECT c.oid::text, pt.schemaname::text, pt.tablename::text, c.relkind::text, "
+				   "  c.relreplident::text, pt.rowfilter, "
+				   "  (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) "
+				   "     FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 "
+				   "     AND NOT a.attisdropped AND a.attgenerated = '' "
+				   "     AND (pt.attnames IS NULL OR a.attname = ANY (pt.attnames))), "
+				   "  (SELECT json_agg(json_build_object('name', a.attname, 'type', "
+				   "          pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum)::text "
+				   "     FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 "
+				   "     AND NOT a.attisdropped AND a.attgenerated = '' "
+				   "     AND (pt.attnames IS NULL OR a.attname = ANY (pt.attnames))), "
+				   "  ((p.pubupdate OR p.pubdelete) AND (c.relreplident = 'n' OR (c.relreplident = 'd' "
+				   "     AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+				   "                     WHERE i.indrelid = c.oid AND i.indisprimary))))::text "
+				   "FROM pg_catalog.pg_publication_tables pt "
+				   "JOIN pg_catalog.pg_publication p ON p.pubname = pt.pubname "
+				   "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
+				   "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
+				   "WHERE pt.pubname = %s ORDER BY 2, 3",
+				   quote_literal_cstr(cs_publication));
+	rows = fetch_rows(conn, sql, 9);
+	foreach(lc, rows)
+	{
+		char	  **r = lfirst(lc);
+		SnapTable  *t = palloc0(sizeof(SnapTable));
+
+		t->oid = r[0];
+		t->schema = r[1];
+		t->name = r[2];
+		t->relkind = r[3];
+		t->replident = r[4];
+		t->rowfilter = r[5];
+		t->column_list = r[6] ? r[6] : pstrdup("");
+		t->columns_json = r[7] ? r[7] : pstrdup("[]");
+		t->lacks_identity = r[8] && strcmp(r[8], "true") == 0;
+		tables = lappend(tables, t);
+	}
+	return tables;
+}
+
+static void
+gz_write(gzFile gz, const char *data, int len, const char *path)
+{
+	if (len > 0 && gzwrite(gz, data, len) != len)
+	{
+		int			errnum;
+
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %s", path, gzerror(gz, &errnum))));
+	}
+}
+
+/* COPY one table into the data stream; returns its row count. */
+static int64
+copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
+{
+	char	   *qualified = psprintf("%s.%s", quote_identifier(t->schema),
+									 quote_identifier(t->name));
+	char	   *display = psprintf("%s.%s", t->schema, t->name);
+	StringInfoData sql;
+	int64		rows = 0;
+	TimestampTz last_progress = 0;
+	char	   *header;
+
+	header = psprintf("COPY %s (%s) FROM stdin;\n", qualified, t->column_list);
+	gz_write(gz, header, strlen(header), path);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "COPY (SELECT %s FROM %s%s",
+					 t->column_list[0] ? t->column_list : "",
+					 strcmp(t->relkind, "p") == 0 ? "" : "ONLY ", qualified);
+	if (t->rowfilter != NULL && t->rowfilter[0] != '\0')
+		appendStringInfo(&sql, " WHERE %s", t->rowfilter);
+	appendStringInfoString(&sql, ") TO STDOUT");
+	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COPY_OUT);
+
+	set_progress(display, 0, "");
+	for (;;)
+	{
+		char	   *buf;
+		pgsocket	fd = PGINVALID_SOCKET;
+		int			len = walrcv_receive(conn, &buf, &fd);
+
+		if (len > 0)
+		{
+			const char *p = buf;
+			const char *end = buf + len;
+
+			while ((p = memchr(p, '\n', end - p)) != NULL)
+			{
+				rows++;
+				p++;
+			}
+			gz_write(gz, buf, len, path);
+			if ((rows & 4095) == 0)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				if (TimestampDifferenceExceeds(last_progress, now, 100))
+				{
+					set_progress(display, rows, NULL);
+					last_progress = now;
+				}
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+		else if (len == 0)
+		{
+			int			rc = WaitLatchOrSocket(MyLatch,
+											   WL_LATCH_SET | WL_SOCKET_READABLE |
+											   WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+											   fd, 1000, PG_WAIT_EXTENSION);
+
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		else
+			break;
+	}
+	gz_write(gz, "\\.\n\n", 4, path);
+	set_progress(display, rows, NULL);
+	return rows;
+}
+
+static void
+format_time(TimestampTz t, char *buf, size_t len)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (timestamp2tm(t, NULL, &tm, &fsec, NULL, NULL) != 0)
+		elog(ERROR, "timestamp out of range");
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, (int) fsec);
+}
+
+static char *
+build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
+			   List *tables, int64 total_rows)
+{
+	StringInfoData m;
+	StringInfoData json;
+	ListCell   *lc;
+	char		ts[64];
+	char		lsn_text[32];
+	bool		first = true;
+
+	format_time(when, ts, sizeof(ts));
+	snprintf(lsn_text, sizeof(lsn_text), "%X/%X", LSN_FORMAT_ARGS(lsn));
+
+	initStringInfo(&json);
+	appendStringInfo(&json,
+					 "{\"format_version\": %d, \"generation\": \"%016llx\", "
+					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", \"tables\": [",
+					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts);
+	foreach(lc, tables)
+	{
+		SnapTable  *t = lfirst(lc);
+
+		appendStringInfoString(&json, first ? "" : ", ");
+		first = false;
+		appendStringInfoString(&json, "{\"schema\": ");
+		escape_json(&json, t->schema);
+		appendStringInfoString(&json, ", \"name\": ");
+		escape_json(&json, t->name);
+		appendStringInfo(&json, ", \"oid\": %s, \"replica_identity\": ", t->oid);
+		escape_json(&json, t->replident);
+		appendStringInfo(&json, ", \"columns\": %s, \"rows\": " INT64_FORMAT "}",
+						 t->columns_json, t->rows);
+	}
+	appendStringInfoString(&json, "]}");
+
+	initStringInfo(&m);
+	appendStringInfo(&m,
+					 "-- changestream snapshot\n"
+					 "-- format_version: %d\n"
+					 "-- generation: %016llx\n"
+					 "-- lsn: %s\n"
+					 "-- snapshot_time: %s\n"
+					 "-- tables: %d\n"
+					 "-- rows: " INT64_FORMAT "\n"
+					 "-- manifest: %s\n"
+					 "-- end of manifest\n\n",
+					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text,
+					 ts, list_length(tables), total_rows, json.data);
+	return m.data;
+}
+
+static void
+append_file(int out, const char *out_path, const char *in_path)
+{
+	int			in = open(in_path, O_RDONLY | PG_BINARY, 0);
+	char	   *buf = palloc(128 * 1024);
+	ssize_t		n;
+
+	if (in < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", in_path)));
+	while ((n = read(in, buf, 128 * 1024)) > 0)
+	{
+		if (write(out, buf, n) != n)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write file \"%s\": %m", out_path)));
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (n < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", in_path)));
+	close(in);
+	pfree(buf);
+}
+
+/*
+ * cs_snapshot_take(conn, slot_name, temporary, snapshots_dir, generation,
+ *					*result) -> XLogRecPtr (the consistent point C)
+ *	  Create slot_name (temporary or the archiver's permanent slot) with
+ *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
+ *	  table of changestream.publication in that snapshot, and write
+ *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
+ *	  streaming) and the caller must hold no transaction.  Fills *result.
+ *	  Raises 08000 if a command fails on the server, 58030 on I/O errors.
+ *	  Progress (table, rows, what slot creation waits for) is published in
+ *	  status().
+ */
+XLogRecPtr
+cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
+				 const char *snapshots_dir, uint64 generation,
+				 CsSnapshotResult *result)
+{
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
+	List	   *tables;
+	ListCell   *lc;
+	char		data_path[MAXPGPATH];
+	char		tmp_path[MAXPGPATH];
+	char		final_path[MAXPGPATH];
+	gzFile		gz;
+	int			out;
+	int64		total = 0;
+	TimestampTz when;
+	char	   *manifest;
+	StringInfoData missing;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	Assert(!IsTransactionState());
+	note_running_transactions(conn);
+	exec_or_error(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+				  0, NULL, WALRCV_OK_COMMAND);
+	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
+	when = GetCurrentTimestamp();
+	set_progress(NULL, 0, "");
+
+	/* catalog access for the result types only; results outlive it */
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	tables = published_tables(conn);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+
+	initStringInfo(&missing);
+	foreach(lc, tables)
+	{
+		SnapTable  *t = lfirst(lc);
+
+		if (t->lacks_identity)
+			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
+							 t->schema, t->name);
+	}
+	SpinLockAcquire(&cs_status->mutex);
+	strlcpy(cs_status->no_replica_identity, missing.data,
+			sizeof(cs_status->no_replica_identity));
+	SpinLockRelease(&cs_status->mutex);
+	if (missing.len > 0)
+		ereport(WARNING,
+				(errmsg("changestream: published tables without a replica identity: %s",
+						missing.data),
+				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
+						   cs_publication),
+				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
+
+	snprintf(data_path, sizeof(data_path), "%s/%016llX.data.tmp", snapshots_dir,
+			 (unsigned long long) lsn);
+	snprintf(tmp_path, sizeof(tmp_path), "%s/%016llX.snapshot.gz.tmp", snapshots_dir,
+			 (unsigned long long) lsn);
+	snprintf(final_path, sizeof(final_path), "%s/%016llX.snapshot.gz", snapshots_dir,
+			 (unsigned long long) lsn);
+
+	gz = gzopen(data_path, "wb");
+	if (gz == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", data_path)));
+	gzbuffer(gz, 256 * 1024);
+	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
+	foreach(lc, tables)
+	{
+		SnapTable  *t = lfirst(lc);
+
+		t->rows = copy_table(conn, t, gz, data_path);
+		total += t->rows;
+	}
+	if (gzclose(gz) != Z_OK)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", data_path)));
+	exec_or_error(conn, "COMMIT", 0, NULL, WALRCV_OK_COMMAND);
+
+	/* manifest member, then the table data member, as one file */
+	manifest = build_manifest(generation, lsn, when, tables, total);
+	out = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (out < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp_path)));
+	gz = gzdopen(dup(out), "wb");
+	if (gz == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not start gzip stream for \"%s\"", tmp_path)));
+	gz_write(gz, manifest, strlen(manifest), tmp_path);
+	if (gzclose(gz) != Z_OK)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp_path)));
+	if (lseek(out, 0, SEEK_END) < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not seek in file \"%s\": %m", tmp_path)));
+	append_file(out, tmp_path, data_path);
+	cs_fsync_fd(out, tmp_path);
+	close(out);
+	if (rename(tmp_path, final_path) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp_path, final_path)));
+	cs_fsync_path(snapshots_dir, true);
+	unlink(data_path);
+
+	set_progress(NULL, 0, "");
+	if (result)
+	{
+		result->lsn = lsn;
+		result->tables = list_length(tables);
+		result->rows = total;
+	}
+	ereport(LOG,
+			(errmsg("changestream: snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
+					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
+			 errdetail("File \"%s\".", final_path)));
+	return lsn;
+}
+
+/*
+ * cs_snapshot_read_manifest(path, *lsn, *tables, *rows) -> bool
+ *	  Read the manifest comment lines at the start of a snapshot file.
+ *	  False when the file is missing or has no manifest.
+ */
+bool
+cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn, int *tables,
+						  int64 *rows)
+{
+	gzFile		gz = gzopen(path, "rb");
+	char		line[1024];
+	int			seen = 0;
+
+	if (gz == NULL)
+		return false;
+	while (seen != 7 && gzgets(gz, line, sizeof(line)) != NULL)
+	{
+		unsigned int hi,
+					lo;
+		long long	v;
+
+		if (strncmp(line, "-- end of manifest", 18) == 0)
+			break;
+		if (sscanf(line, "-- lsn: %X/%X", &hi, &lo) == 2)
+		{
+			*lsn = ((uint64) hi << 32) | lo;
+			seen |= 1;
+		}
+		else if (sscanf(line, "-- tables: %lld", &v) == 1)
+		{
+			*tables = (int) v;
+			seen |= 2;
+		}
+		else if (sscanf(line, "-- rows: %lld", &v) == 1)
+		{
+			*rows = v;
+			seen |= 4;
+		}
+	}
+	gzclose(gz);
+	return seen == 7;
+}

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot_worker.c
+ *	  Snapshots taken while a generation is being streamed: on demand
+ *	  (changestream.take_snapshot()) or every changestream.snapshot_interval.
+ *	  They run in a dynamic background worker, "changestream snapshot",
+ *	  with its own replication connection and a temporary slot, so that the
+ *	  archiver keeps consuming and acknowledging its slot meanwhile: slot
+ *	  creation may wait for long-running transactions, and copying a large
+ *	  table takes time.  One snapshot runs at a time.
+ *
+ * Source: dynamic background workers, src/include/postmaster/bgworker.h;
+ * the launch-and-wait pattern of contrib/worker_spi.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "replication/walreceiver.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "changestream.h"
+
+/*
+ * cs_launch_snapshot_worker(generation, notify_pid, *handle) -> bool
+ *	  Claim the single snapshot slot in shared memory and register a
+ *	  "changestream snapshot" worker for generation.  False when a snapshot
+ *	  is already running or no worker slot is free (the claim is released).
+ */
+bool
+cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
+						  BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	SpinLockAcquire(&cs_status->mutex);
+	if (cs_status->snapshot_running)
+	{
+		SpinLockRelease(&cs_status->mutex);
+		return false;
+	}
+	cs_status->snapshot_running = true;
+	cs_status->snapshot_result_lsn = InvalidXLogRecPtr;
+	cs_status->snapshot_result_error[0] = '\0';
+	SpinLockRelease(&cs_status->mutex);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "changestream_snapshot_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream snapshot");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream snapshot");
+	memcpy(worker.bgw_extra, &generation, sizeof(generation));
+	worker.bgw_notify_pid = notify_pid;
+	if (!RegisterDynamicBackgroundWorker(&worker, handle))
+	{
+		SpinLockAcquire(&cs_status->mutex);
+		cs_status->snapshot_running = false;
+		strlcpy(cs_status->snapshot_result_error,
+				"could not register a background worker for the snapshot",
+				CS_ERROR_LEN);
+		SpinLockRelease(&cs_status->mutex);
+		return false;
+	}
+	return true;
+}
+
+static void
+snapshot_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_running = false;
+	cs_status->snapshot_pid = 0;
+	cs_status->snapshot_table[0] = '\0';
+	cs_status->snapshot_rows = 0;
+	if (cs_status->snapshot_result_lsn == InvalidXLogRecPtr &&
+		cs_status->snapshot_result_error[0] == '\0')
+		strlcpy(cs_status->snapshot_result_error,
+				"the snapshot worker exited before the snapshot was durable",
+				CS_ERROR_LEN);
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * changestream_snapshot_main(main_arg) -> void
+ *	  Entry point of a "changestream snapshot" worker: takes one snapshot
+ *	  with a temporary slot into generations/<gen>/snapshots/ (the generation
+ *	  is in bgw_extra) and publishes its LSN or its error in shared memory.
+ */
+void
+changestream_snapshot_main(Datum main_arg)
+{
+	uint64		generation;
+	char	   *snapshots_dir;
+	char		slot_name[NAMEDATALEN];
+	CsSnapshotResult result;
+	struct WalReceiverConn *conn;
+	uint64		sysid;
+	uint32		tli;
+
+	memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	before_shmem_exit(snapshot_exit, (Datum) 0);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_pid = MyProcPid;
+	SpinLockRelease(&cs_status->mutex);
+
+	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
+	load_file("libpqwalreceiver", false);
+
+	PG_TRY();
+	{
+		snapshots_dir = psprintf("%s/snapshots",
+								 cs_generation_path(cs_require_directory(), generation));
+		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
+		conn = cs_connect(&sysid, &tli);
+		cs_check_publication(conn);
+		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation, &result);
+		cs_disconnect(conn);
+		SpinLockAcquire(&cs_status->mutex);
+		cs_status->snapshot_result_lsn = result.lsn;
+		cs_status->last_snapshot_at = GetCurrentTimestamp();
+		SpinLockRelease(&cs_status->mutex);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		SpinLockAcquire(&cs_status->mutex);
+		strlcpy(cs_status->snapshot_result_error, edata->message, CS_ERROR_LEN);
+		SpinLockRelease(&cs_status->mutex);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	proc_exit(0);
+}
