@@ -34,6 +34,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# every object depends on the shared headers (CsStatus lives in shared
+# memory: all objects must agree on its layout)
+$(OBJS): src/changestream.h src/compat.h
+
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with
 # "bash scripts/test.sh regress", which uses a temporary instance configured

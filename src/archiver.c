@@ -60,6 +60,7 @@
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
 #define MAX_BATCH_MESSAGES	10000
 #define ERROR_REPEAT_SECS	300
+#define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
 
 /* session state */
 static WalReceiverConn *conn = NULL;
@@ -107,6 +108,18 @@ rd64(const char *p)
 
 	memcpy(&v, p, 8);
 	return pg_ntoh64(v);
+}
+
+/*
+ * How long complete transactions may wait, once the stream is idle, for
+ * more to share their fsync: 10 ms, or flush_interval if that is shorter.
+ * At 1,000 tps this turns ~1,000 fsyncs and status updates a second into
+ * ~100, for at most 10 ms of added commit-to-durable lag.
+ */
+static inline long
+group_commit_ms(void)
+{
+	return Min(cs_flush_interval_ms, GROUP_COMMIT_MS);
 }
 
 static void
@@ -449,8 +462,14 @@ stream_loop(void)
 		}
 
 		now = GetCurrentTimestamp();
-		/* the stream went idle: make what is complete durable now */
-		if (idle && !in_txn && cs_writer_unsynced())
+		/*
+		 * The stream went idle with complete transactions pending: make them
+		 * durable once the group commit window has passed since the first of
+		 * them arrived, so that a burst shares one fsync and one status
+		 * update instead of paying one per transaction.
+		 */
+		if (idle && !in_txn && cs_writer_unsynced() &&
+			TimestampDifferenceExceeds(unsynced_since, now, group_commit_ms()))
 			flush_and_report(now);
 		else if (unsynced_since != 0 &&
 				 TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
@@ -477,7 +496,12 @@ stream_loop(void)
 		/* idle: compress a slice, then wait for data */
 		timeout = cs_status_interval_ms;
 		if (unsynced_since != 0)
-			timeout = Min(timeout, cs_flush_interval_ms);
+		{
+			long		window = in_txn ? cs_flush_interval_ms : group_commit_ms();
+			long		elapsed = TimestampDifferenceMilliseconds(unsynced_since, now);
+
+			timeout = Min(timeout, Max(window - elapsed, 1));
+		}
 		if (cs_compress_pending())
 		{
 			compress_credit = 0;
