@@ -150,7 +150,7 @@ if [ "$run_tap" = 1 ]; then
 				name=$(basename "$t" .pl)
 				if [ -f "$logdir/regress_log_$name" ]; then
 					printf '\n---- failures in %s ----\n' "$logdir/regress_log_$name"
-					grep -E -A12 'not ok |Bail out|error running SQL|Dubious|died|exited with' \
+					grep -E -A12 'not ok |Bail out|error running SQL|connection error|timed out|Dubious|died|exited with' \
 						"$logdir/regress_log_$name" | head -n 120
 				fi
 				cs_tail "$logdir/regress_log_$name" 60
