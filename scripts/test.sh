@@ -155,6 +155,11 @@ if [ "$run_tap" = 1 ]; then
 				fi
 				cs_tail "$logdir/regress_log_$name" 60
 				for node_log in "$logdir/${name}_"*.log; do
+					[ -f "$node_log" ] || continue
+					if grep -q -E 'terminated by signal|PANIC|TRAP:' "$node_log"; then
+						printf '\n---- crashes in %s ----\n' "$node_log"
+						grep -B3 -A2 -E 'terminated by signal|PANIC|TRAP:' "$node_log" | head -n 60
+					fi
 					cs_tail "$node_log" 40
 				done
 			done
