@@ -149,6 +149,23 @@ note("compared $n transactions");
 		'the fence transaction beyond the target is archived too');
 }
 
+# Values are rendered with the pinned settings, not the server's unusual
+# defaults (SQL, DMY; America/New_York).  Row 2 (id now 10002) was inserted
+# and then had its key changed: both messages carry its timestamptz.
+my $ts_iso = $node->safe_psql('postgres',
+	"SET datestyle = ISO; SET timezone = UTC; SELECT ts::text FROM cs_types WHERE id = 10002");
+my $ts_default = $node->safe_psql('postgres',
+	"SELECT ts::text FROM cs_types WHERE id = 10002");
+isnt($ts_default, $ts_iso, "server defaults render it differently ($ts_default)");
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM changestream.wal_records('$gen') WHERE get_byte(data, 0) IN (73, 85) "
+	  . "AND position(convert_to('$ts_iso', 'UTF8') in data) > 0"),
+	'2', "timestamptz values are archived in ISO format, UTC ($ts_iso)");
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM changestream.wal_records('$gen') "
+	  . "WHERE position(convert_to('$ts_default', 'UTF8') in data) > 0"),
+	'0', 'and never with the server defaults');
+
 # Messages that are not compared with the oracle are archived as well.
 my %types = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
 	"SELECT chr(get_byte(data, 0)), count(*) FROM changestream.wal_records('$gen') GROUP BY 1");
