@@ -52,18 +52,24 @@ ALTER SYSTEM RESET changestream.segment_size;
 ALTER SYSTEM RESET changestream.segment_timeout;
 
 --
--- Functions: signatures, and EXECUTE for pg_monitor only
+-- Functions: signatures; EXECUTE for pg_monitor on the read-only ones
 --
-\x on
 SELECT p.proname,
-       pg_get_function_arguments(p.oid) AS arguments,
+       p.pronargs AS in_args,
+       p.pronargdefaults AS defaults,
        pg_get_function_result(p.oid) AS result,
        p.proisstrict AS strict,
        p.provolatile AS volatility
   FROM pg_proc p
  WHERE p.pronamespace = 'changestream'::regnamespace
  ORDER BY p.proname;
-\x off
+-- every argument and result column, in order
+SELECT p.proname, a.ord, a.mode, a.name, a.type::regtype AS type
+  FROM pg_proc p,
+       unnest(p.proargnames, p.proallargtypes, p.proargmodes)
+         WITH ORDINALITY AS a(name, type, mode, ord)
+ WHERE p.pronamespace = 'changestream'::regnamespace
+ ORDER BY p.proname, a.ord;
 
 SELECT p.proname,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_can_execute,
@@ -119,6 +125,8 @@ SELECT * FROM changestream.wal_records('0123456789abcdeg');
 \echo :SQLSTATE
 SELECT * FROM changestream.wal_records('zzzzzzzzzzzzzzzz', '0/0', '0/0');
 \echo :SQLSTATE
+SELECT * FROM changestream.snapshots('../snapshots');
+\echo :SQLSTATE
 -- wal_records() is not STRICT (its bounds may be NULL), but the generation may not be
 SELECT * FROM changestream.wal_records(NULL);
 \echo :SQLSTATE
@@ -127,6 +135,7 @@ SELECT * FROM changestream.wal_records(NULL, '0/0', NULL);
 -- the STRICT functions return NULL for a NULL generation
 SELECT generation IS NULL AS null_in_null_out FROM changestream.generation_stats(NULL);
 SELECT count(*) AS rows FROM changestream.wal_segments(NULL);
+SELECT count(*) AS rows FROM changestream.snapshots(NULL);
 
 -- a well-formed generation that does not exist is an error, not an empty result
 SELECT * FROM changestream.generation_stats('0000000000000000');
@@ -137,6 +146,15 @@ SELECT * FROM changestream.wal_records('0000000000000000');
 \echo :SQLSTATE
 SELECT * FROM changestream.wal_records('0000000000000000', '0/0', 'FFFFFFFF/FFFFFFFF');
 \echo :SQLSTATE
+SELECT * FROM changestream.snapshots('0000000000000000');
+\echo :SQLSTATE
+
+-- take_snapshot() needs a streaming archiver; here the worker cannot stream
+-- (database "postgres" has no publication), so it is refused at once
+-- (sqlstate only: the message names the worker's current state)
+\set VERBOSITY sqlstate
+SELECT changestream.take_snapshot();
+\set VERBOSITY default
 
 --
 -- Privileges
@@ -164,10 +182,12 @@ SELECT * FROM changestream.wal_segments('0000000000000000');
 \echo :SQLSTATE
 SELECT * FROM changestream.wal_records('0000000000000000');
 \echo :SQLSTATE
+SELECT * FROM changestream.snapshots('0000000000000000');
+\echo :SQLSTATE
 RESET ROLE;
 REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
 
--- pg_monitor may read the statistics
+-- pg_monitor may read the archive and the statistics ...
 SET ROLE regress_cs_monitor;
 SELECT count(*) AS rows,
        bool_and(state IN ('disabled', 'starting', 'connecting', 'streaming',
@@ -175,6 +195,13 @@ SELECT count(*) AS rows,
   FROM changestream.status();
 SELECT count(*) >= 0 AS ok FROM changestream.generations();
 SELECT * FROM changestream.generation_stats('not-a-generation');
+\echo :SQLSTATE
+SELECT count(*) AS rows FROM changestream.snapshots('0000000000000000');
+\echo :SQLSTATE
+-- ... but not act: take_snapshot() and new_generation() are for superusers
+SELECT changestream.take_snapshot();
+\echo :SQLSTATE
+SELECT changestream.new_generation();
 \echo :SQLSTATE
 RESET ROLE;
 
