@@ -6,8 +6,8 @@
 # Installs what is missing (apt), builds and installs the extension, starts a
 # throwaway PostgreSQL cluster (as the "postgres" user, in a temporary
 # directory, on a free port) with changestream preloaded, archives a ~30 s
-# pgbench run, prints generations(), status(), wal_segments() and the
-# archive's files, then stops the cluster and removes it.
+# pgbench run, prints generations(), status(), snapshots(), wal_segments()
+# and the archive's files, then stops the cluster and removes it.
 #
 # Environment:
 #   KEEP=1         leave the cluster running and its directory in place
@@ -156,6 +156,9 @@ cs_section "SELECT * FROM changestream.status()"
 psql_demo -x -c "SELECT * FROM changestream.status()"
 
 if [ -n "$gen" ]; then
+	cs_section "SELECT * FROM changestream.snapshots('$gen')"
+	psql_demo -c "SELECT * FROM changestream.snapshots('$gen')"
+
 	cs_section "SELECT * FROM changestream.wal_segments('$gen')"
 	psql_demo -c "SELECT * FROM changestream.wal_segments('$gen')"
 
