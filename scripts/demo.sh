@@ -213,7 +213,8 @@ raw=$(find "$ARCHIVE" -name '*.wal' | wc -l)
 bad_gz=0
 while IFS= read -r f; do
 	gzip -t "$f" 2>/dev/null || { cs_info "gzip -t failed: $f"; bad_gz=$((bad_gz + 1)); }
-done < <(find "$ARCHIVE" -name '*.wal.gz')
+done < <(find "$ARCHIVE" -name '*.wal.gz' -o -name '*.snapshot.gz')
+snaps=$(find "$ARCHIVE" -name '*.snapshot.gz' | wc -l)
 
 decode_result="skipped (no python3)"
 if [ -n "$gen" ] && command -v python3 >/dev/null 2>&1; then
@@ -234,18 +235,19 @@ commits=0
 if [ -n "$gen" ]; then
 	commits=$(psql_value "SELECT count(*) FROM changestream.wal_records('$gen') WHERE length(data) > 0 AND get_byte(data, 0) = ascii('C')")
 fi
-cs_info "pgbench transactions:        ${pgbench_xacts:-?}"
-cs_info "archived COMMITs ($gen): $commits"
-cs_info "generations:                 $ngen"
-cs_info "WAL segments:                $((sealed + raw)) ($sealed sealed and gzip-compressed, $raw active)"
-cs_info "sealed segments gzip -t:     $((sealed - bad_gz)) ok, $bad_gz bad"
-cs_info "cs_decode.py:                $decode_result"
-cs_info "total time:                  $(( $(cs_now) - t_start ))s"
+cs_info "pgbench transactions:          ${pgbench_xacts:-?}"
+cs_info "archived COMMITs:              $commits"
+cs_info "generations:                   $ngen"
+cs_info "WAL segments:                  $((sealed + raw)) ($sealed sealed and gzip-compressed, $raw active)"
+cs_info "snapshots:                     $snaps"
+cs_info "gzip -t (segments, snapshots): $((sealed + snaps - bad_gz)) ok, $bad_gz bad"
+cs_info "cs_decode.py:                  $decode_result"
+cs_info "total time:                    $(( $(cs_now) - t_start ))s"
 
 status=0
 [ "$caught_up" = 1 ] || { cs_info "FAIL: the archive did not catch up"; status=1; }
 [ "$sealed" -gt 0 ] || { cs_info "FAIL: no sealed (compressed) segment"; status=1; }
-[ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt sealed segments"; status=1; }
+[ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt gzip files"; status=1; }
 [ "$decode_result" != FAILED ] || { cs_info "FAIL: scripts/cs_decode.py found damage"; status=1; }
 if [ -n "${pgbench_xacts:-}" ] && [ "$commits" -lt "$pgbench_xacts" ]; then
 	cs_info "FAIL: fewer archived COMMITs than pgbench transactions"
