@@ -41,7 +41,12 @@ sub busy_round
 		"SELECT confirmed_flush_lsn >= '$after' FROM pg_replication_slots WHERE slot_name = 'changestream'",
 		't', 10,
 		"$label: slot confirmed_flush_lsn passes $after, the position after the busy traffic, within 10s"
-	) or diag("slot: " . $node->safe_psql('postgres', $slot_q));
+	  )
+	  or diag("slot: "
+		  . $node->safe_psql('postgres', $slot_q)
+		  . "\nwalsender (application_name|sent|write|flush): "
+		  . $node->safe_psql('postgres',
+			"SELECT application_name, sent_lsn, write_lsn, flush_lsn FROM pg_stat_replication"));
 	# and in any case eventually (so that the rest of the test can go on)
 	cs_poll($node, 'postgres',
 		"SELECT confirmed_flush_lsn >= '$after' FROM pg_replication_slots WHERE slot_name = 'changestream'",
