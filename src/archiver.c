@@ -79,7 +79,9 @@ static uint64 cur_generation;
 static XLogRecPtr position;		/* durable position of record, reported */
 static XLogRecPtr pending_position; /* position of record of data added */
 static XLogRecPtr skip_before;	/* commit LSNs below this are archived */
-static XLogRecPtr received_lsn;
+static XLogRecPtr received_lsn;	/* highest LSN of XLogData received */
+static XLogRecPtr keepalive_lsn; /* walEnd of the newest keepalive */
+static XLogRecPtr unrecorded_keepalive; /* eligible, not yet recorded */
 static bool in_txn;
 static bool skipping;
 
@@ -126,7 +128,7 @@ static void
 publish_status(void)
 {
 	SpinLockAcquire(&cs_status->mutex);
-	cs_status->received_lsn = received_lsn;
+	cs_status->received_lsn = Max(received_lsn, keepalive_lsn);
 	cs_status->flushed_lsn = position;
 	cs_status->last_message_at = last_message_at;
 	cs_status->last_flush_at = last_flush_at;
@@ -137,6 +139,13 @@ publish_status(void)
 	last_published = GetCurrentTimestamp();
 }
 
+/*
+ * The write LSN reported is what arrived as XLogData, never a keepalive's
+ * walEnd that is not yet recorded: PostgreSQL's walsender sends keepalives
+ * only while the reported write LSN is behind what it sent
+ * (WalSndWaitForWal()), and those keepalives are what lets an idle slot
+ * advance.
+ */
 static void
 send_status(TimestampTz now, bool reply_requested)
 {
@@ -269,6 +278,9 @@ handle_xlogdata(const char *buf, int len, TimestampTz now)
 	}
 }
 
+static void record_keepalive_position(TimestampTz now, TimestampTz send_time,
+									  bool force);
+
 /*
  * A primary keepalive.  With no transaction open, its walEnd may become the
  * position of record: it is written as a position entry and made durable
@@ -289,24 +301,37 @@ handle_keepalive(const char *buf, int len, TimestampTz now)
 	wal_end = rd64(buf + 1);
 	send_time = (TimestampTz) rd64(buf + 9);
 	reply = buf[17] != 0;
-	received_lsn = Max(received_lsn, wal_end);
+	keepalive_lsn = Max(keepalive_lsn, wal_end);
 
-	if (!in_txn && wal_end > pending_position &&
-		(reply ||
-		 TimestampDifferenceExceeds(last_position_record, now,
-									cs_status_interval_ms)))
+	if (!in_txn && wal_end > pending_position)
 	{
-		add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, wal_end, send_time,
-				  NULL, 0, now);
-		pending_position = wal_end;
-		last_position_record = now;
-		flush_and_report(now);
-		if (reply)
-			send_status(now, false);
-		return;
+		unrecorded_keepalive = wal_end;
+		record_keepalive_position(now, send_time, reply);
 	}
 	if (reply)
 		send_status(now, false);
+}
+
+/*
+ * Record the newest eligible keepalive walEnd as a position entry, make it
+ * durable and report it, if status_interval has passed since the last one
+ * (or the server asked for a reply).  Called on each keepalive and from
+ * the stream loop, so a skipped keepalive is recorded once the interval
+ * has passed even if no other keepalive comes.
+ */
+static void
+record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
+{
+	if (in_txn || unrecorded_keepalive <= pending_position)
+		return;
+	if (!force &&
+		!TimestampDifferenceExceeds(last_position_record, now, cs_status_interval_ms))
+		return;
+	add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, unrecorded_keepalive,
+			  send_time, NULL, 0, now);
+	pending_position = unrecorded_keepalive;
+	last_position_record = now;
+	flush_and_report(now);
 }
 
 static bool
@@ -488,6 +513,7 @@ stream_loop(void)
 		if (TimestampDifferenceExceeds(last_published, now, 100))
 			publish_status();
 		maybe_schedule_snapshot(now);
+		record_keepalive_position(now, now, false);
 		MemoryContextReset(loop_cxt);
 
 		if (!idle)
@@ -495,6 +521,13 @@ stream_loop(void)
 
 		/* idle: compress a slice, then wait for data */
 		timeout = cs_status_interval_ms;
+		if (unrecorded_keepalive > pending_position && !in_txn)
+		{
+			long		left = cs_status_interval_ms -
+				TimestampDifferenceMilliseconds(last_position_record, now);
+
+			timeout = Min(timeout, Max(left, 1));
+		}
 		if (unsynced_since != 0)
 		{
 			long		window = in_txn ? cs_flush_interval_ms : group_commit_ms();
@@ -747,6 +780,8 @@ run_session(void)
 	pending_position = position;
 	skip_before = position;
 	received_lsn = position;
+	keepalive_lsn = InvalidXLogRecPtr;
+	unrecorded_keepalive = InvalidXLogRecPtr;
 	in_txn = false;
 	skipping = false;
 	unsynced_since = 0;

@@ -57,8 +57,16 @@ typedef struct SegmentFile
 	bool		compressed;
 	char		path[MAXPGPATH];
 	off_t		size;
-	time_t		mtime;
+	TimestampTz mtime;
 } SegmentFile;
+
+/* A file's modification time with its sub-second part. */
+static TimestampTz
+file_mtime(const struct stat *st)
+{
+	return time_t_to_timestamptz(st->st_mtim.tv_sec) +
+		st->st_mtim.tv_nsec / 1000;
+}
 
 static int
 cmp_segment(const ListCell *a, const ListCell *b)
@@ -122,7 +130,7 @@ list_segments(const char *directory, uint64 generation)
 		sf->compressed = compressed;
 		strlcpy(sf->path, path, MAXPGPATH);
 		sf->size = st.st_size;
-		sf->mtime = st.st_mtime;
+		sf->mtime = file_mtime(&st);
 	}
 	FreeDir(dir);
 	list_sort(result, cmp_segment);
@@ -153,7 +161,7 @@ open_segment(SegmentFile *sf)
 
 /* Sum of file sizes and newest mtime below path. */
 static void
-du(const char *path, int64 *bytes, time_t *newest, int *count_suffix,
+du(const char *path, int64 *bytes, TimestampTz *newest, int *count_suffix,
    const char *suffix)
 {
 	DIR		   *dir = AllocateDir(path);
@@ -179,8 +187,8 @@ du(const char *path, int64 *bytes, time_t *newest, int *count_suffix,
 			size_t		s = strlen(suffix);
 
 			*bytes += st.st_size;
-			if (st.st_mtime > *newest)
-				*newest = st.st_mtime;
+			if (file_mtime(&st) > *newest)
+				*newest = file_mtime(&st);
 			if (count_suffix && n > s && strcmp(de->d_name + n - s, suffix) == 0)
 				(*count_suffix)++;
 		}
@@ -244,7 +252,7 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	char	   *gendir = cs_generation_path(directory, generation);
 	char		path[MAXPGPATH];
 	int64		bytes = 0;
-	time_t		newest = 0;
+	TimestampTz newest = 0;
 	int			snapshots = 0;
 	bool		have_identity;
 
@@ -255,7 +263,7 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	snprintf(path, sizeof(path), "%s/snapshots", gendir);
 	{
 		int64		b = 0;
-		time_t		t = 0;
+		TimestampTz t = 0;
 
 		du(path, &b, &t, &snapshots, ".snapshot.gz");
 	}
@@ -273,7 +281,7 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	else
 		nulls[3] = nulls[5] = nulls[6] = true;
 	if (newest > 0)
-		values[4] = TimestampTzGetDatum(time_t_to_timestamptz(newest));
+		values[4] = TimestampTzGetDatum(newest);
 	else
 		nulls[4] = true;
 	values[7] = Int64GetDatum(bytes);
@@ -395,7 +403,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 		values[3] = LSNGetDatum(starts[i + 1]);
 		values[4] = BoolGetDatum(sf->compressed);
 		values[5] = Int64GetDatum((int64) sf->size);
-		values[6] = TimestampTzGetDatum(time_t_to_timestamptz(sf->mtime));
+		values[6] = TimestampTzGetDatum(sf->mtime);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		i++;
 	}
@@ -712,7 +720,7 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 		values[2] = Int32GetDatum(tables);
 		values[3] = Int64GetDatum(rows);
 		values[4] = Int64GetDatum((int64) st.st_size);
-		values[5] = TimestampTzGetDatum(time_t_to_timestamptz(st.st_mtime));
+		values[5] = TimestampTzGetDatum(file_mtime(&st));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
