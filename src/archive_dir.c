@@ -8,7 +8,9 @@
  * Unlike PostgreSQL's fsync_fname(), which PANICs on failure because the
  * data directory cannot be trusted afterwards, a failed fsync here raises
  * ERROR (SQLSTATE 58030): the archiver stops reporting progress, so the
- * slot keeps every change, and the worker retries.
+ * slot keeps every change, and the worker retries.  The archive is synced
+ * whatever the server's own fsync setting: pg_fsync() would follow
+ * fsync = off, and the archive's position of record must not.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,7 +51,7 @@ cs_require_directory(void)
 void
 cs_fsync_fd(int fd, const char *path)
 {
-	if (pg_fdatasync(fd) != 0)
+	if (fdatasync(fd) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not fsync file \"%s\": %m", path)));
@@ -71,7 +73,7 @@ cs_fsync_path(const char *path, bool isdir)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open \"%s\" for fsync: %m", path)));
-	if (pg_fsync(fd) != 0)
+	if (fsync(fd) != 0)
 	{
 		save_errno = errno;
 		CloseTransientFile(fd);

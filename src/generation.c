@@ -261,7 +261,7 @@ write_text_file(const char *path, const char *text)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", path)));
-	if (fputs(text, f) == EOF || fflush(f) != 0 || pg_fsync(fileno(f)) != 0)
+	if (fputs(text, f) == EOF || fflush(f) != 0 || fsync(fileno(f)) != 0)
 	{
 		int			save_errno = errno;
 

@@ -573,7 +573,7 @@ cs_writer_flush(void)
 	cs_writer_write();
 	if (!unsynced)
 		return;
-	if (pg_fdatasync(seg_fd) != 0)
+	if (fdatasync(seg_fd) != 0)
 	{
 		strlcpy(failed_path, seg_path, sizeof(failed_path));
 		failed_durable_size = durable_size;
