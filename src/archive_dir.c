@@ -239,7 +239,17 @@ remove_tmp_below(const char *path, int depth)
 			ereport(DEBUG1, (errmsg_internal("removed leftover \"%s\"", child)));
 		}
 		else if (S_ISDIR(st.st_mode) && depth < 3)
+		{
+			bool		busy;
+
+			/* a running snapshot worker owns the tmp files in snapshots/ */
+			SpinLockAcquire(&cs_status->mutex);
+			busy = cs_status->snapshot_running;
+			SpinLockRelease(&cs_status->mutex);
+			if (busy && strcmp(de->d_name, "snapshots") == 0)
+				continue;
 			remove_tmp_below(child, depth + 1);
+		}
 	}
 	FreeDir(dir);
 }

@@ -367,7 +367,7 @@ maybe_schedule_snapshot(TimestampTz now)
 	if (running ||
 		!TimestampDifferenceExceeds(last, now, cs_snapshot_interval_s * 1000))
 		return;
-	if (!cs_launch_snapshot_worker(cur_generation, 0, &handle))
+	if (cs_launch_snapshot_worker(cur_generation, 0, &handle) != CS_LAUNCH_OK)
 	{
 		ereport(LOG,
 				(errmsg("changestream: could not start a scheduled snapshot; retrying in a minute"),
@@ -564,8 +564,7 @@ session_cleanup(void)
 		cs_disconnect(snap_conn);
 	snap_conn = NULL;
 	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_table[0] = '\0';
-	cs_status->waiting_for[0] = '\0';
+	memset(&cs_status->progress[CS_PROGRESS_ARCHIVER], 0, sizeof(CsProgress));
 	SpinLockRelease(&cs_status->mutex);
 	cs_writer_reset();
 	cs_compress_reset();
@@ -666,7 +665,7 @@ open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
 	if (create_slot)
 	{
 		cs_snapshot_take(conn, cs_slot_name, false, snapdir,
-						 identity.generation, &result);
+						 identity.generation, CS_PROGRESS_ARCHIVER, &result);
 		ereport(LOG,
 				(errmsg("changestream: created replication slot \"%s\" at %X/%X",
 						cs_slot_name, LSN_FORMAT_ARGS(result.lsn))));
@@ -680,7 +679,7 @@ open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
 		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
 		snap_conn = cs_connect(&sysid2, &tli2);
 		cs_snapshot_take(snap_conn, slot_name, true, snapdir,
-						 identity.generation, &result);
+						 identity.generation, CS_PROGRESS_ARCHIVER, &result);
 		cs_disconnect(snap_conn);
 		snap_conn = NULL;
 	}

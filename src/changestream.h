@@ -48,6 +48,16 @@ typedef enum CsWorkerState
 
 #define CS_ERROR_LEN 1024
 
+typedef struct CsProgress
+{
+	char		table[2 * NAMEDATALEN + 2]; /* being copied */
+	int64		rows;			/* rows copied of it so far */
+	char		waiting_for[256];	/* what slot creation waits for */
+} CsProgress;
+
+#define CS_PROGRESS_ARCHIVER	0
+#define CS_PROGRESS_SNAPSHOT	1
+
 typedef struct CsStatus
 {
 	slock_t		mutex;
@@ -68,10 +78,8 @@ typedef struct CsStatus
 	char		last_error[CS_ERROR_LEN];
 	TimestampTz last_error_at;
 
-	/* snapshots */
-	char		snapshot_table[2 * NAMEDATALEN + 2];	/* being copied */
-	int64		snapshot_rows;	/* rows copied of it so far */
-	char		waiting_for[256];	/* what slot creation waits for */
+	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
+	CsProgress	progress[2];
 	char		no_replica_identity[512];	/* published tables lacking one */
 	bool		snapshot_running;	/* a snapshot worker is active */
 	pid_t		snapshot_pid;
@@ -309,7 +317,8 @@ typedef struct CsSnapshotResult
 extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
 								   const char *slot_name, bool temporary,
 								   const char *snapshots_dir, uint64 generation,
-								   CsSnapshotResult *result);
+								   int progress_slot, CsSnapshotResult *result);
+extern void cs_snapshot_remove_tmp(const char *snapshots_dir);
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
 									  int *tables, int64 *rows);
 
@@ -317,8 +326,15 @@ extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
 
 struct BackgroundWorkerHandle;
 
-extern bool cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
-									  struct BackgroundWorkerHandle **handle);
+typedef enum CsLaunchResult
+{
+	CS_LAUNCH_OK,
+	CS_LAUNCH_BUSY,				/* a snapshot is already running */
+	CS_LAUNCH_NO_WORKER			/* no background worker slot */
+} CsLaunchResult;
+
+extern CsLaunchResult cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
+												struct BackgroundWorkerHandle **handle);
 extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
 
 /* ---------- archiver.c ---------- */

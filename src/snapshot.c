@@ -26,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "replication/walreceiver.h"
+#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -60,14 +62,19 @@ typedef struct SnapTable
 	int64		rows;
 } SnapTable;
 
+/* which CsStatus.progress entry this process reports in */
+static int	progress_slot = CS_PROGRESS_ARCHIVER;
+
 static void
 set_progress(const char *table, int64 rows, const char *waiting_for)
 {
+	CsProgress *p = &cs_status->progress[progress_slot];
+
 	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(cs_status->snapshot_table, table ? table : "", sizeof(cs_status->snapshot_table));
-	cs_status->snapshot_rows = rows;
+	strlcpy(p->table, table ? table : "", sizeof(p->table));
+	p->rows = rows;
 	if (waiting_for != NULL)
-		strlcpy(cs_status->waiting_for, waiting_for, sizeof(cs_status->waiting_for));
+		strlcpy(p->waiting_for, waiting_for, sizeof(p->waiting_for));
 	SpinLockRelease(&cs_status->mutex);
 }
 
@@ -195,6 +202,77 @@ published_tables(WalReceiverConn *conn)
 		tables = lappend(tables, t);
 	}
 	return tables;
+}
+
+/*
+ * Lock every table IN ACCESS SHARE MODE, as pg_dump does, so that none is
+ * rewritten while it waits for its COPY; then make sure none was rewritten
+ * between the slot's snapshot and the lock: a rewritten table's new file
+ * is invisible to the snapshot, which would see no rows at all.  The
+ * catalog as the snapshot sees it (pg_class.relfilenode) must match the
+ * relation cache, which the lock brought up to date
+ * (pg_relation_filenode()).
+ */
+static void
+lock_and_check_tables(WalReceiverConn *conn, List *tables)
+{
+	StringInfoData sql;
+	StringInfoData oids;
+	ListCell   *lc;
+	List	   *rewritten;
+
+	if (tables == NIL)
+		return;
+	initStringInfo(&sql);
+	initStringInfo(&oids);
+	appendStringInfoString(&sql, "LOCK TABLE ");
+	foreach(lc, tables)
+	{
+		SnapTable  *t = lfirst(lc);
+
+		appendStringInfo(&sql, "%s%s.%s", lc == list_head(tables) ? "" : ", ",
+						 quote_identifier(t->schema), quote_identifier(t->name));
+		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "", t->oid);
+	}
+	appendStringInfoString(&sql, " IN ACCESS SHARE MODE");
+	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COMMAND);
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c "
+					 "WHERE c.oid IN (%s) AND c.relkind = 'r' "
+					 "AND c.relfilenode IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
+					 oids.data);
+	rewritten = fetch_rows(conn, sql.data, 1);
+	if (rewritten != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("table %s was rewritten while the snapshot was being taken",
+						((char **) linitial(rewritten))[0]),
+				 errdetail("Its rows are not visible in the snapshot of the slot's consistent point."),
+				 errhint("changestream retries; avoid ALTER TABLE ... TYPE, TRUNCATE and VACUUM FULL on published tables while a generation opens.")));
+}
+
+/*
+ * cs_snapshot_remove_tmp(snapshots_dir) -> void
+ *	  Remove a failed snapshot's temporary files (best effort).
+ */
+void
+cs_snapshot_remove_tmp(const char *snapshots_dir)
+{
+	DIR		   *d = AllocateDir(snapshots_dir);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = ReadDir(d, snapshots_dir)) != NULL)
+	{
+		size_t		n = strlen(de->d_name);
+
+		if (n > 4 && strcmp(de->d_name + n - 4, ".tmp") == 0)
+			unlink(psprintf("%s/%s", snapshots_dir, de->d_name));
+	}
+	FreeDir(d);
 }
 
 static void
@@ -377,20 +455,23 @@ append_file(int out, const char *out_path, const char *in_path)
 
 /*
  * cs_snapshot_take(conn, slot_name, temporary, snapshots_dir, generation,
- *					*result) -> XLogRecPtr (the consistent point C)
+ *					progress, *result) -> XLogRecPtr (the consistent point C)
  *	  Create slot_name (temporary or the archiver's permanent slot) with
  *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
  *	  table of changestream.publication in that snapshot, and write
  *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
  *	  streaming) and the caller must hold no transaction.  Fills *result.
- *	  Raises 08000 if a command fails on the server, 58030 on I/O errors.
- *	  Progress (table, rows, what slot creation waits for) is published in
- *	  status().
+ *	  Raises 08000 if a command fails on the server, 58030 on I/O errors,
+ *	  40001 if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
+ *	  between the slot's snapshot and the lock this function takes on it:
+ *	  its rows would be invisible to the snapshot.  Progress (table, rows,
+ *	  what slot creation waits for) is published in status() in
+ *	  CsStatus.progress[progress].
  */
 XLogRecPtr
 cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				 const char *snapshots_dir, uint64 generation,
-				 CsSnapshotResult *result)
+				 int progress, CsSnapshotResult *result)
 {
 	XLogRecPtr	lsn = InvalidXLogRecPtr;
 	List	   *tables;
@@ -407,6 +488,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	Assert(!IsTransactionState());
+	progress_slot = progress;
 	note_running_transactions(conn);
 	exec_or_error(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
 				  0, NULL, WALRCV_OK_COMMAND);
@@ -418,6 +500,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	StartTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 	tables = published_tables(conn);
+	lock_and_check_tables(conn, tables);
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 
@@ -510,7 +593,8 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	ereport(LOG,
 			(errmsg("changestream: snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
 					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
-			 errdetail("File \"%s\".", final_path)));
+			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
+					   (unsigned long long) lsn, (unsigned long long) generation)));
 	return lsn;
 }
 

@@ -29,12 +29,13 @@
 #include "changestream.h"
 
 /*
- * cs_launch_snapshot_worker(generation, notify_pid, *handle) -> bool
+ * cs_launch_snapshot_worker(generation, notify_pid, *handle) -> CsLaunchResult
  *	  Claim the single snapshot slot in shared memory and register a
- *	  "changestream snapshot" worker for generation.  False when a snapshot
- *	  is already running or no worker slot is free (the claim is released).
+ *	  "changestream snapshot" worker for generation.  CS_LAUNCH_BUSY when a
+ *	  snapshot is already running, CS_LAUNCH_NO_WORKER when no background
+ *	  worker slot is free (the claim is released).
  */
-bool
+CsLaunchResult
 cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 						  BackgroundWorkerHandle **handle)
 {
@@ -44,7 +45,7 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 	if (cs_status->snapshot_running)
 	{
 		SpinLockRelease(&cs_status->mutex);
-		return false;
+		return CS_LAUNCH_BUSY;
 	}
 	cs_status->snapshot_running = true;
 	cs_status->snapshot_result_lsn = InvalidXLogRecPtr;
@@ -70,9 +71,9 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 				"could not register a background worker for the snapshot",
 				CS_ERROR_LEN);
 		SpinLockRelease(&cs_status->mutex);
-		return false;
+		return CS_LAUNCH_NO_WORKER;
 	}
-	return true;
+	return CS_LAUNCH_OK;
 }
 
 static void
@@ -81,8 +82,7 @@ snapshot_exit(int code, Datum arg)
 	SpinLockAcquire(&cs_status->mutex);
 	cs_status->snapshot_running = false;
 	cs_status->snapshot_pid = 0;
-	cs_status->snapshot_table[0] = '\0';
-	cs_status->snapshot_rows = 0;
+	memset(&cs_status->progress[CS_PROGRESS_SNAPSHOT], 0, sizeof(CsProgress));
 	if (cs_status->snapshot_result_lsn == InvalidXLogRecPtr &&
 		cs_status->snapshot_result_error[0] == '\0')
 		strlcpy(cs_status->snapshot_result_error,
@@ -101,7 +101,7 @@ void
 changestream_snapshot_main(Datum main_arg)
 {
 	uint64		generation;
-	char	   *snapshots_dir;
+	char	   *volatile snapshots_dir = NULL;
 	char		slot_name[NAMEDATALEN];
 	CsSnapshotResult result;
 	struct WalReceiverConn *conn;
@@ -126,7 +126,8 @@ changestream_snapshot_main(Datum main_arg)
 		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
 		conn = cs_connect(&sysid, &tli);
 		cs_check_publication(conn);
-		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation, &result);
+		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation,
+						 CS_PROGRESS_SNAPSHOT, &result);
 		cs_disconnect(conn);
 		SpinLockAcquire(&cs_status->mutex);
 		cs_status->snapshot_result_lsn = result.lsn;
@@ -142,6 +143,8 @@ changestream_snapshot_main(Datum main_arg)
 		SpinLockAcquire(&cs_status->mutex);
 		strlcpy(cs_status->snapshot_result_error, edata->message, CS_ERROR_LEN);
 		SpinLockRelease(&cs_status->mutex);
+		if (snapshots_dir != NULL)
+			cs_snapshot_remove_tmp(snapshots_dir);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -645,12 +646,23 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[15] = s.last_error[0] == '\0';
 	values[16] = TimestampTzGetDatum(s.last_error_at);
 	nulls[16] = s.last_error_at == 0;
-	values[17] = CStringGetTextDatum(s.snapshot_table);
-	nulls[17] = s.snapshot_table[0] == '\0';
-	values[18] = Int64GetDatum(s.snapshot_rows);
-	nulls[18] = s.snapshot_table[0] == '\0';
-	values[19] = CStringGetTextDatum(s.waiting_for);
-	nulls[19] = s.waiting_for[0] == '\0';
+	{
+		/* the archiver's own snapshot first, else the snapshot worker's */
+		CsProgress *p = s.progress[CS_PROGRESS_ARCHIVER].table[0] ?
+			&s.progress[CS_PROGRESS_ARCHIVER] : &s.progress[CS_PROGRESS_SNAPSHOT];
+		const char *w0 = s.progress[CS_PROGRESS_ARCHIVER].waiting_for;
+		const char *w1 = s.progress[CS_PROGRESS_SNAPSHOT].waiting_for;
+
+		values[17] = CStringGetTextDatum(p->table);
+		nulls[17] = p->table[0] == '\0';
+		values[18] = Int64GetDatum(p->rows);
+		nulls[18] = p->table[0] == '\0';
+		if (w0[0] && w1[0])
+			values[19] = CStringGetTextDatum(psprintf("archiver: %s; snapshot worker: %s", w0, w1));
+		else
+			values[19] = CStringGetTextDatum(w0[0] ? w0 : w1);
+		nulls[19] = !w0[0] && !w1[0];
+	}
 	values[20] = CStringGetTextDatum(s.no_replica_identity);
 	nulls[20] = s.no_replica_identity[0] == '\0';
 
@@ -738,6 +750,13 @@ cmp_name(const ListCell *a, const ListCell *b)
 static void
 require_streaming(CsStatus *s)
 {
+	/* slot creation waits for every transaction with an xid: ours too */
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("cannot call this function in a transaction that has written"),
+				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
+				 errhint("Call it in a transaction of its own.")));
 	if (cs_status == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -760,7 +779,9 @@ require_streaming(CsStatus *s)
  *	  wait for it; returns the snapshot's consistent LSN once its file is
  *	  durable.  Errors: 55000 if the archiver is not streaming; 55006 if a
  *	  snapshot is already running; 53000 if no worker slot is free; 58000
- *	  if the snapshot failed (the worker's error is in the message).
+ *	  if the snapshot failed (the worker's error is in the message); 25001
+ *	  if the calling transaction holds a transaction id (slot creation
+ *	  would wait for it forever).
  */
 Datum
 changestream_take_snapshot(PG_FUNCTION_ARGS)
@@ -778,19 +799,22 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("a changestream snapshot is already being taken"),
 				 errhint("Wait for it: changestream.status() shows its progress.")));
-	if (!cs_launch_snapshot_worker(s.generation, MyProcPid, &handle))
+	switch (cs_launch_snapshot_worker(s.generation, MyProcPid, &handle))
 	{
-		SpinLockAcquire(&cs_status->mutex);
-		strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
-		SpinLockRelease(&cs_status->mutex);
-		if (error[0] == '\0')
+		case CS_LAUNCH_OK:
+			break;
+		case CS_LAUNCH_BUSY:
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("a changestream snapshot is already being taken")));
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not start the changestream snapshot worker"),
-				 errhint("Raise max_worker_processes.")));
+					 errmsg("a changestream snapshot is already being taken"),
+					 errhint("Wait for it: changestream.status() shows its progress.")));
+			break;
+		case CS_LAUNCH_NO_WORKER:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("could not start the changestream snapshot worker"),
+					 errhint("Raise max_worker_processes.")));
+			break;
 	}
 	st = WaitForBackgroundWorkerStartup(handle, &pid);
 	if (st == BGWH_STARTED)
@@ -814,7 +838,8 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
  * changestream.new_generation() -> text
  *	  Ask the archiver to open a new generation (with its opening snapshot)
  *	  and wait until it has; returns its name.  Cancellable.  Errors: 55000
- *	  if the archiver is not streaming.
+ *	  if the archiver is not streaming; 25001 if the calling transaction
+ *	  holds a transaction id.
  */
 Datum
 changestream_new_generation(PG_FUNCTION_ARGS)

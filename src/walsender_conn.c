@@ -47,6 +47,7 @@ static const struct
 	{"IntervalStyle", "postgres"},
 	{"TimeZone", "UTC"},
 	{"extra_float_digits", "3"},
+	{"row_security", "off"},	/* a snapshot must see every row, or fail */
 };
 
 /*
