@@ -570,6 +570,13 @@ sub snap_id_balance
 		next if $t->{commit_int} < $lo;
 		for my $c (@{ $t->{changes} })
 		{
+			# a TRUNCATE of the table empties the balance: the issue's
+			# ids + inserts - deletes, generalised to truncation
+			if ($c->{op} eq 'T')
+			{
+				%n = () if grep { $_ == $relid } @{ $c->{relids} };
+				next;
+			}
 			next unless ($c->{relid} // -1) == $relid;
 			$n{ $c->{new}[0] // '' }++ if $c->{op} eq 'I';
 			$n{ $c->{old}[0] // '' }-- if $c->{op} eq 'D';
