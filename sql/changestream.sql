@@ -155,6 +155,16 @@ SELECT * FROM changestream.snapshots('0000000000000000');
 \set VERBOSITY sqlstate
 SELECT changestream.take_snapshot();
 \set VERBOSITY default
+-- inside a transaction that holds an xid, both are refused before anything
+-- else: the snapshot's slot creation would wait for that transaction forever
+BEGIN;
+CREATE TEMP TABLE regress_cs_written (i int);
+SELECT changestream.take_snapshot();
+ROLLBACK;
+BEGIN;
+CREATE TEMP TABLE regress_cs_written (i int);
+SELECT changestream.new_generation();
+ROLLBACK;
 
 --
 -- Privileges

@@ -738,8 +738,6 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-static void
-require_streaming(CsStatus *s);
 
 static int
 cmp_name(const ListCell *a, const ListCell *b)
@@ -748,13 +746,13 @@ cmp_name(const ListCell *a, const ListCell *b)
 }
 
 static void
-require_streaming(CsStatus *s)
+require_streaming(CsStatus *s, const char *fname)
 {
 	/* slot creation waits for every transaction with an xid: ours too */
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot call this function in a transaction that has written"),
+				 errmsg("cannot call %s in a transaction that has written", fname),
 				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
 				 errhint("Call it in a transaction of its own.")));
 	if (cs_status == NULL)
@@ -793,7 +791,7 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 	XLogRecPtr	lsn;
 	char		error[CS_ERROR_LEN];
 
-	require_streaming(&s);
+	require_streaming(&s, "changestream.take_snapshot()");
 	if (s.snapshot_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -847,7 +845,7 @@ changestream_new_generation(PG_FUNCTION_ARGS)
 	CsStatus	s;
 	uint64		before;
 
-	require_streaming(&s);
+	require_streaming(&s, "changestream.new_generation()");
 	before = s.generation;
 	SpinLockAcquire(&cs_status->mutex);
 	cs_status->new_generation_requested = true;
