@@ -42,7 +42,6 @@
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "port/pg_bswap.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
@@ -56,6 +55,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "wire.h"
 
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
 #define MAX_BATCH_MESSAGES	10000
@@ -102,15 +102,6 @@ static char last_logged_error[CS_ERROR_LEN];
 static TimestampTz last_logged_at;
 static int	suppressed_repeats;
 static bool logged_disabled = false;
-
-static inline uint64
-rd64(const char *p)
-{
-	uint64		v;
-
-	memcpy(&v, p, 8);
-	return pg_ntoh64(v);
-}
 
 /*
  * How long complete transactions may wait, once the stream is idle, for
@@ -170,6 +161,26 @@ flush_and_report(TimestampTz now)
 	publish_status();
 }
 
+/*
+ * Once data has waited flush_interval, make it durable: inside a large
+ * transaction only to spread its writeback (nothing new is reportable),
+ * otherwise with a status update.
+ */
+static void
+flush_if_due(TimestampTz now)
+{
+	if (unsynced_since == 0 ||
+		!TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
+		return;
+	if (in_txn)
+	{
+		cs_writer_flush();
+		unsynced_since = 0;
+	}
+	else
+		flush_and_report(now);
+}
+
 static void
 add_entry(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 		  TimestampTz send_time, const char *data, uint32 len, TimestampTz now)
@@ -208,9 +219,9 @@ handle_xlogdata(const char *buf, int len, TimestampTz now)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg_internal("invalid XLogData message of %d bytes", len)));
-	data_start = rd64(buf + 1);
-	wal_end = rd64(buf + 9);
-	send_time = (TimestampTz) rd64(buf + 17);
+	data_start = cs_get64(buf + 1);
+	wal_end = cs_get64(buf + 9);
+	send_time = (TimestampTz) cs_get64(buf + 17);
 	payload = buf + 25;
 	plen = len - 25;
 	if (!cs_parse_pgoutput(payload, plen, &info))
@@ -298,8 +309,8 @@ handle_keepalive(const char *buf, int len, TimestampTz now)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg_internal("invalid keepalive message of %d bytes", len)));
-	wal_end = rd64(buf + 1);
-	send_time = (TimestampTz) rd64(buf + 9);
+	wal_end = cs_get64(buf + 1);
+	send_time = (TimestampTz) cs_get64(buf + 9);
 	reply = buf[17] != 0;
 	keepalive_lsn = Max(keepalive_lsn, wal_end);
 
@@ -459,18 +470,7 @@ stream_loop(void)
 
 			if ((n & 31) == 0)
 			{
-				if (unsynced_since != 0 &&
-					TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
-				{
-					if (in_txn)
-					{
-						/* spread the writeback of a large transaction */
-						cs_writer_flush();
-						unsynced_since = 0;
-					}
-					else
-						flush_and_report(now);
-				}
+				flush_if_due(now);
 				if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
 					send_status(now, false);
 				if (compress_credit >= COMPRESS_SLICE && cs_compress_pending())
@@ -496,17 +496,8 @@ stream_loop(void)
 		if (idle && !in_txn && cs_writer_unsynced() &&
 			TimestampDifferenceExceeds(unsynced_since, now, group_commit_ms()))
 			flush_and_report(now);
-		else if (unsynced_since != 0 &&
-				 TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
-		{
-			if (in_txn)
-			{
-				cs_writer_flush();
-				unsynced_since = 0;
-			}
-			else
-				flush_and_report(now);
-		}
+		else
+			flush_if_due(now);
 		maybe_rotate(now);
 		if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
 			send_status(now, false);

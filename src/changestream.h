@@ -129,6 +129,7 @@ typedef struct CsIdentity
 } CsIdentity;
 
 extern bool cs_parse_generation(const char *text, uint64 *generation);
+extern void cs_format_utc(TimestampTz t, char *buf, size_t len);
 extern void cs_validate_generation_arg(const char *text, uint64 *generation);
 extern char *cs_generation_path(const char *directory, uint64 generation);
 extern char *cs_wal_dir_path(const char *directory, uint64 generation);

@@ -142,8 +142,14 @@ cs_list_generations(const char *directory)
 	return result;
 }
 
-static void
-format_utc(TimestampTz t, char *buf, size_t len)
+/*
+ * cs_format_utc(t, buf, len) -> void
+ *	  Format a timestamp as UTC ISO 8601 with microseconds and "Z", the way
+ *	  the archive's text files (identity, snapshot manifest) record times;
+ *	  independent of the session's DateStyle and TimeZone.
+ */
+void
+cs_format_utc(TimestampTz t, char *buf, size_t len)
 {
 	struct pg_tm tm;
 	fsec_t		fsec;
@@ -341,7 +347,7 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 	StringInfoData buf;
 
 	identity->created_at = GetCurrentTimestamp();
-	format_utc(identity->created_at, when, sizeof(when));
+	cs_format_utc(identity->created_at, when, sizeof(when));
 	snprintf(lsn, sizeof(lsn), "%X/%X", LSN_FORMAT_ARGS(identity->start_lsn));
 	initStringInfo(&buf);
 	appendStringInfo(&buf,

@@ -14,27 +14,9 @@
  */
 #include "postgres.h"
 
-#include "port/pg_bswap.h"
 
 #include "changestream.h"
-
-static inline uint64
-rd64(const char *p)
-{
-	uint64		v;
-
-	memcpy(&v, p, 8);
-	return pg_ntoh64(v);
-}
-
-static inline uint32
-rd32(const char *p)
-{
-	uint32		v;
-
-	memcpy(&v, p, 4);
-	return pg_ntoh32(v);
-}
+#include "wire.h"
 
 /*
  * cs_parse_pgoutput(data, len, *info) -> bool
@@ -56,25 +38,25 @@ cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
 		case 'B':				/* Begin: final_lsn, commit time, xid */
 			if (len < 1 + 8 + 8 + 4)
 				return false;
-			info->lsn = rd64(data + 1);
+			info->lsn = cs_get64(data + 1);
 			break;
 		case 'C':				/* Commit: flags, commit LSN, end LSN, time */
 			if (len < 1 + 1 + 8 + 8 + 8)
 				return false;
-			info->lsn = rd64(data + 2);
-			info->end_lsn = rd64(data + 10);
+			info->lsn = cs_get64(data + 2);
+			info->end_lsn = cs_get64(data + 10);
 			break;
 		case 'M':				/* Message: flags, LSN, prefix, content */
 			if (len < 1 + 1 + 8)
 				return false;
 			info->transactional = (data[1] & 1) != 0;
-			info->lsn = rd64(data + 2);
+			info->lsn = cs_get64(data + 2);
 			break;
 		case 'R':				/* Relation: OID, ... */
 		case 'Y':				/* Type: OID, ... */
 			if (len < 1 + 4)
 				return false;
-			info->oid = rd32(data + 1);
+			info->oid = cs_get32(data + 1);
 			break;
 		default:
 			break;

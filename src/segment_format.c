@@ -22,44 +22,12 @@
  */
 #include "postgres.h"
 
-#include "port/pg_bswap.h"
 #include "port/pg_crc32c.h"
 
 #include "changestream.h"
+#include "wire.h"
 
 #define CS_FRAME_MAGIC 0x43534652	/* "CSFR" */
-
-static inline void
-put32(char *p, uint32 v)
-{
-	v = pg_hton32(v);
-	memcpy(p, &v, 4);
-}
-
-static inline void
-put64(char *p, uint64 v)
-{
-	v = pg_hton64(v);
-	memcpy(p, &v, 8);
-}
-
-static inline uint32
-get32(const char *p)
-{
-	uint32		v;
-
-	memcpy(&v, p, 4);
-	return pg_ntoh32(v);
-}
-
-static inline uint64
-get64(const char *p)
-{
-	uint64		v;
-
-	memcpy(&v, p, 8);
-	return pg_ntoh64(v);
-}
 
 /*
  * cs_encode_segment_header(hdr, buf) -> void
@@ -72,17 +40,17 @@ cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
 
 	memset(buf, 0, CS_SEGMENT_HEADER_SIZE);
 	memcpy(buf, CS_SEGMENT_MAGIC, 8);
-	put32(buf + 8, CS_FORMAT_VERSION);
-	put32(buf + 12, CS_SEGMENT_HEADER_SIZE);
-	put64(buf + 16, hdr->system_identifier);
-	put64(buf + 24, hdr->generation);
-	put64(buf + 32, hdr->segment_index);
-	put64(buf + 40, hdr->start_lsn);
-	put32(buf + 48, hdr->timeline);
+	cs_put32(buf + 8, CS_FORMAT_VERSION);
+	cs_put32(buf + 12, CS_SEGMENT_HEADER_SIZE);
+	cs_put64(buf + 16, hdr->system_identifier);
+	cs_put64(buf + 24, hdr->generation);
+	cs_put64(buf + 32, hdr->segment_index);
+	cs_put64(buf + 40, hdr->start_lsn);
+	cs_put32(buf + 48, hdr->timeline);
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf, 60);
 	FIN_CRC32C(crc);
-	put32(buf + 60, crc);
+	cs_put32(buf + 60, crc);
 }
 
 /*
@@ -99,17 +67,17 @@ cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf, 60);
 	FIN_CRC32C(crc);
-	if (crc != get32(buf + 60))
+	if (crc != cs_get32(buf + 60))
 		return false;
-	hdr->format_version = get32(buf + 8);
+	hdr->format_version = cs_get32(buf + 8);
 	if (hdr->format_version < 1 || hdr->format_version > CS_FORMAT_VERSION ||
-		get32(buf + 12) != CS_SEGMENT_HEADER_SIZE)
+		cs_get32(buf + 12) != CS_SEGMENT_HEADER_SIZE)
 		return false;
-	hdr->system_identifier = get64(buf + 16);
-	hdr->generation = get64(buf + 24);
-	hdr->segment_index = get64(buf + 32);
-	hdr->start_lsn = get64(buf + 40);
-	hdr->timeline = get32(buf + 48);
+	hdr->system_identifier = cs_get64(buf + 16);
+	hdr->generation = cs_get64(buf + 24);
+	hdr->segment_index = cs_get64(buf + 32);
+	hdr->start_lsn = cs_get64(buf + 40);
+	hdr->timeline = cs_get32(buf + 48);
 	return true;
 }
 
@@ -138,10 +106,10 @@ cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
 	enlargeStringInfo(frame, CS_ENTRY_HEADER_SIZE + len);
 	p = frame->data + frame->len;
 	p[0] = kind;
-	put32(p + 1, len);
-	put64(p + 5, data_start);
-	put64(p + 13, wal_end);
-	put64(p + 21, (uint64) send_time);
+	cs_put32(p + 1, len);
+	cs_put64(p + 5, data_start);
+	cs_put64(p + 13, wal_end);
+	cs_put64(p + 21, (uint64) send_time);
 	if (len > 0)
 		memcpy(p + CS_ENTRY_HEADER_SIZE, data, len);
 	frame->len += CS_ENTRY_HEADER_SIZE + len;
@@ -159,13 +127,13 @@ cs_frame_finish(StringInfo frame)
 	uint32		body_len = frame->len - CS_FRAME_HEADER_SIZE;
 	pg_crc32c	crc;
 
-	put32(frame->data, CS_FRAME_MAGIC);
-	put32(frame->data + 4, body_len);
+	cs_put32(frame->data, CS_FRAME_MAGIC);
+	cs_put32(frame->data + 4, body_len);
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, frame->data + 4, 4);
 	COMP_CRC32C(crc, frame->data + CS_FRAME_HEADER_SIZE, body_len);
 	FIN_CRC32C(crc);
-	put32(frame->data + 8, crc);
+	cs_put32(frame->data + 8, crc);
 }
 
 /*
@@ -175,10 +143,10 @@ cs_frame_finish(StringInfo frame)
 bool
 cs_frame_check_header(const char *hdr, uint32 *body_len, uint32 *crc)
 {
-	if (get32(hdr) != CS_FRAME_MAGIC)
+	if (cs_get32(hdr) != CS_FRAME_MAGIC)
 		return false;
-	*body_len = get32(hdr + 4);
-	*crc = get32(hdr + 8);
+	*body_len = cs_get32(hdr + 4);
+	*crc = cs_get32(hdr + 8);
 	return *body_len > 0 && *body_len <= CS_MAX_FRAME_BODY;
 }
 
@@ -195,7 +163,7 @@ cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc)
 	uint32		off = 0;
 	CsEntry		e;
 
-	put32(lenbuf, body_len);
+	cs_put32(lenbuf, body_len);
 	INIT_CRC32C(c);
 	COMP_CRC32C(c, lenbuf, 4);
 	COMP_CRC32C(c, body, body_len);
@@ -221,14 +189,14 @@ cs_next_entry(const char *body, uint32 body_len, uint32 *offset, CsEntry *entry)
 
 	if (*offset + CS_ENTRY_HEADER_SIZE > body_len)
 		return false;
-	len = get32(p + 1);
+	len = cs_get32(p + 1);
 	if (len > body_len - *offset - CS_ENTRY_HEADER_SIZE)
 		return false;
 	entry->kind = p[0];
 	entry->len = len;
-	entry->data_start = get64(p + 5);
-	entry->wal_end = get64(p + 13);
-	entry->send_time = (TimestampTz) get64(p + 21);
+	entry->data_start = cs_get64(p + 5);
+	entry->wal_end = cs_get64(p + 13);
+	entry->send_time = (TimestampTz) cs_get64(p + 21);
 	entry->data = p + CS_ENTRY_HEADER_SIZE;
 	*offset += CS_ENTRY_HEADER_SIZE + len;
 	return true;

@@ -361,19 +361,6 @@ copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
 	return rows;
 }
 
-static void
-format_time(TimestampTz t, char *buf, size_t len)
-{
-	struct pg_tm tm;
-	fsec_t		fsec;
-
-	if (timestamp2tm(t, NULL, &tm, &fsec, NULL, NULL) != 0)
-		elog(ERROR, "timestamp out of range");
-	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
-			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, (int) fsec);
-}
-
 static char *
 build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 			   List *tables, int64 total_rows)
@@ -385,7 +372,7 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	char		lsn_text[32];
 	bool		first = true;
 
-	format_time(when, ts, sizeof(ts));
+	cs_format_utc(when, ts, sizeof(ts));
 	snprintf(lsn_text, sizeof(lsn_text), "%X/%X", LSN_FORMAT_ARGS(lsn));
 
 	initStringInfo(&json);

@@ -244,6 +244,29 @@ require_generation(const char *directory, uint64 generation, const char *text)
 				 errhint("Call changestream.generations() to list the generations.")));
 }
 
+/*
+ * The generation named by argument 0 of an SQL function: validated (16
+ * lowercase hex digits, 22023), existing (42704) in the configured
+ * directory (55000 if unset), which is returned in *directory.
+ */
+static uint64
+generation_arg(FunctionCallInfo fcinfo, const char **directory)
+{
+	char	   *gen_text;
+	uint64		generation;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("generation must not be NULL"),
+				 errhint("Call changestream.generations() to list the generations.")));
+	gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	cs_validate_generation_arg(gen_text, &generation);
+	*directory = cs_require_directory();
+	require_generation(*directory, generation, gen_text);
+	return generation;
+}
+
 static void
 generation_row(const char *directory, uint64 generation, Datum *values,
 			   bool *nulls)
@@ -326,16 +349,13 @@ changestream_generations(PG_FUNCTION_ARGS)
 Datum
 changestream_generation_stats(PG_FUNCTION_ARGS)
 {
-	char	   *gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	uint64		generation;
 	const char *directory;
 	TupleDesc	tupdesc;
 	Datum		values[GENERATION_COLS];
 	bool		nulls[GENERATION_COLS];
 
-	cs_validate_generation_arg(gen_text, &generation);
-	directory = cs_require_directory();
-	require_generation(directory, generation, gen_text);
+	generation = generation_arg(fcinfo, &directory);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	generation_row(directory, generation, values, nulls);
@@ -356,7 +376,6 @@ Datum
 changestream_wal_segments(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	uint64		generation;
 	const char *directory;
 	List	   *segments;
@@ -366,9 +385,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	int			n;
 	CsIdentity	identity;
 
-	cs_validate_generation_arg(gen_text, &generation);
-	directory = cs_require_directory();
-	require_generation(directory, generation, gen_text);
+	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
 	segments = list_segments(directory, generation);
@@ -426,7 +443,6 @@ Datum
 changestream_wal_records(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *gen_text;
 	uint64		generation;
 	const char *directory;
 	bool		has_start = !PG_ARGISNULL(1);
@@ -441,15 +457,7 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 	int			i = 0;
 	CsSegmentScan scan;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("generation must not be NULL"),
-				 errhint("Call changestream.generations() to list the generations.")));
-	gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	cs_validate_generation_arg(gen_text, &generation);
-	directory = cs_require_directory();
-	require_generation(directory, generation, gen_text);
+	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
 	segments = list_segments(directory, generation);
@@ -681,7 +689,6 @@ Datum
 changestream_snapshots(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	uint64		generation;
 	const char *directory;
 	char	   *dir;
@@ -690,9 +697,7 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	List	   *names = NIL;
 	ListCell   *lc;
 
-	cs_validate_generation_arg(gen_text, &generation);
-	directory = cs_require_directory();
-	require_generation(directory, generation, gen_text);
+	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
 	dir = psprintf("%s/snapshots", cs_generation_path(directory, generation));
