@@ -26,7 +26,7 @@ LANGUAGE C STRICT VOLATILE;
  * generation_stats(generation text) -> record
  *   The generations() row of one generation.
  *   Errors: 22023 if generation is not 16 lowercase hex digits;
- *           42704 if no such generation exists.
+ *           22004 if it is NULL; 42704 if no such generation exists.
  */
 CREATE FUNCTION generation_stats(
 	generation text,
@@ -40,7 +40,7 @@ CREATE FUNCTION generation_stats(
 	OUT size_bytes bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_generation_stats'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 /*
  * wal_segments(generation text) -> setof record
@@ -60,7 +60,7 @@ CREATE FUNCTION wal_segments(
 	OUT modified_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_wal_segments'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 /*
  * wal_records(generation text, start_lsn pg_lsn, end_lsn pg_lsn) -> setof record
@@ -132,7 +132,7 @@ CREATE FUNCTION snapshots(
 	OUT created_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_snapshots'
-LANGUAGE C STRICT VOLATILE;
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 /*
  * take_snapshot() -> pg_lsn
@@ -172,7 +172,8 @@ GRANT USAGE ON SCHEMA changestream TO pg_monitor;
 GRANT EXECUTE ON FUNCTION generations() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION generation_stats(text) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION wal_segments(text) TO pg_monitor;
-GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO pg_monitor;
+-- wal_records() returns row data of every published table: not a
+-- monitoring function, so superusers only, or by explicit GRANT.
 GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
 -- take_snapshot() and new_generation() act: superusers only, or by GRANT.

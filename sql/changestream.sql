@@ -132,7 +132,7 @@ SELECT * FROM changestream.wal_records(NULL);
 \echo :SQLSTATE
 SELECT * FROM changestream.wal_records(NULL, '0/0', NULL);
 \echo :SQLSTATE
--- the STRICT functions return NULL for a NULL generation
+-- a NULL generation is an error for every function that takes one (22004)
 SELECT generation IS NULL AS null_in_null_out FROM changestream.generation_stats(NULL);
 SELECT count(*) AS rows FROM changestream.wal_segments(NULL);
 SELECT count(*) AS rows FROM changestream.snapshots(NULL);
@@ -197,7 +197,7 @@ SELECT * FROM changestream.snapshots('0000000000000000');
 RESET ROLE;
 REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
 
--- pg_monitor may read the archive and the statistics ...
+-- pg_monitor may read the archive's statistics ...
 SET ROLE regress_cs_monitor;
 SELECT count(*) AS rows,
        bool_and(state IN ('disabled', 'starting', 'connecting', 'streaming',
@@ -208,7 +208,11 @@ SELECT * FROM changestream.generation_stats('not-a-generation');
 \echo :SQLSTATE
 SELECT count(*) AS rows FROM changestream.snapshots('0000000000000000');
 \echo :SQLSTATE
--- ... but not act: take_snapshot() and new_generation() are for superusers
+-- ... but not the archived row data: wal_records() returns every published
+-- table's rows, whatever the reader's table privileges
+SELECT count(*) FROM changestream.wal_records('0000000000000000');
+\echo :SQLSTATE
+-- ... and not act: take_snapshot() and new_generation() are for superusers
 SELECT changestream.take_snapshot();
 \echo :SQLSTATE
 SELECT changestream.new_generation();

@@ -30,12 +30,17 @@
 /*
  * cs_require_directory() -> const char *
  *	  The configured archive directory.  Raises 55000
- *	  (object_not_in_prerequisite_state) when changestream.directory is
- *	  empty.
+ *	  (object_not_in_prerequisite_state) when the library was not preloaded
+ *	  or changestream.directory is empty.
  */
 const char *
 cs_require_directory(void)
 {
+	if (cs_status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("changestream is not loaded"),
+				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
 	if (cs_directory == NULL || cs_directory[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -23,7 +23,8 @@
  *	  After an ERROR the session is torn down, the error is logged once
  *	  (repeats of the same message are counted, not logged, for five
  *	  minutes) and shown in status(), and a new session starts after a
- *	  delay that doubles from 1 s to 10 s.
+ *	  delay that doubles from 1 s to 30 s; the next success is logged with
+ *	  the number of failed attempts.
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -102,6 +103,9 @@ static char last_logged_error[CS_ERROR_LEN];
 static TimestampTz last_logged_at;
 static int	suppressed_repeats;
 static bool logged_disabled = false;
+static long backoff_ms = 1000;	/* static: it must survive the longjmp */
+static bool last_session_failed = false;
+static bool slot_undecodable = false;	/* see note_stream_error() */
 
 /*
  * How long complete transactions may wait, once the stream is idle, for
@@ -554,6 +558,7 @@ session_cleanup(void)
 	if (snap_conn != NULL)
 		cs_disconnect(snap_conn);
 	snap_conn = NULL;
+	cs_snapshot_cleanup();
 	SpinLockAcquire(&cs_status->mutex);
 	memset(&cs_status->progress[CS_PROGRESS_ARCHIVER], 0, sizeof(CsProgress));
 	SpinLockRelease(&cs_status->mutex);
@@ -713,12 +718,27 @@ run_session(void)
 
 	cs_writer_reset();
 	cs_compress_reset();
+	if (path_is_prefix_of_path(DataDir, sess_directory))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream.directory \"%s\" is inside the data directory",
+						sess_directory),
+				 errhint("Put the archive outside the data directory: base backups would copy it and it would share the cluster's fate.")));
 	lock_fd = cs_lock_archive(sess_directory);
 	cs_remove_tmp_files(sess_directory);
 
 	conn = cs_connect(&sysid, &tli);
 	cs_check_publication(conn);
+	cs_check_replica_identity(conn);
 	cs_get_slot(conn, &slot);
+	if (slot.exists && slot_undecodable)
+	{
+		cs_drop_slot(conn);
+		slot.exists = false;
+		slot_event = psprintf("replication slot \"%s\" could not decode past a point where publication \"%s\" did not exist (it was dropped and created again) and is recreated",
+							  cs_slot_name, cs_publication);
+	}
+	slot_undecodable = false;
 	if (slot.exists && slot.lost)
 	{
 		cs_drop_slot(conn);
@@ -758,7 +778,7 @@ run_session(void)
 	}
 	else
 	{
-		ereport(LOG,
+		ereport(last_session_failed ? DEBUG1 : LOG,
 				(errmsg("changestream: resuming generation %016llx at %X/%X",
 						(unsigned long long) cur_generation,
 						LSN_FORMAT_ARGS(position))));
@@ -786,6 +806,16 @@ run_session(void)
 	cs_start_replication(conn, position);
 	streaming = true;
 	cs_status_set_state(CS_STATE_STREAMING);
+	if (last_session_failed)
+	{
+		ereport(LOG,
+				(errmsg("changestream: streaming again at %X/%X after %d failed attempt(s)",
+						LSN_FORMAT_ARGS(position), suppressed_repeats + 1)));
+		suppressed_repeats = 0;
+		last_logged_error[0] = '\0';
+	}
+	last_session_failed = false;
+	backoff_ms = 1000;
 	now = GetCurrentTimestamp();
 	send_status(now, false);
 	last_position_record = now;
@@ -836,10 +866,23 @@ archiver_exit(int code, Datum arg)
 	}
 }
 
+/*
+ * Whether to log an error: not when it repeats the last one logged (same
+ * SQLSTATE and the same text up to the first quoted name, so that a fresh
+ * temporary file name does not make it new) within ERROR_REPEAT_SECS.
+ */
 static bool
-should_log_error(const char *message)
+should_log_error(int sqlerrcode, const char *message)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	char		key[CS_ERROR_LEN];
+	char	   *quote;
+
+	snprintf(key, sizeof(key), "%d:%s", sqlerrcode, message);
+	quote = strchr(key, '"');
+	if (quote)
+		quote[1] = '\0';
+	message = key;
 
 	if (strncmp(message, last_logged_error, CS_ERROR_LEN - 1) == 0 &&
 		!TimestampDifferenceExceeds(last_logged_at, now, ERROR_REPEAT_SECS * 1000))
@@ -855,6 +898,34 @@ should_log_error(const char *message)
 	strlcpy(last_logged_error, message, CS_ERROR_LEN);
 	last_logged_at = now;
 	return true;
+}
+
+/*
+ * pgoutput decodes with the catalog as of each change: once a publication
+ * is dropped, the slot cannot decode the changes made before it is created
+ * again, and every restart of the stream fails at the same change.  When
+ * the stream failed that way although the publication existed when the
+ * session began, the next session recreates the slot and opens a new
+ * generation (with its snapshot), instead of failing forever.  The match
+ * is on the server's English message text.
+ */
+static void
+note_stream_error(const char *message)
+{
+	char	   *needle;
+
+	if (!streaming || message == NULL)
+		return;
+	needle = psprintf("publication \"%s\" does not exist", cs_publication);
+	if (strstr(message, needle) != NULL && strstr(message, "WAL stream") != NULL)
+	{
+		slot_undecodable = true;
+		ereport(LOG,
+				(errmsg("changestream: replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
+						cs_slot_name, cs_publication),
+				 errdetail("The next session recreates the slot and opens a new generation once the publication exists.")));
+	}
+	pfree(needle);
 }
 
 static void
@@ -890,7 +961,6 @@ void
 changestream_archiver_main(Datum main_arg)
 {
 	sigjmp_buf	local_sigjmp_buf;
-	long		backoff_ms = 1000;
 
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -920,7 +990,8 @@ changestream_archiver_main(Datum main_arg)
 		HOLD_INTERRUPTS();
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
-		if (should_log_error(edata->message))
+		note_stream_error(edata->message);
+		if (should_log_error(edata->sqlerrcode, edata->message))
 			EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
@@ -931,7 +1002,8 @@ changestream_archiver_main(Datum main_arg)
 		RESUME_INTERRUPTS();
 
 		sleep_ms(backoff_ms);
-		backoff_ms = Min(backoff_ms * 2, 10000);
+		backoff_ms = Min(backoff_ms * 2, 30000);
+		last_session_failed = true;
 	}
 	PG_exception_stack = &local_sigjmp_buf;
 
@@ -961,6 +1033,5 @@ changestream_archiver_main(Datum main_arg)
 		}
 		logged_disabled = false;
 		run_session();
-		backoff_ms = 1000;
 	}
 }

@@ -3,9 +3,8 @@
  * changestream.c
  *	  Module entry point: _PG_init() defines the GUCs, asks for shared
  *	  memory and registers the archiver background worker.  The library
- *	  must be in shared_preload_libraries; loaded any other way it only
- *	  defines the GUCs, so that the SQL functions can explain what is
- *	  missing.
+ *	  must be in shared_preload_libraries; loaded any other way it does
+ *	  nothing, and the SQL functions explain what is missing.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,10 +52,16 @@ _PG_init(void)
 {
 	BackgroundWorker worker;
 
-	cs_define_gucs();
-
+	/*
+	 * Loaded any other way (CREATE EXTENSION, LOAD) the library defines
+	 * nothing: changestream.database is PGC_POSTMASTER and cannot be
+	 * defined after startup.  The SQL functions then raise 55000 with a
+	 * hint (cs_status is NULL).
+	 */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+
+	cs_define_gucs();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = changestream_shmem_request;

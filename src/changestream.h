@@ -319,7 +319,8 @@ extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
 								   const char *slot_name, bool temporary,
 								   const char *snapshots_dir, uint64 generation,
 								   int progress_slot, CsSnapshotResult *result);
-extern void cs_snapshot_remove_tmp(const char *snapshots_dir);
+extern void cs_snapshot_cleanup(void);
+extern void cs_check_replica_identity(struct WalReceiverConn *conn);
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
 									  int *tables, int64 *rows);
 

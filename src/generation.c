@@ -103,8 +103,9 @@ cmp_uint64(const ListCell *a, const ListCell *b)
 
 /*
  * cs_list_generations(directory) -> List of uint64 * (palloc'd), ascending
- *	  The generations present.  Entries that are not 16 hex digits (such
- *	  as a half-made "<gen>.tmp") are ignored.  A missing generations/
+ *	  The generations present: directories named with 16 hex digits that
+ *	  hold an identity file.  Anything else (a half-made "<gen>.tmp", a
+ *	  stray file or empty directory) is ignored.  A missing generations/
  *	  directory gives NIL.  58030 if it cannot be read.
  */
 List *
@@ -129,7 +130,13 @@ cs_list_generations(const char *directory)
 	{
 		uint64		g;
 
-		if (cs_parse_generation(de->d_name, &g))
+		struct stat st;
+		char		idpath[MAXPGPATH];
+
+		/* a generation is a directory with its identity file */
+		snprintf(idpath, sizeof(idpath), "%s/%s/generation", path, de->d_name);
+		if (cs_parse_generation(de->d_name, &g) && stat(idpath, &st) == 0 &&
+			S_ISREG(st.st_mode))
 		{
 			uint64	   *p = palloc(sizeof(uint64));
 
@@ -308,7 +315,15 @@ cs_generation_prepare(const char *directory, CsIdentity *identity)
 		uint64		newest = *(uint64 *) llast(existing);
 
 		if (gen <= newest)
+		{
+			if (newest == PG_UINT64_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("no generation name is left after %016llx",
+								(unsigned long long) newest),
+						 errhint("Remove the stray entries from the archive's generations directory.")));
 			gen = newest + 1;
+		}
 	}
 	identity->generation = gen;
 	identity->format_version = CS_FORMAT_VERSION;

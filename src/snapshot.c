@@ -62,6 +62,37 @@ typedef struct SnapTable
 	int64		rows;
 } SnapTable;
 
+/*
+ * Files of the snapshot being written, so that cs_snapshot_cleanup() can
+ * close and remove them after an error (plain descriptors are not closed
+ * by transaction abort).
+ */
+static gzFile open_gz = NULL;
+static int	open_fd = -1;
+static char open_data_path[MAXPGPATH];
+static char open_tmp_path[MAXPGPATH];
+
+/*
+ * cs_snapshot_cleanup() -> void
+ *	  After an error: close the files of the snapshot that was being
+ *	  written and remove them.  Never raises.
+ */
+void
+cs_snapshot_cleanup(void)
+{
+	if (open_gz != NULL)
+		gzclose(open_gz);
+	open_gz = NULL;
+	if (open_fd >= 0)
+		close(open_fd);
+	open_fd = -1;
+	if (open_data_path[0])
+		unlink(open_data_path);
+	if (open_tmp_path[0])
+		unlink(open_tmp_path);
+	open_data_path[0] = open_tmp_path[0] = '\0';
+}
+
 /* which CsStatus.progress entry this process reports in */
 static int	progress_slot = CS_PROGRESS_ARCHIVER;
 
@@ -205,6 +236,61 @@ published_tables(WalReceiverConn *conn)
 }
 
 /*
+ * Publish in status() the published tables that lack a replica identity
+ * (UPDATE and DELETE on them fail), and warn when that list changes.
+ */
+static void
+report_replica_identity(List *tables)
+{
+	static char last_warned[512];
+	StringInfoData missing;
+	ListCell   *lc;
+
+	initStringInfo(&missing);
+	foreach(lc, tables)
+	{
+		SnapTable  *t = lfirst(lc);
+
+		if (t->lacks_identity)
+			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
+							 t->schema, t->name);
+	}
+	SpinLockAcquire(&cs_status->mutex);
+	strlcpy(cs_status->no_replica_identity, missing.data,
+			sizeof(cs_status->no_replica_identity));
+	SpinLockRelease(&cs_status->mutex);
+	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
+		ereport(WARNING,
+				(errmsg("changestream: published tables without a replica identity: %s",
+						missing.data),
+				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
+						   cs_publication),
+				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
+	strlcpy(last_warned, missing.data, sizeof(last_warned));
+	pfree(missing.data);
+}
+
+/*
+ * cs_check_replica_identity(conn) -> void
+ *	  Look up the publication's tables on an idle replication connection
+ *	  and report those without a replica identity (status() and the log).
+ *	  The caller holds no transaction.  Raises 08000 if the query fails.
+ */
+void
+cs_check_replica_identity(WalReceiverConn *conn)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *tables;
+
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	tables = published_tables(conn);
+	report_replica_identity(tables);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+}
+
+/*
  * Lock every table IN ACCESS SHARE MODE, as pg_dump does, so that none is
  * rewritten while it waits for its COPY; then make sure none was rewritten
  * between the slot's snapshot and the lock: a rewritten table's new file
@@ -253,38 +339,21 @@ lock_and_check_tables(WalReceiverConn *conn, List *tables)
 				 errhint("changestream retries; avoid ALTER TABLE ... TYPE, TRUNCATE and VACUUM FULL on published tables while a generation opens.")));
 }
 
-/*
- * cs_snapshot_remove_tmp(snapshots_dir) -> void
- *	  Remove a failed snapshot's temporary files (best effort).
- */
-void
-cs_snapshot_remove_tmp(const char *snapshots_dir)
-{
-	DIR		   *d = AllocateDir(snapshots_dir);
-	struct dirent *de;
-
-	if (d == NULL)
-		return;
-	while ((de = ReadDir(d, snapshots_dir)) != NULL)
-	{
-		size_t		n = strlen(de->d_name);
-
-		if (n > 4 && strcmp(de->d_name + n - 4, ".tmp") == 0)
-			unlink(psprintf("%s/%s", snapshots_dir, de->d_name));
-	}
-	FreeDir(d);
-}
-
 static void
 gz_write(gzFile gz, const char *data, int len, const char *path)
 {
 	if (len > 0 && gzwrite(gz, data, len) != len)
 	{
 		int			errnum;
+		const char *msg = gzerror(gz, &errnum);
 
+		if (errnum == Z_ERRNO)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write file \"%s\": %m", path)));
 		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %s", path, gzerror(gz, &errnum))));
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not write file \"%s\": zlib error: %s", path, msg)));
 	}
 }
 
@@ -471,7 +540,6 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	int64		total = 0;
 	TimestampTz when;
 	char	   *manifest;
-	StringInfoData missing;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	Assert(!IsTransactionState());
@@ -491,26 +559,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 
-	initStringInfo(&missing);
-	foreach(lc, tables)
-	{
-		SnapTable  *t = lfirst(lc);
-
-		if (t->lacks_identity)
-			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
-							 t->schema, t->name);
-	}
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(cs_status->no_replica_identity, missing.data,
-			sizeof(cs_status->no_replica_identity));
-	SpinLockRelease(&cs_status->mutex);
-	if (missing.len > 0)
-		ereport(WARNING,
-				(errmsg("changestream: published tables without a replica identity: %s",
-						missing.data),
-				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
-						   cs_publication),
-				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
+	report_replica_identity(tables);
 
 	snprintf(data_path, sizeof(data_path), "%s/%016llX.data.tmp", snapshots_dir,
 			 (unsigned long long) lsn);
@@ -519,7 +568,9 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	snprintf(final_path, sizeof(final_path), "%s/%016llX.snapshot.gz", snapshots_dir,
 			 (unsigned long long) lsn);
 
-	gz = gzopen(data_path, "wb");
+	strlcpy(open_data_path, data_path, MAXPGPATH);
+	strlcpy(open_tmp_path, tmp_path, MAXPGPATH);
+	gz = open_gz = gzopen(data_path, "wb");
 	if (gz == NULL)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -533,6 +584,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		t->rows = copy_table(conn, t, gz, data_path);
 		total += t->rows;
 	}
+	open_gz = NULL;
 	if (gzclose(gz) != Z_OK)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -541,17 +593,18 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 
 	/* manifest member, then the table data member, as one file */
 	manifest = build_manifest(generation, lsn, when, tables, total);
-	out = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	out = open_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
 	if (out < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", tmp_path)));
-	gz = gzdopen(dup(out), "wb");
+	gz = open_gz = gzdopen(dup(out), "wb");
 	if (gz == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("could not start gzip stream for \"%s\"", tmp_path)));
 	gz_write(gz, manifest, strlen(manifest), tmp_path);
+	open_gz = NULL;
 	if (gzclose(gz) != Z_OK)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -563,12 +616,15 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	append_file(out, tmp_path, data_path);
 	cs_fsync_fd(out, tmp_path);
 	close(out);
+	open_fd = -1;
 	if (rename(tmp_path, final_path) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp_path, final_path)));
+	open_tmp_path[0] = '\0';
 	cs_fsync_path(snapshots_dir, true);
 	unlink(data_path);
+	open_data_path[0] = '\0';
 
 	set_progress(NULL, 0, "");
 	if (result)

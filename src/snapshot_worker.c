@@ -143,8 +143,7 @@ changestream_snapshot_main(Datum main_arg)
 		SpinLockAcquire(&cs_status->mutex);
 		strlcpy(cs_status->snapshot_result_error, edata->message, CS_ERROR_LEN);
 		SpinLockRelease(&cs_status->mutex);
-		if (snapshots_dir != NULL)
-			cs_snapshot_remove_tmp(snapshots_dir);
+		cs_snapshot_cleanup();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -780,7 +780,7 @@ require_streaming(CsStatus *s, const char *fname)
  * changestream.take_snapshot() -> pg_lsn
  *	  Start a "changestream snapshot" worker for the current generation and
  *	  wait for it; returns the snapshot's consistent LSN once its file is
- *	  durable.  Errors: 55000 if the archiver is not streaming; 55006 if a
+ *	  durable.  Cancelling the call terminates the worker.  Errors: 55000 if the archiver is not streaming; 55006 if a
  *	  snapshot is already running; 53000 if no worker slot is free; 58000
  *	  if the snapshot failed (the worker's error is in the message); 25001
  *	  if the calling transaction holds a transaction id (slot creation
@@ -819,9 +819,19 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 					 errhint("Raise max_worker_processes.")));
 			break;
 	}
-	st = WaitForBackgroundWorkerStartup(handle, &pid);
-	if (st == BGWH_STARTED)
-		st = WaitForBackgroundWorkerShutdown(handle);
+	/* a cancelled call stops its snapshot too */
+	PG_TRY();
+	{
+		st = WaitForBackgroundWorkerStartup(handle, &pid);
+		if (st == BGWH_STARTED)
+			st = WaitForBackgroundWorkerShutdown(handle);
+	}
+	PG_CATCH();
+	{
+		TerminateBackgroundWorker(handle);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	SpinLockAcquire(&cs_status->mutex);
 	lsn = cs_status->snapshot_result_lsn;
 	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);

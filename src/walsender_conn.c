@@ -84,9 +84,10 @@ append_conn_value(StringInfo buf, const char *key, const char *value)
 }
 
 /*
- * The conninfo to use: changestream.conninfo, with dbname defaulting to
- * changestream.database; or, when empty, the local server through the
- * first Unix socket directory as the bootstrap superuser.
+ * The conninfo to use: the local server through the first Unix socket
+ * directory as the bootstrap superuser, overridden by the keywords of
+ * changestream.conninfo, in changestream.database.  A postgres:// URI is
+ * used as given.
  */
 static char *
 build_conninfo(void)
@@ -94,17 +95,16 @@ build_conninfo(void)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
-	{
-		if (strncmp(cs_conninfo, "postgres://", 11) == 0 ||
-			strncmp(cs_conninfo, "postgresql://", 13) == 0)
-			return pstrdup(cs_conninfo);
-		append_conn_value(&buf, "dbname", cs_database);
-		appendStringInfo(&buf, " %s", cs_conninfo);
-		return buf.data;
-	}
+	if (cs_conninfo != NULL &&
+		(strncmp(cs_conninfo, "postgres://", 11) == 0 ||
+		 strncmp(cs_conninfo, "postgresql://", 13) == 0))
+		return pstrdup(cs_conninfo);
 
-	append_conn_value(&buf, "dbname", cs_database);
+	/*
+	 * The local server's socket, port and bootstrap superuser first;
+	 * changestream.conninfo's keywords override them (the last occurrence
+	 * of a keyword wins); changestream.database always names the database.
+	 */
 	if (Unix_socket_directories != NULL && Unix_socket_directories[0] != '\0')
 	{
 		char	   *dirs = pstrdup(Unix_socket_directories);
@@ -120,6 +120,9 @@ build_conninfo(void)
 	StartTransactionCommand();
 	append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
 	CommitTransactionCommand();
+	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
+		appendStringInfo(&buf, " %s", cs_conninfo);
+	append_conn_value(&buf, "dbname", cs_database);
 	return buf.data;
 }
 
