@@ -43,7 +43,13 @@ cs_is_root() { [ "$(id -u)" -eq 0 ]; }
 # Environment variables are passed explicitly: cs_as_pg env VAR=x cmd args.
 cs_as_pg() {
 	if cs_is_root; then
-		runuser -u "$PG_OS_USER" -- "$@"
+		# from /, when the postgres user cannot enter the current directory
+		# (a checkout made by mktemp -d, say): otherwise every command warns
+		if runuser -u "$PG_OS_USER" -- test -x "$PWD" 2>/dev/null; then
+			runuser -u "$PG_OS_USER" -- "$@"
+		else
+			(cd / && runuser -u "$PG_OS_USER" -- "$@")
+		fi
 	else
 		"$@"
 	fi
