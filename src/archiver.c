@@ -871,6 +871,26 @@ archiver_exit(int code, Datum arg)
  * SQLSTATE and the same text up to the first quoted name, so that a fresh
  * temporary file name does not make it new) within ERROR_REPEAT_SECS.
  */
+/*
+ * before_shmem_exit callback for a worker that dies before it is connected
+ * (typically: changestream.database does not exist): say so in status().
+ */
+static void
+startup_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	if (cs_status->pid == MyProcPid && cs_status->state == CS_STATE_STARTING)
+	{
+		snprintf(cs_status->last_error, CS_ERROR_LEN,
+				 "the archiver could not connect to database \"%s\" (changestream.database); see the server log",
+				 cs_database);
+		cs_status->last_error_at = GetCurrentTimestamp();
+		cs_status->state = CS_STATE_NOT_RUNNING;
+		cs_status->pid = 0;
+	}
+	SpinLockRelease(&cs_status->mutex);
+}
+
 static bool
 should_log_error(int sqlerrcode, const char *message)
 {
@@ -975,7 +995,9 @@ changestream_archiver_main(Datum main_arg)
 	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);
 	SpinLockRelease(&cs_status->mutex);
 
+	before_shmem_exit(startup_exit, (Datum) 0);
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
+	cs_status_set_state(CS_STATE_CONNECTING);
 	load_file("libpqwalreceiver", false);
 	before_shmem_exit(archiver_exit, (Datum) 0);
 
