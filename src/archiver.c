@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -56,9 +57,13 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "compat.h"
 #include "wire.h"
 
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
+#define COMPRESS_BACKLOG	4	/* sealed raw segments tolerated while busy */
+#define QUIET_MS			50	/* idle this long before compressing */
+#define CATCHUP_BYTES		(4 * 1024 * 1024)
 #define MAX_BATCH_MESSAGES	10000
 #define ERROR_REPEAT_SECS	300
 #define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
@@ -66,6 +71,7 @@
 /* session state */
 static WalReceiverConn *conn = NULL;
 static WalReceiverConn *snap_conn = NULL;	/* a new generation's snapshot */
+static WaitEventSet *stream_wait = NULL;	/* latch, postmaster, socket */
 static bool streaming = false;
 static bool writer_open = false;
 static int	lock_fd = -1;
@@ -97,6 +103,7 @@ static uint64 n_transactions;
 static uint64 n_bytes;
 static long compress_credit;
 static TimestampTz next_snapshot_attempt;
+static TimestampTz quiet_since;	/* when the stream last went idle */
 
 /* error log rate limiting */
 static char last_logged_error[CS_ERROR_LEN];
@@ -107,16 +114,38 @@ static long backoff_ms = 1000;	/* static: it must survive the longjmp */
 static bool last_session_failed = false;
 static bool slot_undecodable = false;	/* see note_stream_error() */
 
+static bool catching_up(void);
+
 /*
  * How long complete transactions may wait, once the stream is idle, for
  * more to share their fsync: 10 ms, or flush_interval if that is shorter.
  * At 1,000 tps this turns ~1,000 fsyncs and status updates a second into
- * ~100, for at most 10 ms of added commit-to-durable lag.
+ * ~100, for at most 10 ms of added commit-to-durable lag.  While catching
+ * up with a backlog the lulls are the walsender decoding, not the end of
+ * the stream: then flush_interval applies, and the walsender is spared a
+ * status update every 10 ms.
  */
 static inline long
 group_commit_ms(void)
 {
+	if (catching_up())
+		return cs_flush_interval_ms;
 	return Min(cs_flush_interval_ms, GROUP_COMMIT_MS);
+}
+
+/*
+ * Is the archiver more than CATCHUP_BYTES of WAL behind the local server?
+ * Only known for the local server (changestream.conninfo empty).
+ */
+static bool
+catching_up(void)
+{
+	XLogRecPtr	head;
+
+	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
+		return false;
+	head = GetFlushRecPtr(NULL);
+	return head > received_lsn && head - received_lsn > CATCHUP_BYTES;
 }
 
 static void
@@ -422,6 +451,7 @@ stream_loop(void)
 		TimestampTz now;
 		long		timeout;
 		int			rc;
+		WaitEvent	event;
 		int			n = 0;
 		bool		idle = false;
 
@@ -460,6 +490,7 @@ stream_loop(void)
 						(errcode(ERRCODE_CONNECTION_FAILURE),
 						 errmsg("changestream: the server ended the replication stream"),
 						 errhint("The archiver reconnects and resumes from the archive's position of record.")));
+			quiet_since = 0;
 			if ((++n & 31) == 0)
 				now = GetCurrentTimestamp();
 			if (buf[0] == 'w')
@@ -477,9 +508,15 @@ stream_loop(void)
 				flush_if_due(now);
 				if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
 					send_status(now, false);
-				if (compress_credit >= COMPRESS_SLICE && cs_compress_pending())
+				/*
+				 * While the stream is busy, compression waits for idle
+				 * time, unless sealed segments pile up: then it keeps pace
+				 * with what arrives, so raw segments stay bounded.
+				 */
+				if (compress_credit >= COMPRESS_SLICE)
 				{
-					cs_compress_step(compress_credit);
+					if (cs_compress_backlog() > COMPRESS_BACKLOG)
+						cs_compress_step(compress_credit);
 					compress_credit = 0;
 				}
 				if (TimestampDifferenceExceeds(last_published, now, 100))
@@ -514,7 +551,14 @@ stream_loop(void)
 		if (!idle)
 			continue;
 
-		/* idle: compress a slice, then wait for data */
+		/*
+		 * Idle.  Compress only once the stream has been quiet for
+		 * QUIET_MS: a momentary lull while the walsender decodes is not
+		 * idle time, and compressing then would stall it on a full socket
+		 * buffer.  One slice at a time, checking the socket in between.
+		 */
+		if (quiet_since == 0)
+			quiet_since = now;
 		timeout = cs_status_interval_ms;
 		if (unrecorded_keepalive > pending_position && !in_txn)
 		{
@@ -533,14 +577,27 @@ stream_loop(void)
 		if (cs_compress_pending())
 		{
 			compress_credit = 0;
-			if (cs_compress_step(4 * COMPRESS_SLICE))
+			if (!TimestampDifferenceExceeds(quiet_since, now, QUIET_MS))
+				timeout = Min(timeout, QUIET_MS);
+			else if (cs_compress_step(COMPRESS_SLICE))
 				timeout = 0;
 		}
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-							   WL_EXIT_ON_PM_DEATH,
-							   fd, timeout, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
+		/*
+		 * One wait event set for the whole session: WaitLatchOrSocket()
+		 * would build and tear down an epoll set at every wait, and the
+		 * stream waits thousands of times a second while catching up.
+		 */
+		if (stream_wait == NULL)
+		{
+			stream_wait = cs_create_wait_event_set(3);
+			AddWaitEventToSet(stream_wait, WL_LATCH_SET, PGINVALID_SOCKET,
+							  MyLatch, NULL);
+			AddWaitEventToSet(stream_wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+							  NULL, NULL);
+			AddWaitEventToSet(stream_wait, WL_SOCKET_READABLE, fd, NULL, NULL);
+		}
+		rc = WaitEventSetWait(stream_wait, timeout, &event, 1, PG_WAIT_EXTENSION);
+		if (rc > 0 && (event.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
 	}
 	MemoryContextSwitchTo(old);
@@ -558,6 +615,9 @@ session_cleanup(void)
 	if (snap_conn != NULL)
 		cs_disconnect(snap_conn);
 	snap_conn = NULL;
+	if (stream_wait != NULL)
+		FreeWaitEventSet(stream_wait);
+	stream_wait = NULL;
 	cs_snapshot_cleanup();
 	SpinLockAcquire(&cs_status->mutex);
 	memset(&cs_status->progress[CS_PROGRESS_ARCHIVER], 0, sizeof(CsProgress));

@@ -254,6 +254,7 @@ extern void cs_compress_reset(void);
 extern void cs_compress_enqueue(const char *wal_dir, int64 index);
 extern bool cs_compress_step(long budget_bytes);
 extern bool cs_compress_pending(void);
+extern int	cs_compress_backlog(void);
 extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 /* ---------- segment_writer.c ---------- */

@@ -13,6 +13,8 @@
 #define CHANGESTREAM_COMPAT_H
 
 #include "replication/walreceiver.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
 
 #if PG_VERSION_NUM < 150000
 #error "changestream requires PostgreSQL 15 or later"
@@ -45,6 +47,18 @@
 #else
 #define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
 	walrcv_create_slot((conn), (name), (temporary), false, (action), (lsn))
+#endif
+
+/*
+ * cs_create_wait_event_set(nevents) -> WaitEventSet *
+ *	  A wait event set that lives until FreeWaitEventSet(); 17 replaced the
+ *	  memory context argument by a resource owner (NULL: not tracked).
+ */
+#if PG_VERSION_NUM >= 170000
+#define cs_create_wait_event_set(nevents) CreateWaitEventSet(NULL, (nevents))
+#else
+#define cs_create_wait_event_set(nevents) \
+	CreateWaitEventSet(TopMemoryContext, (nevents))
 #endif
 
 #endif							/* CHANGESTREAM_COMPAT_H */

@@ -98,6 +98,13 @@ cs_compress_enqueue(const char *wal_dir, int64 index)
 	MemoryContextSwitchTo(old);
 }
 
+/* cs_compress_backlog() -> int: sealed segments waiting or in progress */
+int
+cs_compress_backlog(void)
+{
+	return list_length(queue) + (active != NULL ? 1 : 0);
+}
+
 /* cs_compress_pending() -> bool: is there work queued or in progress? */
 bool
 cs_compress_pending(void)
