@@ -141,11 +141,14 @@ static bool
 catching_up(void)
 {
 	XLogRecPtr	head;
+	XLogRecPtr	seen;
 
 	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
 		return false;
 	head = GetFlushRecPtr(NULL);
-	return head > received_lsn && head - received_lsn > CATCHUP_BYTES;
+	seen = Max(received_lsn, keepalive_lsn);	/* keepalives cover WAL of
+												 * unpublished tables */
+	return head > seen && head - seen > CATCHUP_BYTES;
 }
 
 static void
