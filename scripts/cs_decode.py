@@ -267,8 +267,15 @@ def read_segment_bytes(path):
     stream could not be read to its end (what was decoded up to the damage
     is returned, so the damage shows as a torn tail, as with zlib's
     gzread)."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        # a raw segment compressed (and removed) since it was listed
+        if not path.endswith(".wal"):
+            raise
+        with open(path + ".gz", "rb") as f:
+            raw = f.read()
     if raw[:2] != b"\x1f\x8b":
         return raw, None          # a raw segment (starts with CSTRMWAL)
     out = []

@@ -149,6 +149,18 @@ fi
 gen=$(psql_value "SELECT coalesce((SELECT generation FROM changestream.status()),
                                   (SELECT max(generation) FROM changestream.generations()))")
 
+# Sealed segments are compressed when the stream goes quiet (or, under
+# sustained load, as fast as they are sealed); give that a moment.
+t0=$(cs_now)
+while [ $(( $(cs_now) - t0 )) -lt 60 ]; do
+	raw=$(psql_value "SELECT count(*) FROM changestream.wal_segments('$gen') s
+	                  WHERE NOT compressed AND segment_index <
+	                        (SELECT max(segment_index) FROM changestream.wal_segments('$gen'))")
+	[ "$raw" = 0 ] && break
+	sleep 1
+done
+cs_info "sealed segments compressed after $(( $(cs_now) - t0 ))s (still raw: $raw)"
+
 cs_section "SELECT * FROM changestream.generations()"
 psql_demo -c "SELECT * FROM changestream.generations()"
 

@@ -270,7 +270,7 @@ handle_xlogdata(const char *buf, int len, TimestampTz now)
 	last_message_at = now;
 	n_messages++;
 	n_bytes += plen;
-	compress_credit += plen;
+	compress_credit += CS_ENTRY_HEADER_SIZE + plen; /* bytes of segment */
 
 	switch (info.type)
 	{
@@ -518,8 +518,9 @@ stream_loop(void)
 				 */
 				if (compress_credit >= COMPRESS_SLICE)
 				{
+					/* twice what arrived, so that a backlog shrinks */
 					if (cs_compress_backlog() > COMPRESS_BACKLOG)
-						cs_compress_step(compress_credit);
+						cs_compress_step(2 * compress_credit);
 					compress_credit = 0;
 				}
 				if (TimestampDifferenceExceeds(last_published, now, 100))
