@@ -3,7 +3,7 @@
 # of the test suite: it takes minutes and its figures depend on the machine.
 #
 #   bash bench/run.sh            # full run (about 15-20 minutes on 2 cores)
-#   bash bench/run.sh --quick    # shorter run (a few minutes), same table
+#   bash bench/run.sh --quick    # shorter run (about 6 minutes), same table
 #
 # As root it installs what is missing with apt, builds and installs the
 # extension from this checkout, and runs every PostgreSQL program as the
@@ -26,13 +26,17 @@
 # It prints a markdown table with every figure, the targets of issue 4
 # (PASS/FAIL) and the machine, and writes it to bench/results/latest.md.
 # Logs and raw samples of the run go to bench/results/<timestamp>/ (not
-# committed).  Other load on the machine skews every figure: the report
-# shows the load average, and the CPU seconds each consumer used.
+# committed).  Other load on the machine skews every figure: the harness
+# waits for quiet before each measurement, measures how many CPUs other
+# work kept busy during it (shown next to every figure), repeats disturbed
+# TPS runs, and reports the CPU seconds each consumer and walsender used.
 #
 # Options:  --quick  --keep (leave the cluster and its directory)
 #           --skip-build (use the installed changestream)  --help
-#           --profile: instead, profile changestream (perf, strace -c) while
-#           it drains one backlog; reports in bench/results/<timestamp>/
+#           --profile: instead, profile changestream draining a backlog:
+#           perf of the worker and its walsender (and of pg_recvlogical's
+#           walsender on the same backlog), strace -c of the worker, and the
+#           walsenders' wait events; reports in bench/results/<timestamp>/
 # Environment (defaults: full / --quick):
 #   ROUNDS=5/3             drain rounds (medians are reported)
 #   DRAIN_CLIENTS=4        pgbench clients writing the backlog
@@ -1179,6 +1183,7 @@ profile_phase() {
 	wpid=$(q "SELECT pid FROM changestream.status()")
 	command -v perf >/dev/null || { is_root && apt-get install -y -qq linux-perf </dev/null >/dev/null 2>&1; } || true
 	note_load "profile (perf)"
+	create_slot bench_prof
 	profile_backlog perf
 	if command -v perf >/dev/null && is_root; then
 		perf record -a -g -F 999 -o "$RUN_DIR/perf.data" >"$RUN_DIR/perf-record.log" 2>&1 &
@@ -1203,12 +1208,41 @@ profile_phase() {
 			info "  perf, $who: top symbols (share of that process's samples)"
 			grep -v -e '^#' -e '^$' "$RUN_DIR/perf-$who-sym.txt" | sed -n '1,20s/^/    /p'
 		done
+		cs_set_directory ''
+		wait_state disabled 120
+
+		# the same backlog drained by pg_recvlogical -f /dev/null
+		local t0 rpid rws=""
+		perf record -a -g -F 999 -o "$RUN_DIR/perf-recvlogical.data" >"$RUN_DIR/perf-record-recvlogical.log" 2>&1 &
+		perf_pid=$!
+		sleep 0.5
+		t0=$(now)
+		bg_pg "$WORK/recv-prof.pid" "$RUN_DIR/recvlogical-prof.log" "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" \
+			-d postgres -S bench_prof --start --no-loop "${RECV_OPTS[@]}" --endpos="$PROFILE_END" -F 0 -f /dev/null
+		rpid=$(cat "$WORK/recv-prof.pid")
+		while kill -0 "$rpid" 2>/dev/null; do
+			[ -n "$rws" ] || rws=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'bench_prof'")
+			sleep 0.01
+		done
+		rm -f "$WORK/recv-prof.pid"
+		info "  pg_recvlogical -f /dev/null drained the same backlog in $(calc "$(now) - $t0") s"
+		kill -INT "$perf_pid"
+		wait "$perf_pid" || true
+		perf report -i "$RUN_DIR/perf-recvlogical.data" --no-children --sort pid,dso -g none \
+			>"$RUN_DIR/perf-recvlogical-pid-dso.txt" 2>/dev/null || true
+		info "  perf: share of all CPU samples by process and shared object (pg_recvlogical pid $rpid, its walsender pid $rws):"
+		grep -E "^ +[0-9.]+% +($rpid|$rws):" "$RUN_DIR/perf-recvlogical-pid-dso.txt" | sed -n '1,12s/^/    /p'
+		perf report -i "$RUN_DIR/perf-recvlogical.data" --pid="$rws" --no-children --percentage relative \
+			--sort dso,sym -g none >"$RUN_DIR/perf-recvlogical-walsender-sym.txt" 2>/dev/null || true
+		info "  perf, walsender serving pg_recvlogical: top symbols (share of that process's samples)"
+		grep -v -e '^#' -e '^$' "$RUN_DIR/perf-recvlogical-walsender-sym.txt" | sed -n '1,20s/^/    /p'
 	else
 		info "  perf is not available (or not root): skipped"
 		profile_drain
+		cs_set_directory ''
+		wait_state disabled 120
 	fi
-	cs_set_directory ''
-	wait_state disabled 120
+	drop_slot bench_prof
 
 	note_load "profile (strace)"
 	profile_backlog strace
@@ -1224,7 +1258,54 @@ profile_phase() {
 	fi
 	cs_set_directory ''
 	wait_state disabled 120
+
+	# What the walsender waits for, serving changestream and then
+	# pg_recvlogical -f /dev/null on the same backlog: WalSenderWriteData
+	# means its socket is full, i.e. it waits for its client to read.
+	note_load "profile (walsender wait events)"
+	create_slot bench_null
+	profile_backlog waits
+	local who
+	for who in changestream pg_recvlogical; do
+		wait_event_sampler "$RUN_DIR/walsender-waits-$who.txt" &
+		local ws_pid=$!
+		sleep 0.2
+		if [ "$who" = changestream ]; then
+			profile_drain
+			cs_set_directory ''
+			wait_state disabled 120
+		else
+			as_pg "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
+				"${RECV_OPTS[@]}" --endpos="$PROFILE_END" -F 0 -f /dev/null
+		fi
+		touch "$WORK/sampler.stop"
+		wait "$ws_pid" || true
+		rm -f "$WORK/sampler.stop"
+		info "  walsender serving $who: wait events every 2 ms while draining (CPU = running or runnable)"
+		sed 's/^/    /' "$RUN_DIR/walsender-waits-$who.txt"
+	done
+	drop_slot bench_null
 	info "perf data and reports in $RUN_DIR"
+}
+
+# Sample the walsenders' wait events every 2 ms until $WORK/sampler.stop
+# exists (at most 10 minutes); histogram to $1.
+wait_event_sampler() {
+	psqlc -At -F ' ' >"$1" <<EOF
+CREATE TEMP TABLE waits (w text);
+DO \$\$
+DECLARE t0 timestamptz := clock_timestamp();
+BEGIN
+    WHILE clock_timestamp() - t0 < interval '10 min'
+          AND pg_stat_file('$WORK/sampler.stop', true) IS NULL LOOP
+        INSERT INTO waits SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU')
+          FROM pg_stat_activity WHERE backend_type = 'walsender';
+        PERFORM pg_stat_clear_snapshot();
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+END \$\$;
+SELECT count(*), w FROM waits GROUP BY w ORDER BY 1 DESC;
+EOF
 }
 
 # ======================================================= main
