@@ -585,7 +585,7 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                     state["floor"] = max(state["floor"], m["end_lsn"])
                     state["floor_what"] = "the end of the previous transaction"
                     position = max(position, m["end_lsn"])
-                elif t in ("I", "U", "D", "T") and not in_txn:
+                elif t in ("I", "U", "D", "T", "R", "Y") and not in_txn:
                     problems.add(path, at, "%s message outside a transaction" % t)
                 elif t == "M" and not m["transactional"] and not in_txn:
                     if m["lsn"] < state["floor"]:

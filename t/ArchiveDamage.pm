@@ -45,7 +45,9 @@ our @EXPORT = qw(
   ad_entries ad_crc32c ad_frame ad_flip_bit ad_flip_in_frame
   ad_set_frame_length ad_truncate ad_append_torn_frame ad_sha256_tree
   ad_sql ad_decode ad_backend_fds_rss ad_new_archive ad_small_txns
-  ad_newest_generation ad_gens_count ad_wait_frames ad_body);
+  ad_newest_generation ad_gens_count ad_wait_frames ad_body
+  ad_copy_generation ad_fifo_unblock ad_session ad_session_query
+  ad_session_close);
 
 use constant {
 	HEADER_SIZE     => 64,
@@ -306,6 +308,50 @@ sub ad_sha256_tree
 	return \%h;
 }
 
+# ad_copy_generation($node, $gen, $name) -> directory of the copy
+# A copy of generation $gen under the name $name (16 hex digits, smaller
+# than the real names so that the archiver never takes it for its newest
+# generation): the identity file's generation and every segment header's
+# generation field (with the header CRC) rewritten, so the copy is as valid
+# as the original.  Copy only while the server is stopped.
+sub ad_copy_generation
+{
+	my ($node, $gen, $name) = @_;
+	my $src = ad_gen_dir($node, $gen);
+	my $dst = ad_gen_dir($node, $name);
+	my $rc  = system('cp', '-a', $src, $dst);
+	croak "cp -a $src $dst failed" if $rc != 0;
+	my $ident = "$dst/generation";
+	my $text  = ad_load($ident);
+	$text =~ s/^generation = [0-9a-f]{16}$/generation = $name/m;
+	ad_store($ident, $text);
+	for my $s (ad_segments($node, $name))
+	{
+		my $buf = ad_load($s->{path});
+		substr($buf, 24, 8) = pack('Q>', hex($name));
+		substr($buf, 60, 4) = pack('N', ad_crc32c(substr($buf, 0, 60)));
+		ad_store($s->{path}, $buf);
+	}
+	return $dst;
+}
+
+# Release a backend blocked in open(2) on a FIFO (as a damaged reader is
+# on an unfixed build): open the write end without blocking, then close.
+sub ad_fifo_unblock
+{
+	my ($fifo) = @_;
+	require Fcntl;
+	for (1 .. 3)
+	{
+		if (sysopen(my $fh, $fifo, Fcntl::O_WRONLY() | Fcntl::O_NONBLOCK()))
+		{
+			close $fh;
+		}
+		usleep(50_000);
+	}
+	return;
+}
+
 ############################################################################
 # Observation
 
@@ -318,13 +364,14 @@ sub ad_sql
 {
 	my ($node, $sql, %o) = @_;
 	my $t    = $o{timeout} // 5;
+	my $ct   = $o{client_timeout} // ($t + 20);
 	my $pre  = "\\set VERBOSITY verbose\nSET statement_timeout = '${t}s';\n";
 	$pre .= "SET ROLE $o{role};\n" if $o{role};
 	my ($out, $err, $timed_out) = ('', '', 0);
 	my $t0 = time();
 	my $rc = $node->psql($o{db} // 'postgres', $pre . $sql,
 		stdout => \$out, stderr => \$err,
-		timeout => $t + 20, timed_out => \$timed_out);
+		timeout => $ct, timed_out => \$timed_out, on_error_stop => 0);
 	my %r = (out => $out // '', err => $err // '', secs => time() - $t0,
 		timed_out => $timed_out ? 1 : 0);
 	$r{ok} = ($rc == 0 && $r{err} !~ /ERROR/) ? 1 : 0;
@@ -360,6 +407,56 @@ sub ad_backend_fds_rss
 	my ($out) = @_;
 	my @m = $out =~ /^(\d+)\|(\d+)$/mg;
 	return @m;
+}
+
+# A psql session kept open (one backend for many statements), quiet
+# (PostgreSQL::Test::BackgroundPsql notes every query):
+#   my $s = ad_session($node); my $r = ad_session_query($s, $sql, $secs);
+# $r: { out, err, sqlstate, secs, timed_out }.  Errors do not end the session.
+sub ad_session
+{
+	my ($node, $db) = @_;
+	my $s = { in => '', out => '', err => '', n => 0 };
+	$s->{timer} = IPC::Run::timeout(60);
+	local %ENV = %ENV;
+	$ENV{PGHOST} = $node->host;
+	$ENV{PGPORT} = $node->port;
+	$s->{run} = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $db // 'postgres', '-v', 'VERBOSITY=verbose', '-f', '-' ],
+		'<', \$s->{in}, '>', \$s->{out}, '2>', \$s->{err}, $s->{timer});
+	ad_session_query($s, '\\set VERBOSITY verbose');
+	return $s;
+}
+
+sub ad_session_query
+{
+	my ($s, $sql, $secs) = @_;
+	my $banner = 'ad_session_' . ++$s->{n};
+	$s->{out} = '';
+	$s->{err} = '';
+	$s->{timer}->start($secs // 60);
+	my $t0 = time();
+	$s->{in} .= "$sql\n;\n\\echo $banner\n\\warn $banner\n";
+	my $to = 0;
+	eval {
+		$s->{run}->pump
+		  until ($s->{out} =~ /^$banner$/m && $s->{err} =~ /^$banner$/m);
+		1;
+	} or $to = 1;
+	my %r = (secs => time() - $t0, timed_out => $to);
+	($r{out} = $s->{out}) =~ s/^$banner\n//m;
+	($r{err} = $s->{err}) =~ s/^$banner\n//m;
+	$r{sqlstate} = $1 if $r{err} =~ /(?:ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):/;
+	chomp $r{out};
+	return \%r;
+}
+
+sub ad_session_close
+{
+	my ($s) = @_;
+	$s->{in} .= "\\q\n";
+	eval { $s->{run}->finish; 1 } or eval { $s->{run}->kill_kill; 1 };
+	return;
 }
 
 ############################################################################
