@@ -466,7 +466,7 @@ sub ad_session_close
 # tables (and cs_small) with an oracle slot; several segments, the sealed
 # ones compressed, and the newest raw segment holding at least o{frames}
 # (default 6) frames of complete transactions.
-#   conf => extra postgresql.conf lines
+#   conf => extra postgresql.conf lines; txns => pgbench transactions per client (300)
 sub ad_new_archive
 {
 	my ($name, %o) = @_;
@@ -485,7 +485,7 @@ CREATE PUBLICATION changestream FOR TABLE
 });
 	cs_create_oracle_slot($node);
 	cs_start_archiving($node);
-	cs_pgbench($node, 'postgres', '-c', '2', '-t', '300', '-n');
+	cs_pgbench($node, 'postgres', '-c', '2', '-t', $o{txns} // 300, '-n');
 	ad_small_txns($node, $o{frames} // 6);
 	cs_wait_archived($node, name => "$name setup");
 	my $gen = ad_newest_generation($node);
