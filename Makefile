@@ -10,6 +10,9 @@ OBJS = \
 	src/guc.o \
 	src/shmem_status.o \
 	src/archive_dir.o \
+	src/archive_layout.o \
+	src/generation_reader.o \
+	src/snapshot_manifest.o \
 	src/generation.o \
 	src/segment_format.o \
 	src/segment_writer.o \
@@ -36,7 +39,7 @@ include $(PGXS)
 
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
-$(OBJS): src/changestream.h src/compat.h src/wire.h
+$(OBJS): src/changestream.h src/compat.h src/wire.h src/archive_layout.h src/generation_reader.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

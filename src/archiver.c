@@ -821,7 +821,8 @@ run_session(void)
 	if (reason == NULL)
 	{
 		cur_generation = *(uint64 *) llast(gens);
-		cs_writer_recover(sess_directory, cur_generation, &position);
+		cs_writer_recover(sess_directory, cur_generation, slot.confirmed_flush,
+						  &position);
 		writer_open = true;
 		if (slot.confirmed_flush > position)
 		{

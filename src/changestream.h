@@ -17,6 +17,8 @@
 #include "storage/latch.h"
 #include "storage/spin.h"
 
+#include "archive_layout.h"
+
 /* ---------- guc.c ---------- */
 
 extern char *cs_directory;
@@ -128,12 +130,8 @@ typedef struct CsIdentity
 	char		reason[512];
 } CsIdentity;
 
-extern bool cs_parse_generation(const char *text, uint64 *generation);
 extern void cs_format_utc(TimestampTz t, char *buf, size_t len);
 extern void cs_validate_generation_arg(const char *text, uint64 *generation);
-extern char *cs_generation_path(const char *directory, uint64 generation);
-extern char *cs_wal_dir_path(const char *directory, uint64 generation);
-extern List *cs_list_generations(const char *directory);
 extern bool cs_read_identity(const char *directory, uint64 generation,
 							 CsIdentity *identity);
 extern char *cs_generation_prepare(const char *directory, CsIdentity *identity);
@@ -187,9 +185,6 @@ extern bool cs_frame_check_header(const char *hdr, uint32 *body_len,
 extern bool cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc);
 extern bool cs_next_entry(const char *body, uint32 body_len, uint32 *offset,
 						  CsEntry *entry);
-extern char *cs_segment_file_name(int64 index, bool compressed);
-extern bool cs_parse_segment_file_name(const char *name, int64 *index,
-									   bool *compressed);
 
 /* ---------- pgoutput_parse.c ---------- */
 
@@ -210,16 +205,35 @@ extern bool cs_parse_pgoutput(const char *data, uint32 len,
 
 typedef struct CsSegmentReader CsSegmentReader;
 
-extern CsSegmentReader *cs_reader_open(const char *path, bool missing_ok);
+extern CsSegmentReader *cs_reader_open(const char *path, bool compressed,
+									   bool missing_ok);
 extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
+extern const char *cs_reader_path(CsSegmentReader *reader);
 extern bool cs_reader_next_frame(CsSegmentReader *reader);
 extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
+extern bool cs_reader_finish(CsSegmentReader *reader, bool may_be_torn);
 extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
-extern const char *cs_reader_frame_body(CsSegmentReader *reader);
-extern bool cs_reader_torn(CsSegmentReader *reader);
+extern bool cs_reader_frame_done(CsSegmentReader *reader);
 extern void cs_reader_close(CsSegmentReader *reader);
+
+/*
+ * The position of record of a stream of entries, advanced entry by entry
+ * (cs_track_entry()), with what is needed to check the stream's order.
+ */
+typedef struct CsPositionTracker
+{
+	XLogRecPtr	position;		/* position of record so far */
+	bool		in_txn;			/* between a BEGIN and its COMMIT */
+	XLogRecPtr	begin_lsn;		/* final LSN of the open transaction */
+	XLogRecPtr	last_commit_lsn;	/* commit LSN of the last COMMIT */
+	uint64		transactions;	/* COMMITs seen */
+} CsPositionTracker;
+
+extern const char *cs_track_entry(CsPositionTracker *tracker,
+								  const CsEntry *entry,
+								  const CsMessageInfo *info);
 
 /*
  * Positions found by scanning a segment: what recovery and the SQL
@@ -238,14 +252,15 @@ typedef struct CsSegmentScan
 									 * 0 = whole frame is safe */
 	int64		safe_end;		/* file offset after last safe frame */
 	int64		valid_end;		/* file offset after last valid frame */
-	bool		torn;			/* trailing bytes did not validate */
+	bool		torn;			/* ends in a torn tail */
 	uint64		transactions;
 } CsSegmentScan;
 
 typedef void (*CsSchemaCallback) (const CsEntry *entry,
 								  const CsMessageInfo *info, void *arg);
 
-extern bool cs_scan_segment(const char *path, CsSegmentScan *scan,
+extern bool cs_scan_segment(const char *path, bool compressed,
+							bool may_be_torn, CsSegmentScan *scan,
 							CsSchemaCallback schema_cb, void *arg);
 
 /* ---------- compress.c ---------- */
@@ -261,6 +276,7 @@ extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 extern void cs_writer_reset(void);
 extern void cs_writer_recover(const char *directory, uint64 generation,
+							  XLogRecPtr confirmed_flush,
 							  XLogRecPtr *position);
 extern void cs_writer_open_first(const char *directory, uint64 generation,
 								 uint64 system_identifier, uint32 timeline,
@@ -322,8 +338,13 @@ extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
 								   int progress_slot, CsSnapshotResult *result);
 extern void cs_snapshot_cleanup(void);
 extern void cs_check_replica_identity(struct WalReceiverConn *conn);
+
+/* ---------- snapshot_manifest.c ---------- */
+
+struct stat;
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
-									  int *tables, int64 *rows);
+									  int *tables, int64 *rows,
+									  struct stat *st);
 
 /* ---------- snapshot_worker.c ---------- */
 

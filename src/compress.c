@@ -126,12 +126,12 @@ start_next(void)
 	snprintf(tmp_path, MAXPGPATH, "%s.gz.tmp", raw_path);
 	pfree(name);
 
-	in_fd = open(raw_path, O_RDONLY | PG_BINARY);
+	in_fd = cs_open_regular_file(raw_path, true);
 	if (in_fd < 0)
 	{
 		struct stat st;
 
-		if (errno == ENOENT && stat(gz_path, &st) == 0)
+		if (stat(gz_path, &st) == 0)
 		{
 			active = NULL;		/* already compressed */
 			return;
