@@ -153,12 +153,25 @@ cs_lock_archive(const char *directory)
 
 	cs_make_dir(directory);
 	snprintf(path, sizeof(path), "%s/changestream.lock", directory);
-	fd = open(path, O_RDWR | O_CREAT | PG_BINARY, S_IRUSR | S_IWUSR);
+	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
+			  S_IRUSR | S_IWUSR);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open lock file \"%s\": %m", path),
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	{
+		struct stat st;
+
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		{
+			close(fd);
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("lock file \"%s\" is not a regular file", path),
+					 errhint("Remove it; the archiver creates it again.")));
+		}
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 	{
 		int			save_errno = errno;

@@ -523,7 +523,13 @@ cs_writer_recover(const char *directory, uint64 generation,
 		return;
 	}
 	strlcpy(seg_path, newest->path, sizeof(seg_path));
-	cut_torn_tail(seg_path, &scan);
+	/*
+	 * Below confirmed_flush the archive is behind the slot (an older copy
+	 * of the archive, say): the caller opens a new generation and this one
+	 * is left exactly as it is.
+	 */
+	if (scan.position >= confirmed_flush)
+		cut_torn_tail(seg_path, &scan);
 	open_active(newest->index, scan.transactions > 0);
 }
 
