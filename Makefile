@@ -20,7 +20,8 @@ OBJS = \
 	src/archiver.o \
 	src/snapshot.o \
 	src/snapshot_worker.o \
-	src/sql_functions.o
+	src/sql_functions.o \
+	src/sql_worker.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql
