@@ -50,8 +50,10 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "common/file_utils.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -67,6 +69,7 @@
 #define MAX_BATCH_MESSAGES	10000
 #define ERROR_REPEAT_SECS	300
 #define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
+#define SLOT_RELEASE_TRIES	30	/* 100 ms each */
 
 /* session state */
 static WalReceiverConn *conn = NULL;
@@ -76,6 +79,7 @@ static bool streaming = false;
 static bool writer_open = false;
 static int	lock_fd = -1;
 static MemoryContext session_cxt = NULL;
+static char pending_gendir[MAXPGPATH];	/* a new generation's .tmp dir */
 
 static char *sess_directory = NULL;
 static char *sess_slot = NULL;
@@ -115,6 +119,8 @@ static bool last_session_failed = false;
 static bool slot_undecodable = false;	/* see note_stream_error() */
 
 static bool catching_up(void);
+static void sleep_ms(long ms);
+static bool new_generation_requested(bool clear);
 
 /*
  * How long complete transactions may wait, once the stream is idle, for
@@ -628,26 +634,139 @@ session_cleanup(void)
 	SpinLockRelease(&cs_status->mutex);
 	cs_writer_reset();
 	cs_compress_reset();
+	/* a generation that failed to open leaves nothing behind */
+	if (pending_gendir[0] != '\0')
+	{
+		struct stat st;
+
+		if (stat(pending_gendir, &st) == 0 && !rmtree(pending_gendir, true))
+			ereport(WARNING,
+					(errmsg("could not remove directory \"%s\"", pending_gendir)));
+		pending_gendir[0] = '\0';
+	}
 	if (lock_fd >= 0)
 		close(lock_fd);
 	lock_fd = -1;
 }
 
 /*
+ * Why the newest generation's identity file cannot be used, or NULL when it
+ * reads (then *identity holds it).  A missing file, XX001 or a data
+ * exception from one of its fields is damage; other errors (I/O, a newer
+ * format) propagate.
+ */
+static const char *
+identity_damage(uint64 generation, CsIdentity *identity)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	const char *volatile damage = NULL;
+
+	PG_TRY();
+	{
+		if (!cs_read_identity(sess_directory, generation, identity))
+			damage = psprintf("identity file \"%s/generation\" is missing",
+							  cs_generation_path(sess_directory, generation));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		damage = edata->message;
+	}
+	PG_END_TRY();
+	return damage;
+}
+
+/*
+ * Does a generation hold data that was acknowledged to the server?  Yes
+ * when it has a sealed segment (segments are sealed only after data), when
+ * its first segment holds a complete transaction or a position past its
+ * start, or when the slot has confirmed a position past that start.  A
+ * first segment that cannot be read raises XX001: the generation is then
+ * kept as it is, for the operator (contract item 12 in docs/DESIGN.md).
+ */
+static bool
+holds_acknowledged_data(uint64 generation, const CsSlotInfo *slot)
+{
+	char	   *wal_dir = cs_wal_dir_path(sess_directory, generation);
+	DIR		   *dir;
+	struct dirent *de;
+	bool		first_raw = false;
+	bool		sealed = false;
+	CsSegmentScan scan;
+
+	dir = AllocateDir(wal_dir);
+	if (dir == NULL && errno == ENOENT)
+		return false;
+	if (dir == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", wal_dir)));
+	while ((de = ReadDir(dir, wal_dir)) != NULL)
+	{
+		int64		idx;
+		bool		compressed;
+
+		if (!cs_parse_segment_file_name(de->d_name, &idx, &compressed))
+			continue;
+		if (idx > 0 || compressed)
+			sealed = true;
+		else
+			first_raw = true;
+	}
+	FreeDir(dir);
+	if (sealed)
+		return true;
+	if (!first_raw ||
+		!cs_scan_segment(psprintf("%s/%s", wal_dir, cs_segment_file_name(0, false)),
+						 &scan, NULL, NULL))
+		return false;
+	return scan.transactions > 0 ||
+		scan.position > scan.header.start_lsn ||
+		(slot->exists && slot->confirmed_flush > scan.header.start_lsn);
+}
+
+/*
  * Decide whether the archive's newest generation continues, or a new one
- * must open; returns the reason for a new one, or NULL.
+ * must open; returns the reason for a new one, or NULL.  Only true reasons
+ * count: a new slot, an operator's request, a changed identity, or a
+ * damaged identity file in a generation that holds no acknowledged data.
+ * A damaged generation that holds acknowledged data raises XX001 and is
+ * left as it is.
  */
 static const char *
 new_generation_reason(List *gens, uint64 sysid, uint32 tli,
 					  const CsSlotInfo *slot, const char *slot_event,
 					  CsIdentity *identity)
 {
+	uint64		newest;
+	const char *damage;
+
 	if (gens == NIL)
 		return "first start: the archive holds no generation";
 	if (slot_event)
 		return slot_event;
-	if (!cs_read_identity(sess_directory, *(uint64 *) llast(gens), identity))
-		return "the newest generation has no identity file";
+	if (new_generation_requested(false))
+		return "requested by changestream.new_generation()";
+	newest = *(uint64 *) llast(gens);
+	damage = identity_damage(newest, identity);
+	if (damage != NULL)
+	{
+		if (holds_acknowledged_data(newest, slot))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("cannot continue generation %016llx", (unsigned long long) newest),
+					 errdetail("%s; the generation holds acknowledged data and is left as it is.", damage),
+					 errhint("Restore the identity file, or call changestream.new_generation() to start a new generation.")));
+		return psprintf("the newest generation %016llx holds no acknowledged data and its %s",
+						(unsigned long long) newest, damage);
+	}
 	if (identity->system_identifier != sysid)
 		return psprintf("the system identifier changed from " UINT64_FORMAT " to " UINT64_FORMAT,
 						identity->system_identifier, sysid);
@@ -662,6 +781,31 @@ new_generation_reason(List *gens, uint64 sysid, uint32 tli,
 		return psprintf("the plugin options changed (were %s)",
 						identity->plugin_options);
 	return NULL;
+}
+
+/*
+ * A slot that another process streams from cannot be ours: fail the
+ * session before any generation decision (issue 9, item 3).  Our own
+ * walsender of a session that just ended may still be releasing it, so
+ * wait for it a little first.
+ */
+static void
+require_slot_free(WalReceiverConn *c, CsSlotInfo *slot)
+{
+	int			i;
+
+	for (i = 0; slot->exists && slot->active && i < SLOT_RELEASE_TRIES; i++)
+	{
+		sleep_ms(100);
+		cs_get_slot(c, slot);
+	}
+	if (slot->exists && slot->active)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("replication slot \"%s\" is active for PID %d",
+						cs_slot_name, slot->active_pid),
+				 errdetail("Another process is streaming from the slot."),
+				 errhint("Stop the other consumer of the slot, or set changestream.slot_name to a slot that only changestream uses.")));
 }
 
 /* mtime of the newest snapshot of a generation, or its creation time */
@@ -720,6 +864,7 @@ open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
 			sizeof(identity.plugin_options));
 	strlcpy(identity.reason, reason, sizeof(identity.reason));
 	tmpdir = cs_generation_prepare(sess_directory, &identity);
+	strlcpy(pending_gendir, tmpdir, sizeof(pending_gendir));
 	snapdir = psprintf("%s/snapshots", tmpdir);
 
 	if (create_slot)
@@ -745,6 +890,7 @@ open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
 	}
 	identity.start_lsn = result.lsn;
 	cs_generation_commit(sess_directory, &identity, tmpdir);
+	pending_gendir[0] = '\0';
 	cur_generation = identity.generation;
 	cs_writer_open_first(sess_directory, cur_generation, sysid, tli,
 						 identity.start_lsn);
@@ -795,6 +941,7 @@ run_session(void)
 	cs_check_publication(conn);
 	cs_check_replica_identity(conn);
 	cs_get_slot(conn, &slot);
+	require_slot_free(conn, &slot);
 	if (slot.exists && slot_undecodable)
 	{
 		cs_drop_slot(conn);
@@ -816,8 +963,6 @@ run_session(void)
 
 	gens = cs_list_generations(sess_directory);
 	reason = new_generation_reason(gens, sysid, tli, &slot, slot_event, &identity);
-	if (reason == NULL && new_generation_requested(true))
-		reason = "requested by changestream.new_generation()";
 	if (reason == NULL)
 	{
 		cur_generation = *(uint64 *) llast(gens);
@@ -834,6 +979,7 @@ run_session(void)
 	if (reason != NULL)
 	{
 		open_generation(!slot.exists, sysid, tli, reason);
+		new_generation_requested(true); /* satisfied by this one */
 		ereport(LOG,
 				(errmsg("changestream: started generation %016llx at %X/%X",
 						(unsigned long long) cur_generation,
@@ -1016,6 +1162,7 @@ static void
 sleep_ms(long ms)
 {
 	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	bool		requested = new_generation_requested(false);
 
 	for (;;)
 	{
@@ -1030,7 +1177,9 @@ sleep_ms(long ms)
 					   left, PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 			ResetLatch(MyLatch);
-		if (ConfigReloadPending)
+		/* a reload, or a new request for a new generation, ends the wait */
+		if (ConfigReloadPending ||
+			(!requested && new_generation_requested(false)))
 			break;
 	}
 }
@@ -1080,8 +1229,22 @@ changestream_archiver_main(Datum main_arg)
 		if (should_log_error(edata->sqlerrcode, edata->message))
 			EmitErrorReport();
 		FlushErrorState();
+
+		/*
+		 * Release what the failed session held, as bgwriter.c does after an
+		 * error: wait events, LWLocks, the transaction if one was open,
+		 * and every file and directory fd.c tracks (AllocateDir,
+		 * OpenTransientFile), which outside a transaction nothing else
+		 * would close.  The long-lived files (active segment, compression,
+		 * lock file) are closed by session_cleanup().
+		 */
+		pgstat_report_wait_end();
+		LWLockReleaseAll();
 		AbortOutOfAnyTransaction();
+		AtEOXact_Files(false);
 		session_cleanup();
+		MemoryContextReset(session_cxt);
+		sess_directory = sess_slot = sess_publication = sess_conninfo = NULL;
 		cs_status_set_error(edata->message);
 		FreeErrorData(edata);
 		MemoryContextSwitchTo(TopMemoryContext);

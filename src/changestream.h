@@ -289,7 +289,8 @@ typedef struct CsSlotInfo
 	XLogRecPtr	confirmed_flush;
 	char		plugin[NAMEDATALEN];
 	char		database[NAMEDATALEN];
-	bool		active;
+	bool		active;			/* a walsender is streaming from it */
+	int			active_pid;		/* that walsender's PID, on the server */
 } CsSlotInfo;
 
 extern struct WalReceiverConn *cs_connect(uint64 *system_identifier,

@@ -31,7 +31,8 @@ PG_FUNCTION_INFO_V1(changestream_new_generation);
 
 #define STATUS_COLS		21
 
-static void require_streaming(CsStatus *s, const char *fname);
+static void require_streaming(CsStatus *s, const char *fname,
+							  bool error_ok);
 
 /*
  * changestream.status() -> record (pid int, state text, database text,
@@ -146,8 +147,13 @@ changestream_status(PG_FUNCTION_ARGS)
 													  values, nulls)));
 }
 
+/*
+ * Check that the calling transaction holds no xid and that the archiver
+ * is streaming (or, with error_ok, retrying after an error) and copy its
+ * status into *s.
+ */
 static void
-require_streaming(CsStatus *s, const char *fname)
+require_streaming(CsStatus *s, const char *fname, bool error_ok)
 {
 	/* slot creation waits for every transaction with an xid: ours too */
 	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
@@ -164,7 +170,11 @@ require_streaming(CsStatus *s, const char *fname)
 	SpinLockAcquire(&cs_status->mutex);
 	memcpy(s, cs_status, sizeof(CsStatus));
 	SpinLockRelease(&cs_status->mutex);
-	if (s->pid == 0 || s->state != CS_STATE_STREAMING || !s->has_generation)
+	if (s->pid == 0 ||
+		!(s->state == CS_STATE_STREAMING ||
+		  (error_ok && (s->state == CS_STATE_ERROR ||
+						s->state == CS_STATE_CONNECTING))) ||
+		(!error_ok && !s->has_generation))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the changestream archiver is not streaming (state: %s)",
@@ -192,7 +202,7 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 	XLogRecPtr	lsn;
 	char		error[CS_ERROR_LEN];
 
-	require_streaming(&s, "changestream.take_snapshot()");
+	require_streaming(&s, "changestream.take_snapshot()", false);
 	if (s.snapshot_running)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -255,14 +265,16 @@ changestream_new_generation(PG_FUNCTION_ARGS)
 {
 	CsStatus	s;
 	uint64		before;
+	Latch	   *latch;
 
-	require_streaming(&s, "changestream.new_generation()");
-	before = s.generation;
+	require_streaming(&s, "changestream.new_generation()", true);
+	before = s.has_generation ? s.generation : 0;
 	SpinLockAcquire(&cs_status->mutex);
 	cs_status->new_generation_requested = true;
-	if (cs_status->archiver_latch)
-		SetLatch(cs_status->archiver_latch);
+	latch = cs_status->archiver_latch;
 	SpinLockRelease(&cs_status->mutex);
+	if (latch)
+		SetLatch(latch);
 
 	for (;;)
 	{

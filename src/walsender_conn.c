@@ -198,7 +198,8 @@ cs_disconnect(WalReceiverConn *conn)
 void
 cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 {
-	Oid			types[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Oid			types[7] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	TEXTOID};
 	WalRcvExecResult *res;
 	TupleTableSlot *slot;
 	char	   *sql;
@@ -206,10 +207,11 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 	memset(info, 0, sizeof(*info));
 	StartTransactionCommand();
 	sql = psprintf("SELECT slot_type, coalesce(plugin, ''), coalesce(database::text, ''), "
-				   "coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), active::text "
+				   "coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), active::text, "
+				   "coalesce(active_pid, 0)::text "
 				   "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
 				   quote_literal_cstr(cs_slot_name));
-	res = exec_checked(conn, sql, 6, types, WALRCV_OK_TUPLES);
+	res = exec_checked(conn, sql, 7, types, WALRCV_OK_TUPLES);
 	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
 	if (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
 	{
@@ -220,6 +222,7 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 		char	   *lsn = TextDatumGetCString(slot_getattr(slot, 4, &isnull));
 		char	   *wal_status = TextDatumGetCString(slot_getattr(slot, 5, &isnull));
 		char	   *active = TextDatumGetCString(slot_getattr(slot, 6, &isnull));
+		char	   *active_pid = TextDatumGetCString(slot_getattr(slot, 7, &isnull));
 
 		if (strcmp(slot_type, "logical") != 0 || strcmp(plugin, "pgoutput") != 0 ||
 			strcmp(database, cs_database) != 0)
@@ -233,6 +236,7 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 		info->exists = true;
 		info->lost = strcmp(wal_status, "lost") == 0;
 		info->active = strcmp(active, "true") == 0;
+		info->active_pid = (int) strtol(active_pid, NULL, 10);
 		info->confirmed_flush = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
 																CStringGetDatum(lsn)));
 		strlcpy(info->plugin, plugin, NAMEDATALEN);
