@@ -17,6 +17,8 @@ OBJS = \
 	src/compress.o \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
+	src/stream.o \
+	src/generation_policy.o \
 	src/archiver.o \
 	src/snapshot.o \
 	src/snapshot_worker.o \

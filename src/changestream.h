@@ -58,13 +58,17 @@ typedef struct CsProgress
 #define CS_PROGRESS_ARCHIVER	0
 #define CS_PROGRESS_SNAPSHOT	1
 
+/*
+ * The workers' status in shared memory.  Only shmem_status.c touches it,
+ * through the accessors below.  The scalars (up to text_start) are guarded
+ * by the spinlock, a few stores at a time; the text fields after it by the
+ * LWLock "changestream status".
+ */
 typedef struct CsStatus
 {
 	slock_t		mutex;
 	pid_t		pid;
 	CsWorkerState state;
-	char		database[NAMEDATALEN];
-	char		slot[NAMEDATALEN];
 	bool		has_generation;
 	uint64		generation;
 	int64		segment_index;
@@ -75,30 +79,75 @@ typedef struct CsStatus
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
-	char		last_error[CS_ERROR_LEN];
 	TimestampTz last_error_at;
-
-	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
-	CsProgress	progress[2];
-	char		no_replica_identity[512];	/* published tables lacking one */
 	bool		snapshot_running;	/* a snapshot worker is active */
 	pid_t		snapshot_pid;
 	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
-	char		snapshot_result_error[CS_ERROR_LEN];
+	int			snapshot_result_code;	/* its SQLSTATE when it failed */
 	TimestampTz last_snapshot_at;
-
-	/* requests from SQL */
-	bool		new_generation_requested;
+	bool		new_generation_requested;	/* by new_generation() */
 	Latch	   *archiver_latch;
+	struct LWLock *lock;		/* guards what follows */
+
+	/* text fields, under lock */
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	char		last_error[CS_ERROR_LEN];
+	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
+	CsProgress	progress[2];
+	char		no_replica_identity[512];	/* published tables lacking one */
+	char		snapshot_result_error[CS_ERROR_LEN];
 } CsStatus;
+
+#define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
+
+/* What an archiving session has done so far, as status() shows it. */
+typedef struct CsStreamCounters
+{
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+} CsStreamCounters;
 
 extern CsStatus *cs_status;
 
 extern void cs_shmem_request(void);
 extern void cs_shmem_startup(void);
 extern const char *cs_state_name(CsWorkerState state);
+extern void cs_status_copy(CsStatus *copy);
+/* the archiver */
+extern void cs_status_archiver_started(Latch *latch, const char *database,
+									   const char *slot);
+extern void cs_status_archiver_startup_failed(const char *database);
+extern void cs_status_archiver_exited(void);
 extern void cs_status_set_state(CsWorkerState state);
 extern void cs_status_set_error(const char *message);
+extern void cs_status_set_slot(const char *slot);
+extern void cs_status_set_generation(uint64 generation);
+extern void cs_status_set_segment(int64 index);
+extern void cs_status_publish_progress(const CsStreamCounters *counters);
+extern bool cs_status_new_generation_requested(bool clear);
+extern bool cs_status_request_new_generation(void);
+/* snapshots */
+extern TimestampTz cs_status_last_snapshot(bool *running);
+extern void cs_status_set_last_snapshot(TimestampTz at);
+extern bool cs_status_claim_snapshot(void);
+extern void cs_status_snapshot_not_launched(void);
+extern void cs_status_snapshot_worker_started(void);
+extern void cs_status_snapshot_done(XLogRecPtr lsn);
+extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);
+extern void cs_status_snapshot_worker_exited(void);
+extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
+											bool worker_gone);
+extern bool cs_status_snapshot_running(void);
+extern void cs_status_set_progress(int which, const char *table, int64 rows,
+								   const char *waiting_for);
+extern void cs_status_clear_progress(int which);
+extern void cs_status_set_no_replica_identity(const char *tables);
 
 /* ---------- archive_dir.c ---------- */
 
@@ -340,6 +389,34 @@ typedef enum CsLaunchResult
 extern CsLaunchResult cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 												struct BackgroundWorkerHandle **handle);
 extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
+
+/* ---------- stream.c ---------- */
+
+extern void cs_stream_reset(void);
+extern void cs_stream_writer_opened(XLogRecPtr position);
+extern XLogRecPtr cs_stream_position(void);
+extern void cs_stream_started(struct WalReceiverConn *conn);
+extern bool cs_stream_is_streaming(void);
+extern bool cs_stream_receive(pgsocket *fd);
+extern void cs_stream_periodic(TimestampTz now, bool idle);
+extern void cs_stream_wait(pgsocket fd, TimestampTz now);
+extern void cs_stream_finish(void);
+extern void cs_stream_exit(void);
+
+/* ---------- generation_policy.c ---------- */
+
+extern const char *cs_new_generation_reason(const char *directory, List *gens,
+											uint64 sysid, uint32 tli,
+											const CsSlotInfo *slot,
+											const char *slot_event,
+											bool requested,
+											CsIdentity *identity);
+extern TimestampTz cs_newest_snapshot_time(const char *directory,
+										   uint64 generation);
+extern uint64 cs_open_generation(const char *directory,
+								 struct WalReceiverConn *conn,
+								 bool create_slot, uint64 sysid, uint32 tli,
+								 const char *reason, XLogRecPtr *start_lsn);
 
 /* ---------- archiver.c ---------- */
 

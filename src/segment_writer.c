@@ -226,9 +226,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	cs_frame_begin(&frame);
 	frame_entries = 0;
 
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->segment_index = index;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_segment(index);
 }
 
 static void

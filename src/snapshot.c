@@ -99,14 +99,7 @@ static int	progress_slot = CS_PROGRESS_ARCHIVER;
 static void
 set_progress(const char *table, int64 rows, const char *waiting_for)
 {
-	CsProgress *p = &cs_status->progress[progress_slot];
-
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(p->table, table ? table : "", sizeof(p->table));
-	p->rows = rows;
-	if (waiting_for != NULL)
-		strlcpy(p->waiting_for, waiting_for, sizeof(p->waiting_for));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_progress(progress_slot, table, rows, waiting_for);
 }
 
 static WalRcvExecResult *
@@ -255,10 +248,7 @@ report_replica_identity(List *tables)
 			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
 							 t->schema, t->name);
 	}
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(cs_status->no_replica_identity, missing.data,
-			sizeof(cs_status->no_replica_identity));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_no_replica_identity(missing.data);
 	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
 		ereport(WARNING,
 				(errmsg("changestream: published tables without a replica identity: %s",

@@ -41,16 +41,8 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 {
 	BackgroundWorker worker;
 
-	SpinLockAcquire(&cs_status->mutex);
-	if (cs_status->snapshot_running)
-	{
-		SpinLockRelease(&cs_status->mutex);
+	if (!cs_status_claim_snapshot())
 		return CS_LAUNCH_BUSY;
-	}
-	cs_status->snapshot_running = true;
-	cs_status->snapshot_result_lsn = InvalidXLogRecPtr;
-	cs_status->snapshot_result_error[0] = '\0';
-	SpinLockRelease(&cs_status->mutex);
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
@@ -65,12 +57,7 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 	worker.bgw_notify_pid = notify_pid;
 	if (!RegisterDynamicBackgroundWorker(&worker, handle))
 	{
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->snapshot_running = false;
-		strlcpy(cs_status->snapshot_result_error,
-				"could not register a background worker for the snapshot",
-				CS_ERROR_LEN);
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_not_launched();
 		return CS_LAUNCH_NO_WORKER;
 	}
 	return CS_LAUNCH_OK;
@@ -79,16 +66,7 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 static void
 snapshot_exit(int code, Datum arg)
 {
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_running = false;
-	cs_status->snapshot_pid = 0;
-	memset(&cs_status->progress[CS_PROGRESS_SNAPSHOT], 0, sizeof(CsProgress));
-	if (cs_status->snapshot_result_lsn == InvalidXLogRecPtr &&
-		cs_status->snapshot_result_error[0] == '\0')
-		strlcpy(cs_status->snapshot_result_error,
-				"the snapshot worker exited before the snapshot was durable",
-				CS_ERROR_LEN);
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_snapshot_worker_exited();
 }
 
 /*
@@ -112,9 +90,7 @@ changestream_snapshot_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_pid = MyProcPid;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_snapshot_worker_started();
 
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
 	load_file("libpqwalreceiver", false);
@@ -129,10 +105,7 @@ changestream_snapshot_main(Datum main_arg)
 		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation,
 						 CS_PROGRESS_SNAPSHOT, &result);
 		cs_disconnect(conn);
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->snapshot_result_lsn = result.lsn;
-		cs_status->last_snapshot_at = GetCurrentTimestamp();
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_done(result.lsn);
 	}
 	PG_CATCH();
 	{
@@ -140,9 +113,7 @@ changestream_snapshot_main(Datum main_arg)
 
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
-		SpinLockAcquire(&cs_status->mutex);
-		strlcpy(cs_status->snapshot_result_error, edata->message, CS_ERROR_LEN);
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_failed(edata->sqlerrcode, edata->message);
 		cs_snapshot_cleanup();
 		PG_RE_THROW();
 	}

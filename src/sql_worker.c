@@ -35,7 +35,7 @@ static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
 
 /*
- * changestream.status() -> record (pid int, state text, database text,
+ * changestream.status(), returning a record (pid int, state text, database text,
  *	  slot text, generation text, segment_index bigint, received_lsn,
  *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
  *	  last_message_at, last_flush_at timestamptz, messages, transactions,
@@ -46,7 +46,7 @@ static void require_streaming(CsStatus *s, const char *fname,
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
  *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
- *	  Errors: 55000 when the library was not preloaded.
+ *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
 changestream_status(PG_FUNCTION_ARGS)
@@ -66,9 +66,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(&s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_copy(&s);
 
 	if (local && s.slot[0] != '\0')
 	{
@@ -167,9 +165,7 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("changestream is not loaded"),
 				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_copy(s);
 	if (s->pid == 0 ||
 		!(s->state == CS_STATE_STREAMING ||
 		  (error_ok && (s->state == CS_STATE_ERROR ||
@@ -183,14 +179,14 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 }
 
 /*
- * changestream.take_snapshot() -> pg_lsn
+ * changestream.take_snapshot(), returning pg_lsn
  *	  Start a "changestream snapshot" worker for the current generation and
  *	  wait for it; returns the snapshot's consistent LSN once its file is
- *	  durable.  Cancelling the call terminates the worker.  Errors: 55000 if the archiver is not streaming; 55006 if a
- *	  snapshot is already running; 53000 if no worker slot is free; 58000
- *	  if the snapshot failed (the worker's error is in the message); 25001
- *	  if the calling transaction holds a transaction id (slot creation
- *	  would wait for it forever).
+ *	  durable.  Cancelling the call terminates the worker.  Errors: the
+ *	  archiver is not streaming, or a snapshot is already running (class
+ *	  55); no worker slot is free (class 53); the calling transaction holds
+ *	  a transaction id, which slot creation would wait for forever (class
+ *	  25); the snapshot worker's own error, with its SQLSTATE.
  */
 Datum
 changestream_take_snapshot(PG_FUNCTION_ARGS)
@@ -200,6 +196,7 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 	BgwHandleStatus st;
 	pid_t		pid;
 	XLogRecPtr	lsn;
+	int			code;
 	char		error[CS_ERROR_LEN];
 
 	require_streaming(&s, "changestream.take_snapshot()", false);
@@ -238,57 +235,54 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	SpinLockAcquire(&cs_status->mutex);
-	lsn = cs_status->snapshot_result_lsn;
-	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
-	if (st != BGWH_STOPPED || pid == 0)
-		cs_status->snapshot_running = false;
-	SpinLockRelease(&cs_status->mutex);
-	if (lsn == InvalidXLogRecPtr)
+	lsn = cs_status_snapshot_result(&code, error, st != BGWH_STOPPED || pid == 0);
+	if (lsn != InvalidXLogRecPtr)
+		PG_RETURN_LSN(lsn);
+	if (code != 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_SYSTEM_ERROR),
-				 errmsg("changestream snapshot failed: %s",
-						error[0] ? error : "the snapshot worker did not start"),
+				(errcode(code),
+				 errmsg_internal("%s", error),
+				 errdetail("The changestream snapshot worker failed with this error."),
 				 errhint("See the server log for the snapshot worker's messages.")));
-	PG_RETURN_LSN(lsn);
+	ereport(ERROR,
+			(errcode(ERRCODE_SYSTEM_ERROR),
+			 errmsg("could not take a changestream snapshot"),
+			 errdetail("%s.", error[0] ? error : "The snapshot worker did not start"),
+			 errhint("See the server log for the snapshot worker's messages.")));
+	PG_RETURN_NULL();			/* keep the compiler quiet */
 }
 
 /*
- * changestream.new_generation() -> text
+ * changestream.new_generation(), returning text
  *	  Ask the archiver to open a new generation (with its opening snapshot)
- *	  and wait until it has; returns its name.  Cancellable.  Errors: 55000
- *	  if the archiver is not streaming; 25001 if the calling transaction
- *	  holds a transaction id.
+ *	  and wait until it has; returns its name.  Accepted while the archiver
+ *	  streams and while it retries after an error (then the next session
+ *	  opens the new generation before it looks at the newest one, which is
+ *	  left as it is).  Cancellable.  Errors: the archiver does not run
+ *	  (class 55); the calling transaction holds a transaction id (class 25).
  */
 Datum
 changestream_new_generation(PG_FUNCTION_ARGS)
 {
 	CsStatus	s;
 	uint64		before;
-	Latch	   *latch;
 
 	require_streaming(&s, "changestream.new_generation()", true);
 	before = s.has_generation ? s.generation : 0;
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->new_generation_requested = true;
-	latch = cs_status->archiver_latch;
-	SpinLockRelease(&cs_status->mutex);
-	if (latch)
-		SetLatch(latch);
+	if (!cs_status_request_new_generation())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the changestream archiver is not running"),
+				 errhint("See changestream.status() and the server log.")));
 
 	for (;;)
 	{
-		bool		done;
-		uint64		gen;
-
 		CHECK_FOR_INTERRUPTS();
-		SpinLockAcquire(&cs_status->mutex);
-		gen = cs_status->generation;
-		done = cs_status->has_generation && gen != before &&
-			cs_status->state == CS_STATE_STREAMING;
-		SpinLockRelease(&cs_status->mutex);
-		if (done)
-			PG_RETURN_TEXT_P(cstring_to_text(psprintf("%016llx", (unsigned long long) gen)));
+		cs_status_copy(&s);
+		if (s.has_generation && s.generation != before &&
+			s.state == CS_STATE_STREAMING)
+			PG_RETURN_TEXT_P(cstring_to_text(psprintf("%016llx",
+													  (unsigned long long) s.generation)));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
