@@ -330,6 +330,7 @@ extern void cs_writer_close(void);
 /* ---------- walsender_conn.c ---------- */
 
 struct WalReceiverConn;
+struct WalRcvExecResult;
 
 typedef struct CsSlotInfo
 {
@@ -354,6 +355,10 @@ extern void cs_start_replication(struct WalReceiverConn *conn,
 extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
 								  bool reply_requested);
+extern struct WalRcvExecResult *cs_exec(struct WalReceiverConn *conn,
+										const char *sql, int expect);
+extern List *cs_exec_rows(struct WalReceiverConn *conn, const char *sql,
+						  int ncols);
 extern const char *cs_plugin_options(void);
 extern const char *cs_session_settings(void);
 

@@ -169,17 +169,11 @@ finish_active(void)
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\" (zlib error %d): %m",
 						tmp_path, rc)));
-	cs_fsync_fd(out_fd, tmp_path);
 	close(out_fd);
 	out_fd = -1;
 	close(in_fd);
 	in_fd = -1;
-	if (rename(tmp_path, gz_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m",
-						tmp_path, gz_path)));
-	cs_fsync_path(active->wal_dir, true);
+	cs_durable_rename(tmp_path, gz_path, active->wal_dir);
 	if (unlink(raw_path) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),

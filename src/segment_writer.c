@@ -211,12 +211,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 		seg_size += pre.len;
 		pfree(pre.data);
 	}
-	cs_fsync_fd(seg_fd, tmp);
-	if (rename(tmp, seg_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, seg_path)));
-	cs_fsync_path(wal_dir, true);
+	cs_durable_rename(tmp, seg_path, wal_dir);
 
 	durable_size = seg_size;
 	seg_index = index;

@@ -102,53 +102,6 @@ set_progress(const char *table, int64 rows, const char *waiting_for)
 	cs_status_set_progress(progress_slot, table, rows, waiting_for);
 }
 
-static WalRcvExecResult *
-exec_or_error(WalReceiverConn *conn, const char *sql, int ntypes,
-			  const Oid *types, WalRcvExecStatus expect)
-{
-	WalRcvExecResult *res = walrcv_exec(conn, sql, ntypes, types);
-
-	if (res->status != expect)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_EXCEPTION),
-				 errmsg("changestream snapshot: command failed: %s",
-						res->err ? res->err : "unexpected result"),
-				 errdetail("Command: %s", sql)));
-	return res;
-}
-
-/* Fetch all rows of a query as C strings (every column as text). */
-static List *
-fetch_rows(WalReceiverConn *conn, const char *sql, int ncols)
-{
-	Oid		   *types = palloc(sizeof(Oid) * ncols);
-	WalRcvExecResult *res;
-	TupleTableSlot *slot;
-	List	   *rows = NIL;
-	int			i;
-
-	for (i = 0; i < ncols; i++)
-		types[i] = TEXTOID;
-	res = exec_or_error(conn, sql, ncols, types, WALRCV_OK_TUPLES);
-	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
-	while (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
-	{
-		char	  **row = palloc(sizeof(char *) * ncols);
-
-		for (i = 0; i < ncols; i++)
-		{
-			bool		isnull;
-			Datum		d = slot_getattr(slot, i + 1, &isnull);
-
-			row[i] = isnull ? NULL : TextDatumGetCString(d);
-		}
-		rows = lappend(rows, row);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	walrcv_clear_result(res);
-	return rows;
-}
-
 /*
  * Before a slot is created: what it will wait for (transactions running
  * now), for status() and the log.
@@ -163,7 +116,7 @@ note_running_transactions(WalReceiverConn *conn)
 
 	StartTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
-	rows = fetch_rows(conn,
+	rows = cs_exec_rows(conn,
 					  "SELECT count(*)::text, min(pid)::text, min(age(backend_xid))::text "
 					  "FROM pg_catalog.pg_stat_activity WHERE backend_xid IS NOT NULL "
 					  "AND pid <> pg_catalog.pg_backend_pid()", 3);
@@ -208,7 +161,7 @@ published_tables(WalReceiverConn *conn)
 				   "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
 				   "WHERE pt.pubname = %s ORDER BY 2, 3",
 				   quote_literal_cstr(cs_publication));
-	rows = fetch_rows(conn, sql, 9);
+	rows = cs_exec_rows(conn, sql, 9);
 	foreach(lc, rows)
 	{
 		char	  **r = lfirst(lc);
@@ -311,7 +264,7 @@ lock_and_check_tables(WalReceiverConn *conn, List *tables)
 		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "", t->oid);
 	}
 	appendStringInfoString(&sql, " IN ACCESS SHARE MODE");
-	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, sql.data, WALRCV_OK_COMMAND));
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql,
@@ -319,7 +272,7 @@ lock_and_check_tables(WalReceiverConn *conn, List *tables)
 					 "WHERE c.oid IN (%s) AND c.relkind = 'r' "
 					 "AND c.relfilenode IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
 					 oids.data);
-	rewritten = fetch_rows(conn, sql.data, 1);
+	rewritten = cs_exec_rows(conn, sql.data, 1);
 	if (rewritten != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -369,7 +322,7 @@ copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
 	if (t->rowfilter != NULL && t->rowfilter[0] != '\0')
 		appendStringInfo(&sql, " WHERE %s", t->rowfilter);
 	appendStringInfoString(&sql, ") TO STDOUT");
-	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COPY_OUT);
+	walrcv_clear_result(cs_exec(conn, sql.data, WALRCV_OK_COPY_OUT));
 
 	set_progress(display, 0, "");
 	for (;;)
@@ -535,8 +488,8 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	Assert(!IsTransactionState());
 	progress_slot = progress;
 	note_running_transactions(conn);
-	exec_or_error(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
-				  0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+								WALRCV_OK_COMMAND));
 	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
 	when = GetCurrentTimestamp();
 	set_progress(NULL, 0, "");
@@ -579,7 +532,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", data_path)));
-	exec_or_error(conn, "COMMIT", 0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, "COMMIT", WALRCV_OK_COMMAND));
 
 	/* manifest member, then the table data member, as one file */
 	manifest = build_manifest(generation, lsn, when, tables, total);
@@ -604,15 +557,10 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				(errcode_for_file_access(),
 				 errmsg("could not seek in file \"%s\": %m", tmp_path)));
 	append_file(out, tmp_path, data_path);
-	cs_fsync_fd(out, tmp_path);
 	close(out);
 	open_fd = -1;
-	if (rename(tmp_path, final_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp_path, final_path)));
+	cs_durable_rename(tmp_path, final_path, snapshots_dir);
 	open_tmp_path[0] = '\0';
-	cs_fsync_path(snapshots_dir, true);
 	unlink(data_path);
 	open_data_path[0] = '\0';
 
