@@ -81,7 +81,6 @@ typedef struct CsStatus
 	uint64		bytes;
 	TimestampTz last_error_at;
 	bool		snapshot_running;	/* a snapshot worker is active */
-	pid_t		snapshot_pid;
 	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
 	int			snapshot_result_code;	/* its SQLSTATE when it failed */
 	TimestampTz last_snapshot_at;
@@ -137,7 +136,6 @@ extern TimestampTz cs_status_last_snapshot(bool *running);
 extern void cs_status_set_last_snapshot(TimestampTz at);
 extern bool cs_status_claim_snapshot(void);
 extern void cs_status_snapshot_not_launched(void);
-extern void cs_status_snapshot_worker_started(void);
 extern void cs_status_snapshot_done(XLogRecPtr lsn);
 extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);
 extern void cs_status_snapshot_worker_exited(void);
@@ -304,7 +302,6 @@ extern void cs_compress_enqueue(const char *wal_dir, int64 index);
 extern bool cs_compress_step(long budget_bytes);
 extern bool cs_compress_pending(void);
 extern int	cs_compress_backlog(void);
-extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 /* ---------- segment_writer.c ---------- */
 
@@ -318,13 +315,10 @@ extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 						  TimestampTz send_time, const char *data, uint32 len);
 extern void cs_writer_note_schema(const char *data, uint32 len,
 								  const CsMessageInfo *info);
-extern void cs_writer_write(void);
 extern void cs_writer_flush(void);
 extern bool cs_writer_unsynced(void);
-extern Size cs_writer_buffered(void);
 extern bool cs_writer_should_rotate(TimestampTz now);
 extern void cs_writer_rotate(XLogRecPtr position);
-extern int64 cs_writer_segment_index(void);
 extern void cs_writer_close(void);
 
 /* ---------- walsender_conn.c ---------- */
@@ -337,8 +331,6 @@ typedef struct CsSlotInfo
 	bool		exists;
 	bool		lost;
 	XLogRecPtr	confirmed_flush;
-	char		plugin[NAMEDATALEN];
-	char		database[NAMEDATALEN];
 	bool		active;			/* a walsender is streaming from it */
 	int			active_pid;		/* that walsender's PID, on the server */
 } CsSlotInfo;
@@ -347,7 +339,6 @@ extern struct WalReceiverConn *cs_connect(uint64 *system_identifier,
 										  uint32 *timeline);
 extern void cs_disconnect(struct WalReceiverConn *conn);
 extern void cs_get_slot(struct WalReceiverConn *conn, CsSlotInfo *info);
-extern XLogRecPtr cs_create_slot(struct WalReceiverConn *conn);
 extern void cs_drop_slot(struct WalReceiverConn *conn);
 extern void cs_check_publication(struct WalReceiverConn *conn);
 extern void cs_start_replication(struct WalReceiverConn *conn,
@@ -399,7 +390,6 @@ extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
 
 extern void cs_stream_reset(void);
 extern void cs_stream_writer_opened(XLogRecPtr position);
-extern XLogRecPtr cs_stream_position(void);
 extern void cs_stream_started(struct WalReceiverConn *conn);
 extern bool cs_stream_is_streaming(void);
 extern bool cs_stream_receive(pgsocket *fd);

@@ -230,14 +230,3 @@ cs_compress_step(long budget_bytes)
 	return cs_compress_pending();
 }
 
-/*
- * cs_compress_segment_now(wal_dir, index) -> void
- *	  Queue a segment and compress everything queued before returning.
- */
-void
-cs_compress_segment_now(const char *wal_dir, int64 index)
-{
-	cs_compress_enqueue(wal_dir, index);
-	while (cs_compress_step(LONG_MAX))
-		;
-}

@@ -56,6 +56,8 @@ static bool unsynced;
 static StringInfoData frame;
 static int	frame_entries;
 
+static void write_frame(void);
+
 /*
  * Survives across sessions of one process: after a failed fsync the page
  * cache cannot be trusted, so the next recovery cuts the file back to what
@@ -523,16 +525,14 @@ cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 	if (kind == CS_ENTRY_MESSAGE)
 		seg_has_data = true;
 	if (frame.len >= CS_FRAME_TARGET)
-		cs_writer_write();
+		write_frame();
 }
 
 /*
- * cs_writer_write() -> void
- *	  Write the frame being built to the segment (no fsync).  58030 on
- *	  failure.
+ * Write the frame being built to the segment (no fsync).
  */
-void
-cs_writer_write(void)
+static void
+write_frame(void)
 {
 	if (frame_entries == 0)
 		return;
@@ -563,7 +563,7 @@ cs_writer_write(void)
 void
 cs_writer_flush(void)
 {
-	cs_writer_write();
+	write_frame();
 	if (!unsynced)
 		return;
 	if (fdatasync(seg_fd) != 0)
@@ -584,13 +584,6 @@ bool
 cs_writer_unsynced(void)
 {
 	return frame_entries > 0 || unsynced;
-}
-
-/* cs_writer_buffered() -> Size: bytes in the frame being built. */
-Size
-cs_writer_buffered(void)
-{
-	return frame.len;
 }
 
 /*
@@ -626,13 +619,6 @@ cs_writer_rotate(XLogRecPtr position)
 	seg_fd = -1;
 	create_segment(sealed + 1, position);
 	cs_compress_enqueue(wal_dir, sealed);
-}
-
-/* cs_writer_segment_index() -> int64: the active segment's index. */
-int64
-cs_writer_segment_index(void)
-{
-	return seg_index;
 }
 
 /*

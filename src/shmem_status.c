@@ -374,18 +374,6 @@ cs_status_snapshot_not_launched(void)
 }
 
 /*
- * cs_status_snapshot_worker_started
- *	  The snapshot worker runs (its PID).
- */
-void
-cs_status_snapshot_worker_started(void)
-{
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_pid = MyProcPid;
-	SpinLockRelease(&cs_status->mutex);
-}
-
-/*
  * cs_status_snapshot_done
  *	  The snapshot at lsn is durable.
  */
@@ -428,7 +416,6 @@ cs_status_snapshot_worker_exited(void)
 	SpinLockAcquire(&cs_status->mutex);
 	no_result = cs_status->snapshot_result_lsn == InvalidXLogRecPtr;
 	cs_status->snapshot_running = false;
-	cs_status->snapshot_pid = 0;
 	SpinLockRelease(&cs_status->mutex);
 	if (no_result && cs_status->snapshot_result_error[0] == '\0')
 		strlcpy(cs_status->snapshot_result_error,

@@ -204,7 +204,7 @@ report_replica_identity(List *tables)
 	cs_status_set_no_replica_identity(missing.data);
 	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
 		ereport(WARNING,
-				(errmsg("changestream: published tables without a replica identity: %s",
+				(errmsg("published tables without a replica identity: %s",
 						missing.data),
 				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
 						   cs_publication),
@@ -572,7 +572,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		result->rows = total;
 	}
 	ereport(LOG,
-			(errmsg("changestream: snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
+			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
 					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
 			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
 					   (unsigned long long) lsn, (unsigned long long) generation)));

@@ -90,7 +90,6 @@ changestream_snapshot_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
-	cs_status_snapshot_worker_started();
 
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
 	load_file("libpqwalreceiver", false);

@@ -426,16 +426,6 @@ cs_stream_writer_opened(XLogRecPtr position)
 }
 
 /*
- * cs_stream_position
- *	  The durable position of record (what was last reported as flushed).
- */
-XLogRecPtr
-cs_stream_position(void)
-{
-	return st.position;
-}
-
-/*
  * cs_stream_is_streaming
  *	  Has START_REPLICATION succeeded in this session?
  */

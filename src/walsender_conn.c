@@ -216,7 +216,7 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("changestream could not open a replication connection: %s",
+				 errmsg("could not open a replication connection: %s",
 						err ? err : "unknown error"),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
@@ -284,22 +284,6 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 																CStringGetDatum(row[3])));
 	}
 	CommitTransactionCommand();
-}
-
-/*
- * cs_create_slot(conn) -> XLogRecPtr (the slot's consistent point)
- *	  CREATE_REPLICATION_SLOT <slot_name> LOGICAL pgoutput, exporting no
- *	  snapshot.  The caller holds no transaction: slot creation waits for
- *	  every running transaction (DESIGN.md, "Process model").
- */
-XLogRecPtr
-cs_create_slot(WalReceiverConn *conn)
-{
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-
-	Assert(!IsTransactionState());
-	cs_walrcv_create_slot(conn, cs_slot_name, false, CRS_NOEXPORT_SNAPSHOT, &lsn);
-	return lsn;
 }
 
 /*
