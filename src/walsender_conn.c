@@ -43,11 +43,9 @@ static const struct
 	const char *name;
 	const char *value;
 }			pinned_settings[] = {
-	{"DateStyle", "ISO, YMD"},
-	{"IntervalStyle", "postgres"},
-	{"TimeZone", "UTC"},
-	{"extra_float_digits", "3"},
-	{"row_security", "off"},	/* a snapshot must see every row, or fail */
+#define CS_PINNED_SETTING(name, value) {name, value},
+#include "pinned_settings.h"
+#undef CS_PINNED_SETTING
 };
 
 /*
