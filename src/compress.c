@@ -7,7 +7,7 @@
  *
  *	  Each segment is written as <index>.wal.gz.tmp, fsynced, renamed to
  *	  <index>.wal.gz, the directory fsynced, then <index>.wal removed and
- *	  the directory fsynced again (DESIGN.md, "Archive layout").  A crash at
+ *	  the directory fsynced again (docs/DESIGN.md, "Archive layout").  A crash at
  *	  any point leaves either the raw segment or a complete .gz (plus,
  *	  perhaps, a raw copy or a .tmp that the next start cleans up).
  *

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * segment_writer.c
- *	  The active WAL segment of the current generation: appending framed
- *	  entries, write + fdatasync (the only thing that makes data durable),
- *	  rotation at transaction boundaries with the schema preamble, and
- *	  crash recovery of the newest segment (durability rules 1, 4 and 5 of
- *	  DESIGN.md).
+ *	  The active changestream segment of the current generation:
+ *	  appending framed entries, write + fdatasync (the only thing that
+ *	  makes data durable), rotation at transaction boundaries with the
+ *	  schema preamble, and crash recovery of the newest segment
+ *	  (durability rules 1, 4 and 5 of docs/DESIGN.md).
  *
  *	  Entries accumulate in one frame in memory; a frame is written when it
  *	  reaches CS_FRAME_TARGET bytes or when the archiver flushes, so memory

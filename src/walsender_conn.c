@@ -359,7 +359,7 @@ cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint)
  * cs_send_status_update(conn, write_lsn, flush_lsn, reply_requested) -> void
  *	  Send a standby status update ('r'): written = write_lsn, flushed and
  *	  applied = flush_lsn, the clock now.  Only durable positions may be
- *	  passed as flush_lsn (DESIGN.md, durability rule 1).
+ *	  passed as flush_lsn (docs/DESIGN.md, durability rule 1).
  */
 void
 cs_send_status_update(WalReceiverConn *conn, XLogRecPtr write_lsn,
