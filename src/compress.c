@@ -61,7 +61,7 @@ close_active(bool remove_tmp)
 }
 
 /*
- * cs_compress_reset() -> void
+ * cs_compress_reset
  *	  Abandon the job in progress (its .tmp is removed) and empty the queue.
  *	  Used at session start and after an error.
  */
@@ -79,7 +79,7 @@ cs_compress_reset(void)
 }
 
 /*
- * cs_compress_enqueue(wal_dir, index) -> void
+ * cs_compress_enqueue
  *	  Queue sealed segment <wal_dir>/<index>.wal for compression.
  */
 void
@@ -98,14 +98,14 @@ cs_compress_enqueue(const char *wal_dir, int64 index)
 	MemoryContextSwitchTo(old);
 }
 
-/* cs_compress_backlog() -> int: sealed segments waiting or in progress */
+/* cs_compress_backlog: sealed segments waiting or in progress (returns int) */
 int
 cs_compress_backlog(void)
 {
 	return list_length(queue) + (active != NULL ? 1 : 0);
 }
 
-/* cs_compress_pending() -> bool: is there work queued or in progress? */
+/* cs_compress_pending: is there work queued or in progress? (returns bool) */
 bool
 cs_compress_pending(void)
 {
@@ -183,11 +183,12 @@ finish_active(void)
 }
 
 /*
- * cs_compress_step(budget_bytes) -> bool (true if work remains)
+ * cs_compress_step
  *	  Compress up to budget_bytes of input (bytes) of the queued segments,
  *	  finishing a segment (fsync, rename, remove raw) when its input ends.
- *	  Raises 58030 on I/O errors; the caller's error path calls
+ *	  Raises errcode_for_file_access() codes on I/O errors; the caller's error path calls
  *	  cs_compress_reset().
+ *	  Returns bool (true if work remains).
  */
 bool
 cs_compress_step(long budget_bytes)

@@ -95,7 +95,7 @@ check_name(char **newval, void **extra, GucSource source)
 }
 
 /*
- * cs_define_gucs() -> void
+ * cs_define_gucs
  *	  Define every changestream.* parameter and reserve the prefix, so a
  *	  misspelt changestream.* setting is reported instead of ignored.
  *	  Called from _PG_init(); mirrors contrib/pg_stat_statements.

@@ -67,7 +67,7 @@ static char failed_path[MAXPGPATH];
 static int64 failed_durable_size = -1;
 
 /*
- * cs_writer_reset() -> void
+ * cs_writer_reset
  *	  Close the active segment (without flushing) and forget all state.
  *	  Used at session start and on the error path.
  */
@@ -97,7 +97,7 @@ cs_writer_reset(void)
 }
 
 /*
- * cs_writer_note_schema(data, len, info) -> void
+ * cs_writer_note_schema
  *	  Remember a Relation or Type message as the one in force for its OID,
  *	  for the preamble of later segments.
  */
@@ -239,7 +239,7 @@ set_target(const char *directory, uint64 generation, uint64 sysid, uint32 tli)
 }
 
 /*
- * cs_writer_open_first(directory, generation, sysid, timeline, start_lsn)
+ * cs_writer_open_first
  *	  Start segment 0 of a new generation, positioned at start_lsn.
  */
 void
@@ -512,7 +512,7 @@ cs_writer_recover(const char *directory, uint64 generation,
 }
 
 /*
- * cs_writer_add(kind, data_start, wal_end, send_time, data, len) -> void
+ * cs_writer_add
  *	  Append one entry to the frame being built; writes the frame (without
  *	  fsync) once it reaches CS_FRAME_TARGET bytes.
  */
@@ -555,9 +555,9 @@ write_frame(void)
 }
 
 /*
- * cs_writer_flush() -> void
+ * cs_writer_flush
  *	  Write the pending frame and fdatasync the segment: after this returns
- *	  everything added so far is durable.  58030 on failure, after which the
+ *	  everything added so far is durable.  Raises on failure, after which the
  *	  next recovery trusts only the bytes durable before this call.
  */
 void
@@ -579,7 +579,7 @@ cs_writer_flush(void)
 	unsynced = false;
 }
 
-/* cs_writer_unsynced() -> bool: is anything added not yet durable? */
+/* cs_writer_unsynced: is anything added not yet durable? (returns bool) */
 bool
 cs_writer_unsynced(void)
 {
@@ -587,9 +587,10 @@ cs_writer_unsynced(void)
 }
 
 /*
- * cs_writer_should_rotate(now) -> bool
+ * cs_writer_should_rotate
  *	  At a transaction boundary: is the segment past changestream.segment_size
  *	  or, holding data, older than changestream.segment_timeout?
+ *	  Returns bool.
  */
 bool
 cs_writer_should_rotate(TimestampTz now)
@@ -605,7 +606,7 @@ cs_writer_should_rotate(TimestampTz now)
 }
 
 /*
- * cs_writer_rotate(position) -> void
+ * cs_writer_rotate
  *	  Seal the active segment (flush, close, queue for compression) and
  *	  start the next one at position, the current position of record.
  */
@@ -622,7 +623,7 @@ cs_writer_rotate(XLogRecPtr position)
 }
 
 /*
- * cs_writer_close() -> void
+ * cs_writer_close
  *	  Flush and close the active segment (clean shutdown).
  */
 void

@@ -73,7 +73,7 @@ static char open_data_path[MAXPGPATH];
 static char open_tmp_path[MAXPGPATH];
 
 /*
- * cs_snapshot_cleanup() -> void
+ * cs_snapshot_cleanup
  *	  After an error: close the files of the snapshot that was being
  *	  written and remove them.  Never raises.
  */
@@ -214,10 +214,11 @@ report_replica_identity(List *tables)
 }
 
 /*
- * cs_check_replica_identity(conn) -> void
+ * cs_check_replica_identity
  *	  Look up the publication's tables on an idle replication connection
  *	  and report those without a replica identity (status() and the log).
- *	  The caller holds no transaction.  Raises 08000 if the query fails.
+ *	  The caller holds no transaction.  Raises connection_exception if the
+ *	  query fails.
  */
 void
 cs_check_replica_identity(WalReceiverConn *conn)
@@ -453,15 +454,16 @@ append_file(int out, const char *out_path, const char *in_path)
 }
 
 /*
- * cs_snapshot_take(conn, slot_name, temporary, snapshots_dir, generation,
- *					progress, *result) -> XLogRecPtr (the consistent point C)
+ * cs_snapshot_take
  *	  Create slot_name (temporary or the archiver's permanent slot) with
  *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
  *	  table of changestream.publication in that snapshot, and write
  *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
- *	  streaming) and the caller must hold no transaction.  Fills *result.
- *	  Raises 08000 if a command fails on the server, 58030 on I/O errors,
- *	  40001 if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
+ *	  streaming) and the caller must hold no transaction.  Fills *result
+ *	  and returns the consistent point C (an XLogRecPtr).
+ *	  Raises connection_exception if a command fails on the server,
+ *	  errcode_for_file_access() codes on I/O errors,
+ *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
  *	  between the slot's snapshot and the lock this function takes on it:
  *	  its rows would be invisible to the snapshot.  Progress (table, rows,
  *	  what slot creation waits for) is published in status() in
@@ -580,9 +582,10 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 }
 
 /*
- * cs_snapshot_read_manifest(path, *lsn, *tables, *rows) -> bool
+ * cs_snapshot_read_manifest
  *	  Read the manifest comment lines at the start of a snapshot file.
  *	  False when the file is missing or has no manifest.
+ *	  Returns bool.
  */
 bool
 cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn, int *tables,

@@ -29,11 +29,12 @@
 #include "changestream.h"
 
 /*
- * cs_launch_snapshot_worker(generation, notify_pid, *handle) -> CsLaunchResult
+ * cs_launch_snapshot_worker
  *	  Claim the single snapshot slot in shared memory and register a
  *	  "changestream snapshot" worker for generation.  CS_LAUNCH_BUSY when a
  *	  snapshot is already running, CS_LAUNCH_NO_WORKER when no background
  *	  worker slot is free (the claim is released).
+ *	  Returns CsLaunchResult.
  */
 CsLaunchResult
 cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
@@ -70,7 +71,7 @@ snapshot_exit(int code, Datum arg)
 }
 
 /*
- * changestream_snapshot_main(main_arg) -> void
+ * changestream_snapshot_main
  *	  Entry point of a "changestream snapshot" worker: takes one snapshot
  *	  with a temporary slot into generations/<gen>/snapshots/ (the generation
  *	  is in bgw_extra) and publishes its LSN or its error in shared memory.

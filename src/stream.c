@@ -456,7 +456,8 @@ cs_stream_started(WalReceiverConn *conn)
  *	  Receive and archive messages until none is waiting (returns true:
  *	  idle), or MAX_BATCH_MESSAGES have been handled or a reload is pending
  *	  (returns false).  *fd is set to the connection's socket.  Raises
- *	  08006 when the server ends the stream, 08P01 on a malformed message,
+ *	  connection_failure when the server ends the stream,
+ *	  protocol_violation on a malformed message,
  *	  and what the writer raises.
  */
 bool

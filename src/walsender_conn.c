@@ -49,9 +49,10 @@ static const struct
 };
 
 /*
- * cs_session_settings() -> const char * (palloc'd)
+ * cs_session_settings
  *	  The pinned walsender session settings as "name=value; ...", recorded
  *	  in each generation's identity.
+ *	  Returns const char * (palloc'd).
  */
 const char *
 cs_session_settings(void)
@@ -194,11 +195,12 @@ cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
 }
 
 /*
- * cs_connect(*system_identifier, *timeline) -> WalReceiverConn *
+ * cs_connect
  *	  Open the logical replication connection, run IDENTIFY_SYSTEM and pin
  *	  DateStyle, IntervalStyle, TimeZone and extra_float_digits for the
- *	  walsender session.  Raises 08006 (connection_failure) with a hint when
- *	  the server cannot be reached, 08000 when a command fails.
+ *	  walsender session.  Raises connection_failure with a hint when the
+ *	  server cannot be reached, connection_exception when a command fails.
+ *	  Returns WalReceiverConn *.
  */
 WalReceiverConn *
 cs_connect(uint64 *system_identifier, uint32 *timeline)
@@ -231,7 +233,7 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 }
 
 /*
- * cs_disconnect(conn) -> void
+ * cs_disconnect
  *	  Close the connection (PQfinish; never raises).
  */
 void
@@ -242,9 +244,9 @@ cs_disconnect(WalReceiverConn *conn)
 }
 
 /*
- * cs_get_slot(conn, *info) -> void
+ * cs_get_slot
  *	  Look up changestream.slot_name in pg_replication_slots on the server.
- *	  Raises 42710 (duplicate_object) if a slot of that name exists but is
+ *	  Raises duplicate_object if a slot of that name exists but is
  *	  physical, or logical for another plugin or database.
  */
 void
@@ -285,7 +287,7 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 }
 
 /*
- * cs_drop_slot(conn) -> void
+ * cs_drop_slot
  *	  DROP_REPLICATION_SLOT <slot_name>; used for an invalidated slot.
  */
 void
@@ -297,8 +299,8 @@ cs_drop_slot(WalReceiverConn *conn)
 }
 
 /*
- * cs_check_publication(conn) -> void
- *	  Raises 42704 (undefined_object), with the CREATE PUBLICATION to run,
+ * cs_check_publication
+ *	  Raises undefined_object, with the CREATE PUBLICATION to run,
  *	  when changestream.publication does not exist in the database.
  */
 void
@@ -322,9 +324,10 @@ cs_check_publication(WalReceiverConn *conn)
 }
 
 /*
- * cs_plugin_options() -> const char * (static)
+ * cs_plugin_options
  *	  The pgoutput options the archiver streams with, as they appear in
  *	  START_REPLICATION and in the generation identity.
+ *	  Returns const char * (static).
  */
 const char *
 cs_plugin_options(void)
@@ -338,10 +341,10 @@ cs_plugin_options(void)
 }
 
 /*
- * cs_start_replication(conn, startpoint) -> void
+ * cs_start_replication
  *	  START_REPLICATION SLOT <slot> LOGICAL <startpoint> with pgoutput
  *	  protocol version 1, text values and messages; the connection is in
- *	  COPY BOTH mode afterwards.  Raises 08000 if the server refuses (for
+ *	  COPY BOTH mode afterwards.  Raises connection_exception if the server refuses (for
  *	  example when the slot is active in another process).
  */
 void
@@ -356,7 +359,7 @@ cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint)
 }
 
 /*
- * cs_send_status_update(conn, write_lsn, flush_lsn, reply_requested) -> void
+ * cs_send_status_update
  *	  Send a standby status update ('r'): written = write_lsn, flushed and
  *	  applied = flush_lsn, the clock now.  Only durable positions may be
  *	  passed as flush_lsn (docs/DESIGN.md, durability rule 1).
