@@ -173,8 +173,8 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 		(!error_ok && !s->has_generation))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the changestream archiver is not streaming (state: %s)",
-						cs_state_name(s->state)),
+				 errmsg("the changestream archiver is not streaming"),
+				 errdetail("Its state is \"%s\".", cs_state_name(s->state)),
 				 errhint("See changestream.status() and the server log.")));
 }
 

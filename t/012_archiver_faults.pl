@@ -157,6 +157,26 @@ like(cs_log_since($node, $off),
 cs_wait_state($node, 'streaming', name => 'streaming again');
 
 ############################################################################
+# take_snapshot() raises the snapshot worker's own SQLSTATE: with snapshots/
+# not writable, permission denied (42501), not a generic 58000.
+
+my $snapdir = "$dir/generations/$g[-1]/snapshots";
+SKIP:
+{
+	skip 'running as root: the directory would be writable', 2 if $> == 0;
+	chmod 0500, $snapdir or die "chmod $snapdir: $!";
+	my ($ts_out, $ts_err) = ('', '');
+	$node->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT changestream.take_snapshot();",
+		stdout => \$ts_out, stderr => \$ts_err);
+	chmod 0700, $snapdir;
+	like($ts_err, qr/ERROR:  42501: could not (create|open) file/,
+		"take_snapshot() fails with the worker's SQLSTATE 42501");
+	like($ts_err, qr/DETAIL:  The changestream snapshot worker failed/,
+		'the detail says the snapshot worker failed');
+}
+
+############################################################################
 # (b) no leak across failing sessions
 
 my $stuck = "$dir/generations/$g[-1]/wal/stuck.tmp";
