@@ -146,7 +146,8 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   keeps streaming.  Returns the snapshot's consistent LSN once the file
  *   is durable.  Errors: 55000 when the archiver is not streaming; 55006
  *   when a snapshot is already being taken; 53000 when no background
- *   worker slot is free; 58000 when the snapshot fails.
+ *   worker slot is free; the snapshot worker's own SQLSTATE when the
+ *   snapshot fails (58000 when the worker ends without an error).
  */
 CREATE FUNCTION take_snapshot()
 RETURNS pg_lsn
@@ -157,7 +158,9 @@ LANGUAGE C STRICT VOLATILE;
  * new_generation() -> text
  *   Ask the archiver to close the current generation and open a new one
  *   (with its opening snapshot); returns the new generation once it
- *   exists.  Errors: 55000 when the archiver is not running.
+ *   exists.  Accepted while the archiver streams and while it retries
+ *   after an error: the damaged newest generation is then left as it is.
+ *   Errors: 55000 when the archiver is not running.
  */
 CREATE FUNCTION new_generation()
 RETURNS text

@@ -258,13 +258,9 @@ remove_tmp_below(const char *path, int depth)
 		}
 		else if (S_ISDIR(st.st_mode) && depth < 3)
 		{
-			bool		busy;
-
 			/* a running snapshot worker owns the tmp files in snapshots/ */
-			SpinLockAcquire(&cs_status->mutex);
-			busy = cs_status->snapshot_running;
-			SpinLockRelease(&cs_status->mutex);
-			if (busy && strcmp(de->d_name, "snapshots") == 0)
+			if (strcmp(de->d_name, "snapshots") == 0 &&
+				cs_status_snapshot_running())
 				continue;
 			remove_tmp_below(child, depth + 1);
 		}

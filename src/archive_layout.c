@@ -438,33 +438,12 @@ cs_open_regular_file(const char *path, bool missing_ok)
 	return fd;
 }
 
-/*
- * cs_read_small_file
- *	  Reads a whole small text file of the archive (an identity file, say)
- *	  into out, which is reset first; false when it does not exist and
- *	  missing_ok.  max_bytes bounds what is read: a larger file is damage.
- *	  The descriptor is a transient file, released on error.
- *	  Errors: XX001 when the file is not a regular file or is larger than
- *	  max_bytes; file access SQLSTATEs for I/O failures.
- */
-bool
-cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
-				   bool missing_ok)
+/* Check that fd is a regular file of at most max_bytes, and read it into out. */
+static void
+read_regular_fd(int fd, const char *path, Size max_bytes, StringInfo out)
 {
-	int			fd;
 	struct stat st;
 
-	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
-	if (fd < 0)
-	{
-		if (errno == ENOENT && missing_ok)
-			return false;
-		if (errno == ELOOP || errno == ENXIO)
-			cs_file_damage(path, 0, "It is not a regular file.");
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	}
 	if (fstat(fd, &st) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -496,6 +475,42 @@ cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
 			enlargeStringInfo(out, 1024);
 	}
 	out->data[out->len] = '\0';
-	CloseTransientFile(fd);
+}
+
+/*
+ * cs_read_small_file
+ *	  Reads a whole small text file of the archive (an identity file, say)
+ *	  into out, which is reset first; false when it does not exist and
+ *	  missing_ok.  max_bytes bounds what is read: a larger file is damage.
+ *	  The descriptor is a transient file, released on error.
+ *	  Errors: XX001 when the file is not a regular file or is larger than
+ *	  max_bytes; file access SQLSTATEs for I/O failures.
+ */
+bool
+cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
+				   bool missing_ok)
+{
+	int			fd;
+
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno == ENOENT && missing_ok)
+			return false;
+		if (errno == ELOOP || errno == ENXIO)
+			cs_file_damage(path, 0, "It is not a regular file.");
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	}
+	PG_TRY();
+	{
+		read_regular_fd(fd, path, max_bytes, out);
+	}
+	PG_FINALLY();
+	{
+		CloseTransientFile(fd);
+	}
+	PG_END_TRY();
 	return true;
 }

@@ -60,13 +60,17 @@ typedef struct CsProgress
 #define CS_PROGRESS_ARCHIVER	0
 #define CS_PROGRESS_SNAPSHOT	1
 
+/*
+ * The workers' status in shared memory.  Only shmem_status.c touches it,
+ * through the accessors below.  The scalars (up to text_start) are guarded
+ * by the spinlock, a few stores at a time; the text fields after it by the
+ * LWLock "changestream status".
+ */
 typedef struct CsStatus
 {
 	slock_t		mutex;
 	pid_t		pid;
 	CsWorkerState state;
-	char		database[NAMEDATALEN];
-	char		slot[NAMEDATALEN];
 	bool		has_generation;
 	uint64		generation;
 	int64		segment_index;
@@ -77,30 +81,74 @@ typedef struct CsStatus
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
-	char		last_error[CS_ERROR_LEN];
 	TimestampTz last_error_at;
+	bool		snapshot_running;	/* a snapshot worker is active */
+	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
+	int			snapshot_result_code;	/* its SQLSTATE when it failed */
+	TimestampTz last_snapshot_at;
+	bool		new_generation_requested;	/* by new_generation() */
+	Latch	   *archiver_latch;
+	struct LWLock *lock;		/* guards what follows */
 
+	/* text fields, under lock */
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	char		last_error[CS_ERROR_LEN];
 	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
 	CsProgress	progress[2];
 	char		no_replica_identity[512];	/* published tables lacking one */
-	bool		snapshot_running;	/* a snapshot worker is active */
-	pid_t		snapshot_pid;
-	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
 	char		snapshot_result_error[CS_ERROR_LEN];
-	TimestampTz last_snapshot_at;
-
-	/* requests from SQL */
-	bool		new_generation_requested;
-	Latch	   *archiver_latch;
 } CsStatus;
+
+#define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
+
+/* What an archiving session has done so far, as status() shows it. */
+typedef struct CsStreamCounters
+{
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+} CsStreamCounters;
 
 extern CsStatus *cs_status;
 
 extern void cs_shmem_request(void);
 extern void cs_shmem_startup(void);
 extern const char *cs_state_name(CsWorkerState state);
+extern void cs_status_copy(CsStatus *copy);
+extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
+/* the archiver */
+extern void cs_status_archiver_started(Latch *latch, const char *database,
+									   const char *slot);
+extern void cs_status_archiver_startup_failed(const char *database);
+extern void cs_status_archiver_exited(void);
 extern void cs_status_set_state(CsWorkerState state);
 extern void cs_status_set_error(const char *message);
+extern void cs_status_set_slot(const char *slot);
+extern void cs_status_set_generation(uint64 generation);
+extern void cs_status_set_segment(int64 index);
+extern void cs_status_publish_progress(const CsStreamCounters *counters);
+extern bool cs_status_new_generation_requested(bool clear);
+extern bool cs_status_request_new_generation(void);
+/* snapshots */
+extern TimestampTz cs_status_last_snapshot(bool *running);
+extern void cs_status_set_last_snapshot(TimestampTz at);
+extern bool cs_status_claim_snapshot(void);
+extern void cs_status_snapshot_not_launched(void);
+extern void cs_status_snapshot_done(XLogRecPtr lsn);
+extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);
+extern void cs_status_snapshot_worker_exited(void);
+extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
+											bool worker_gone);
+extern bool cs_status_snapshot_running(void);
+extern void cs_status_set_progress(int which, const char *table, int64 rows,
+								   const char *waiting_for);
+extern void cs_status_clear_progress(int which);
+extern void cs_status_set_no_replica_identity(const char *tables);
 
 /* ---------- archive_dir.c ---------- */
 
@@ -270,7 +318,6 @@ extern void cs_compress_enqueue(const char *wal_dir, int64 index);
 extern bool cs_compress_step(long budget_bytes);
 extern bool cs_compress_pending(void);
 extern int	cs_compress_backlog(void);
-extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 /* ---------- segment_writer.c ---------- */
 
@@ -285,34 +332,30 @@ extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 						  TimestampTz send_time, const char *data, uint32 len);
 extern void cs_writer_note_schema(const char *data, uint32 len,
 								  const CsMessageInfo *info);
-extern void cs_writer_write(void);
 extern void cs_writer_flush(void);
 extern bool cs_writer_unsynced(void);
-extern Size cs_writer_buffered(void);
 extern bool cs_writer_should_rotate(TimestampTz now);
 extern void cs_writer_rotate(XLogRecPtr position);
-extern int64 cs_writer_segment_index(void);
 extern void cs_writer_close(void);
 
 /* ---------- walsender_conn.c ---------- */
 
 struct WalReceiverConn;
+struct WalRcvExecResult;
 
 typedef struct CsSlotInfo
 {
 	bool		exists;
 	bool		lost;
 	XLogRecPtr	confirmed_flush;
-	char		plugin[NAMEDATALEN];
-	char		database[NAMEDATALEN];
-	bool		active;
+	bool		active;			/* a walsender is streaming from it */
+	int			active_pid;		/* that walsender's PID, on the server */
 } CsSlotInfo;
 
 extern struct WalReceiverConn *cs_connect(uint64 *system_identifier,
 										  uint32 *timeline);
 extern void cs_disconnect(struct WalReceiverConn *conn);
 extern void cs_get_slot(struct WalReceiverConn *conn, CsSlotInfo *info);
-extern XLogRecPtr cs_create_slot(struct WalReceiverConn *conn);
 extern void cs_drop_slot(struct WalReceiverConn *conn);
 extern void cs_check_publication(struct WalReceiverConn *conn);
 extern void cs_start_replication(struct WalReceiverConn *conn,
@@ -320,6 +363,10 @@ extern void cs_start_replication(struct WalReceiverConn *conn,
 extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
 								  bool reply_requested);
+extern struct WalRcvExecResult *cs_exec(struct WalReceiverConn *conn,
+										const char *sql, int expect);
+extern List *cs_exec_rows(struct WalReceiverConn *conn, const char *sql,
+						  int ncols);
 extern const char *cs_plugin_options(void);
 extern const char *cs_session_settings(void);
 
@@ -360,6 +407,33 @@ typedef enum CsLaunchResult
 extern CsLaunchResult cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 												struct BackgroundWorkerHandle **handle);
 extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
+
+/* ---------- stream.c ---------- */
+
+extern void cs_stream_reset(void);
+extern void cs_stream_writer_opened(XLogRecPtr position);
+extern void cs_stream_started(struct WalReceiverConn *conn);
+extern bool cs_stream_is_streaming(void);
+extern bool cs_stream_receive(pgsocket *fd);
+extern void cs_stream_periodic(TimestampTz now, bool idle);
+extern void cs_stream_wait(pgsocket fd, TimestampTz now);
+extern void cs_stream_finish(void);
+extern void cs_stream_exit(void);
+
+/* ---------- generation_policy.c ---------- */
+
+extern const char *cs_new_generation_reason(const char *directory, List *gens,
+											uint64 sysid, uint32 tli,
+											const CsSlotInfo *slot,
+											const char *slot_event,
+											bool requested,
+											CsIdentity *identity);
+extern TimestampTz cs_newest_snapshot_time(const char *directory,
+										   uint64 generation);
+extern uint64 cs_open_generation(const char *directory,
+								 struct WalReceiverConn *conn,
+								 bool create_slot, uint64 sysid, uint32 tli,
+								 const char *reason, XLogRecPtr *start_lsn);
 
 /* ---------- archiver.c ---------- */
 

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * segment_writer.c
- *	  The active WAL segment of the current generation: appending framed
- *	  entries, write + fdatasync (the only thing that makes data durable),
- *	  rotation at transaction boundaries with the schema preamble, and
- *	  crash recovery of the newest segment (durability rules 1, 4 and 5 of
- *	  DESIGN.md).
+ *	  The active changestream segment of the current generation:
+ *	  appending framed entries, write + fdatasync (the only thing that
+ *	  makes data durable), rotation at transaction boundaries with the
+ *	  schema preamble, and crash recovery of the newest segment
+ *	  (durability rules 1, 4 and 5 of docs/DESIGN.md).
  *
  *	  Entries accumulate in one frame in memory; a frame is written when it
  *	  reaches CS_FRAME_TARGET bytes or when the archiver flushes, so memory
@@ -57,6 +57,8 @@ static bool unsynced;
 static StringInfoData frame;
 static int	frame_entries;
 
+static void write_frame(void);
+
 /*
  * Survives across sessions of one process: after a failed fsync the page
  * cache cannot be trusted, so the next recovery cuts the file back to what
@@ -66,7 +68,7 @@ static char failed_path[MAXPGPATH];
 static int64 failed_durable_size = -1;
 
 /*
- * cs_writer_reset() -> void
+ * cs_writer_reset
  *	  Close the active segment (without flushing) and forget all state.
  *	  Used at session start and on the error path.
  */
@@ -96,7 +98,7 @@ cs_writer_reset(void)
 }
 
 /*
- * cs_writer_note_schema(data, len, info) -> void
+ * cs_writer_note_schema
  *	  Remember a Relation or Type message as the one in force for its OID,
  *	  for the preamble of later segments.
  */
@@ -212,12 +214,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 		seg_size += pre.len;
 		pfree(pre.data);
 	}
-	cs_fsync_fd(seg_fd, tmp);
-	if (rename(tmp, seg_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, seg_path)));
-	cs_fsync_path(wal_dir, true);
+	cs_durable_rename(tmp, seg_path, wal_dir);
 
 	durable_size = seg_size;
 	seg_index = index;
@@ -227,9 +224,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	cs_frame_begin(&frame);
 	frame_entries = 0;
 
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->segment_index = index;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_segment(index);
 }
 
 static void
@@ -245,7 +240,7 @@ set_target(const char *directory, uint64 generation, uint64 sysid, uint32 tli)
 }
 
 /*
- * cs_writer_open_first(directory, generation, sysid, timeline, start_lsn)
+ * cs_writer_open_first
  *	  Start segment 0 of a new generation, positioned at start_lsn.
  */
 void
@@ -398,9 +393,7 @@ open_active(int64 index, bool has_data)
 	seg_has_data = has_data;
 	unsynced = false;
 
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->segment_index = index;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_segment(index);
 }
 
 /*
@@ -534,7 +527,7 @@ cs_writer_recover(const char *directory, uint64 generation,
 }
 
 /*
- * cs_writer_add(kind, data_start, wal_end, send_time, data, len) -> void
+ * cs_writer_add
  *	  Append one entry to the frame being built; writes the frame (without
  *	  fsync) once it reaches CS_FRAME_TARGET bytes.
  */
@@ -547,16 +540,14 @@ cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 	if (kind == CS_ENTRY_MESSAGE)
 		seg_has_data = true;
 	if (frame.len >= CS_FRAME_TARGET)
-		cs_writer_write();
+		write_frame();
 }
 
 /*
- * cs_writer_write() -> void
- *	  Write the frame being built to the segment (no fsync).  58030 on
- *	  failure.
+ * Write the frame being built to the segment (no fsync).
  */
-void
-cs_writer_write(void)
+static void
+write_frame(void)
 {
 	if (frame_entries == 0)
 		return;
@@ -579,15 +570,15 @@ cs_writer_write(void)
 }
 
 /*
- * cs_writer_flush() -> void
+ * cs_writer_flush
  *	  Write the pending frame and fdatasync the segment: after this returns
- *	  everything added so far is durable.  58030 on failure, after which the
+ *	  everything added so far is durable.  Raises on failure, after which the
  *	  next recovery trusts only the bytes durable before this call.
  */
 void
 cs_writer_flush(void)
 {
-	cs_writer_write();
+	write_frame();
 	if (!unsynced)
 		return;
 	if (fdatasync(seg_fd) != 0)
@@ -603,24 +594,18 @@ cs_writer_flush(void)
 	unsynced = false;
 }
 
-/* cs_writer_unsynced() -> bool: is anything added not yet durable? */
+/* cs_writer_unsynced: is anything added not yet durable? (returns bool) */
 bool
 cs_writer_unsynced(void)
 {
 	return frame_entries > 0 || unsynced;
 }
 
-/* cs_writer_buffered() -> Size: bytes in the frame being built. */
-Size
-cs_writer_buffered(void)
-{
-	return frame.len;
-}
-
 /*
- * cs_writer_should_rotate(now) -> bool
+ * cs_writer_should_rotate
  *	  At a transaction boundary: is the segment past changestream.segment_size
  *	  or, holding data, older than changestream.segment_timeout?
+ *	  Returns bool.
  */
 bool
 cs_writer_should_rotate(TimestampTz now)
@@ -636,7 +621,7 @@ cs_writer_should_rotate(TimestampTz now)
 }
 
 /*
- * cs_writer_rotate(position) -> void
+ * cs_writer_rotate
  *	  Seal the active segment (flush, close, queue for compression) and
  *	  start the next one at position, the current position of record.
  */
@@ -652,15 +637,8 @@ cs_writer_rotate(XLogRecPtr position)
 	cs_compress_enqueue(wal_dir, sealed);
 }
 
-/* cs_writer_segment_index() -> int64: the active segment's index. */
-int64
-cs_writer_segment_index(void)
-{
-	return seg_index;
-}
-
 /*
- * cs_writer_close() -> void
+ * cs_writer_close
  *	  Flush and close the active segment (clean shutdown).
  */
 void

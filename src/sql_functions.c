@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * sql_functions.c
- *	  The SQL surface in schema changestream: generations(),
- *	  generation_stats(), wal_segments(), wal_records() and status().
- *	  They read the archive directory named by changestream.directory and
- *	  the worker's status in shared memory.  A generation argument must be
+ *	  The archive-reading SQL surface in schema changestream:
+ *	  generations(), generation_stats(), wal_segments(), wal_records() and
+ *	  snapshots().  They read the archive directory named by
+ *	  changestream.directory (status() and the worker actions are in
+ *	  sql_worker.c).  A generation argument must be
  *	  16 lowercase hex digits: no path ever comes from SQL.
  *
  *	  Set-returning functions use InitMaterializedSRF() (funcapi.h).
@@ -41,15 +42,11 @@ PG_FUNCTION_INFO_V1(changestream_generations);
 PG_FUNCTION_INFO_V1(changestream_generation_stats);
 PG_FUNCTION_INFO_V1(changestream_wal_segments);
 PG_FUNCTION_INFO_V1(changestream_wal_records);
-PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_snapshots);
-PG_FUNCTION_INFO_V1(changestream_take_snapshot);
-PG_FUNCTION_INFO_V1(changestream_new_generation);
 
 #define GENERATION_COLS 9
 #define SEGMENT_COLS	7
 #define RECORD_COLS		4
-#define STATUS_COLS		21
 #define SNAPSHOT_COLS	6
 
 /* Sum of file sizes and newest mtime below path (lstat: nothing is opened). */
@@ -95,21 +92,11 @@ generation_end(const char *directory, uint64 generation, List *segments,
 {
 	CsSegmentFile *last;
 	CsSegmentScan scan;
+	XLogRecPtr	flushed;
 
-	if (cs_status != NULL)
-	{
-		bool		current;
-		XLogRecPtr	flushed;
-
-		SpinLockAcquire(&cs_status->mutex);
-		current = cs_status->pid != 0 && cs_status->has_generation &&
-			cs_status->generation == generation &&
-			cs_status->state == CS_STATE_STREAMING;
-		flushed = cs_status->flushed_lsn;
-		SpinLockRelease(&cs_status->mutex);
-		if (current && flushed != InvalidXLogRecPtr)
-			return flushed;
-	}
+	flushed = cs_status_flushed_lsn_of(generation);
+	if (flushed != InvalidXLogRecPtr)
+		return flushed;
 	if (segments == NIL)
 		return start_lsn;
 	last = llast(segments);
@@ -490,119 +477,6 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 }
 
 /*
- * changestream.status() -> record (pid int, state text, database text,
- *	  slot text, generation text, segment_index bigint, received_lsn,
- *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
- *	  last_message_at, last_flush_at timestamptz, messages, transactions,
- *	  bytes bigint, last_error text, last_error_at timestamptz,
- *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
- *	  tables_without_replica_identity text)
- *	  flushed_lsn is what the archiver has made durable and reported;
- *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
- *	  on another server); lag_bytes is the local WAL flush LSN minus
- *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
- *	  Errors: 55000 when the library was not preloaded.
- */
-Datum
-changestream_status(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	TupleDesc	tupdesc;
-	Datum		values[STATUS_COLS];
-	bool		nulls[STATUS_COLS];
-	bool		local = (cs_conninfo == NULL || cs_conninfo[0] == '\0');
-	XLogRecPtr	confirmed = InvalidXLogRecPtr;
-
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(&s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
-
-	if (local && s.slot[0] != '\0')
-	{
-		ReplicationSlot *slot;
-
-		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-		slot = SearchNamedReplicationSlot(s.slot, false);
-		if (slot != NULL)
-		{
-			SpinLockAcquire(&slot->mutex);
-			confirmed = slot->data.confirmed_flush;
-			SpinLockRelease(&slot->mutex);
-		}
-		LWLockRelease(ReplicationSlotControlLock);
-	}
-
-	memset(nulls, 0, sizeof(nulls));
-	values[0] = Int32GetDatum(s.pid);
-	nulls[0] = s.pid == 0;
-	values[1] = CStringGetTextDatum(cs_state_name(s.state));
-	values[2] = CStringGetTextDatum(s.database[0] ? s.database : cs_database);
-	values[3] = CStringGetTextDatum(s.slot[0] ? s.slot : cs_slot_name);
-	if (s.has_generation)
-		values[4] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) s.generation));
-	else
-		nulls[4] = true;
-	values[5] = Int64GetDatum(s.segment_index);
-	nulls[5] = s.segment_index < 0;
-	values[6] = LSNGetDatum(s.received_lsn);
-	nulls[6] = s.received_lsn == InvalidXLogRecPtr;
-	values[7] = LSNGetDatum(s.flushed_lsn);
-	nulls[7] = s.flushed_lsn == InvalidXLogRecPtr;
-	values[8] = LSNGetDatum(confirmed);
-	nulls[8] = confirmed == InvalidXLogRecPtr;
-	if (s.flushed_lsn != InvalidXLogRecPtr)
-	{
-		XLogRecPtr	head = local && !RecoveryInProgress() ?
-			GetFlushRecPtr(NULL) : s.received_lsn;
-
-		values[9] = Int64GetDatum(head > s.flushed_lsn ? (int64) (head - s.flushed_lsn) : 0);
-	}
-	else
-		nulls[9] = true;
-	values[10] = TimestampTzGetDatum(s.last_message_at);
-	nulls[10] = s.last_message_at == 0;
-	values[11] = TimestampTzGetDatum(s.last_flush_at);
-	nulls[11] = s.last_flush_at == 0;
-	values[12] = Int64GetDatum((int64) s.messages);
-	values[13] = Int64GetDatum((int64) s.transactions);
-	values[14] = Int64GetDatum((int64) s.bytes);
-	values[15] = CStringGetTextDatum(s.last_error);
-	nulls[15] = s.last_error[0] == '\0';
-	values[16] = TimestampTzGetDatum(s.last_error_at);
-	nulls[16] = s.last_error_at == 0;
-	{
-		/* the archiver's own snapshot first, else the snapshot worker's */
-		CsProgress *p = s.progress[CS_PROGRESS_ARCHIVER].table[0] ?
-			&s.progress[CS_PROGRESS_ARCHIVER] : &s.progress[CS_PROGRESS_SNAPSHOT];
-		const char *w0 = s.progress[CS_PROGRESS_ARCHIVER].waiting_for;
-		const char *w1 = s.progress[CS_PROGRESS_SNAPSHOT].waiting_for;
-
-		values[17] = CStringGetTextDatum(p->table);
-		nulls[17] = p->table[0] == '\0';
-		values[18] = Int64GetDatum(p->rows);
-		nulls[18] = p->table[0] == '\0';
-		if (w0[0] && w1[0])
-			values[19] = CStringGetTextDatum(psprintf("archiver: %s; snapshot worker: %s", w0, w1));
-		else
-			values[19] = CStringGetTextDatum(w0[0] ? w0 : w1);
-		nulls[19] = !w0[0] && !w1[0];
-	}
-	values[20] = CStringGetTextDatum(s.no_replica_identity);
-	nulls[20] = s.no_replica_identity[0] == '\0';
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-													  values, nulls)));
-}
-
-/*
  * changestream.snapshots(generation text)
  *	  Returns setof (lsn pg_lsn, file_name text, table_count int, row_count
  *	  bigint, size_bytes bigint, created_at timestamptz): the durable
@@ -648,143 +522,4 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
-}
-
-
-
-static void
-require_streaming(CsStatus *s, const char *fname)
-{
-	/* slot creation waits for every transaction with an xid: ours too */
-	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot call %s in a transaction that has written", fname),
-				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
-				 errhint("Call it in a transaction of its own.")));
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
-	if (s->pid == 0 || s->state != CS_STATE_STREAMING || !s->has_generation)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the changestream archiver is not streaming (state: %s)",
-						cs_state_name(s->state)),
-				 errhint("See changestream.status() and the server log.")));
-}
-
-/*
- * changestream.take_snapshot() -> pg_lsn
- *	  Start a "changestream snapshot" worker for the current generation and
- *	  wait for it; returns the snapshot's consistent LSN once its file is
- *	  durable.  Cancelling the call terminates the worker.  Errors: 55000 if the archiver is not streaming; 55006 if a
- *	  snapshot is already running; 53000 if no worker slot is free; 58000
- *	  if the snapshot failed (the worker's error is in the message); 25001
- *	  if the calling transaction holds a transaction id (slot creation
- *	  would wait for it forever).
- */
-Datum
-changestream_take_snapshot(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	BackgroundWorkerHandle *handle;
-	BgwHandleStatus st;
-	pid_t		pid;
-	XLogRecPtr	lsn;
-	char		error[CS_ERROR_LEN];
-
-	require_streaming(&s, "changestream.take_snapshot()");
-	if (s.snapshot_running)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("a changestream snapshot is already being taken"),
-				 errhint("Wait for it: changestream.status() shows its progress.")));
-	switch (cs_launch_snapshot_worker(s.generation, MyProcPid, &handle))
-	{
-		case CS_LAUNCH_OK:
-			break;
-		case CS_LAUNCH_BUSY:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("a changestream snapshot is already being taken"),
-					 errhint("Wait for it: changestream.status() shows its progress.")));
-			break;
-		case CS_LAUNCH_NO_WORKER:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("could not start the changestream snapshot worker"),
-					 errhint("Raise max_worker_processes.")));
-			break;
-	}
-	/* a cancelled call stops its snapshot too */
-	PG_TRY();
-	{
-		st = WaitForBackgroundWorkerStartup(handle, &pid);
-		if (st == BGWH_STARTED)
-			st = WaitForBackgroundWorkerShutdown(handle);
-	}
-	PG_CATCH();
-	{
-		TerminateBackgroundWorker(handle);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	SpinLockAcquire(&cs_status->mutex);
-	lsn = cs_status->snapshot_result_lsn;
-	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
-	if (st != BGWH_STOPPED || pid == 0)
-		cs_status->snapshot_running = false;
-	SpinLockRelease(&cs_status->mutex);
-	if (lsn == InvalidXLogRecPtr)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYSTEM_ERROR),
-				 errmsg("changestream snapshot failed: %s",
-						error[0] ? error : "the snapshot worker did not start"),
-				 errhint("See the server log for the snapshot worker's messages.")));
-	PG_RETURN_LSN(lsn);
-}
-
-/*
- * changestream.new_generation() -> text
- *	  Ask the archiver to open a new generation (with its opening snapshot)
- *	  and wait until it has; returns its name.  Cancellable.  Errors: 55000
- *	  if the archiver is not streaming; 25001 if the calling transaction
- *	  holds a transaction id.
- */
-Datum
-changestream_new_generation(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	uint64		before;
-
-	require_streaming(&s, "changestream.new_generation()");
-	before = s.generation;
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->new_generation_requested = true;
-	if (cs_status->archiver_latch)
-		SetLatch(cs_status->archiver_latch);
-	SpinLockRelease(&cs_status->mutex);
-
-	for (;;)
-	{
-		bool		done;
-		uint64		gen;
-
-		CHECK_FOR_INTERRUPTS();
-		SpinLockAcquire(&cs_status->mutex);
-		gen = cs_status->generation;
-		done = cs_status->has_generation && gen != before &&
-			cs_status->state == CS_STATE_STREAMING;
-		SpinLockRelease(&cs_status->mutex);
-		if (done)
-			PG_RETURN_TEXT_P(cstring_to_text(psprintf("%016llx", (unsigned long long) gen)));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
 }
