@@ -143,6 +143,7 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 	CsSegmentReader *r;
 	char		hdr[CS_SEGMENT_HEADER_SIZE];
 	int			fd;
+	int			n;
 	struct stat st;
 
 	fd = cs_open_regular_file(path, missing_ok);
@@ -175,8 +176,10 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 				 errmsg("out of memory"),
 				 errdetail("zlib could not open \"%s\".", path)));
 	gzbuffer(r->gz, 128 * 1024);
-	if (read_fully(r, hdr, CS_SEGMENT_HEADER_SIZE) != CS_SEGMENT_HEADER_SIZE ||
-		!cs_decode_segment_header(hdr, &r->header))
+	n = read_fully(r, hdr, CS_SEGMENT_HEADER_SIZE);
+	if (n < 0)
+		cs_segment_damage(path, 0, "%s", r->bad_reason);
+	if (n != CS_SEGMENT_HEADER_SIZE || !cs_decode_segment_header(hdr, &r->header))
 		cs_segment_damage(path, 0,
 						  "The %d-byte segment header is missing, damaged or of an unknown format version.",
 						  CS_SEGMENT_HEADER_SIZE);
