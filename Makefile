@@ -10,6 +10,9 @@ OBJS = \
 	src/guc.o \
 	src/shmem_status.o \
 	src/archive_dir.o \
+	src/archive_layout.o \
+	src/generation_reader.o \
+	src/snapshot_manifest.o \
 	src/generation.o \
 	src/segment_format.o \
 	src/segment_writer.o \
@@ -17,10 +20,13 @@ OBJS = \
 	src/compress.o \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
+	src/stream.o \
+	src/generation_policy.o \
 	src/archiver.o \
 	src/snapshot.o \
 	src/snapshot_worker.o \
-	src/sql_functions.o
+	src/sql_functions.o \
+	src/sql_worker.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql
@@ -36,7 +42,8 @@ include $(PGXS)
 
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
-$(OBJS): src/changestream.h src/compat.h src/wire.h
+$(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
+	src/archive_layout.h src/generation_reader.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

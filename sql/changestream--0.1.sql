@@ -7,7 +7,10 @@
  * generations() -> setof record
  *   One row per generation in changestream.directory, oldest first.
  *   size_bytes counts every file of the generation (bytes on disk).
- *   Errors: 55000 when changestream.directory is not set; 58030 on I/O errors.
+ *   A generation that cannot be read is still listed: damage says why
+ *   (NULL for a sound one), and the columns that could not be read are NULL.
+ *   Errors: 55000 when changestream.directory is not set; file access
+ *   SQLSTATEs when generations/ itself cannot be read.
  */
 CREATE FUNCTION generations(
 	OUT generation text,
@@ -17,7 +20,8 @@ CREATE FUNCTION generations(
 	OUT updated_at timestamptz,
 	OUT start_lsn pg_lsn,
 	OUT end_lsn pg_lsn,
-	OUT size_bytes bigint)
+	OUT size_bytes bigint,
+	OUT damage text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_generations'
 LANGUAGE C STRICT VOLATILE;
@@ -37,7 +41,8 @@ CREATE FUNCTION generation_stats(
 	OUT updated_at timestamptz,
 	OUT start_lsn pg_lsn,
 	OUT end_lsn pg_lsn,
-	OUT size_bytes bigint)
+	OUT size_bytes bigint,
+	OUT damage text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_generation_stats'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -141,7 +146,8 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   keeps streaming.  Returns the snapshot's consistent LSN once the file
  *   is durable.  Errors: 55000 when the archiver is not streaming; 55006
  *   when a snapshot is already being taken; 53000 when no background
- *   worker slot is free; 58000 when the snapshot fails.
+ *   worker slot is free; the snapshot worker's own SQLSTATE when the
+ *   snapshot fails (58000 when the worker ends without an error).
  */
 CREATE FUNCTION take_snapshot()
 RETURNS pg_lsn
@@ -152,7 +158,9 @@ LANGUAGE C STRICT VOLATILE;
  * new_generation() -> text
  *   Ask the archiver to close the current generation and open a new one
  *   (with its opening snapshot); returns the new generation once it
- *   exists.  Errors: 55000 when the archiver is not running.
+ *   exists.  Accepted while the archiver streams and while it retries
+ *   after an error: the damaged newest generation is then left as it is.
+ *   Errors: 55000 when the archiver is not running.
  */
 CREATE FUNCTION new_generation()
 RETURNS text

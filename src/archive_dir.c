@@ -153,12 +153,25 @@ cs_lock_archive(const char *directory)
 
 	cs_make_dir(directory);
 	snprintf(path, sizeof(path), "%s/changestream.lock", directory);
-	fd = open(path, O_RDWR | O_CREAT | PG_BINARY, S_IRUSR | S_IWUSR);
+	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
+			  S_IRUSR | S_IWUSR);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open lock file \"%s\": %m", path),
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	{
+		struct stat st;
+
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		{
+			close(fd);
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("lock file \"%s\" is not a regular file", path),
+					 errhint("Remove it; the archiver creates it again.")));
+		}
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 	{
 		int			save_errno = errno;
@@ -245,13 +258,9 @@ remove_tmp_below(const char *path, int depth)
 		}
 		else if (S_ISDIR(st.st_mode) && depth < 3)
 		{
-			bool		busy;
-
 			/* a running snapshot worker owns the tmp files in snapshots/ */
-			SpinLockAcquire(&cs_status->mutex);
-			busy = cs_status->snapshot_running;
-			SpinLockRelease(&cs_status->mutex);
-			if (busy && strcmp(de->d_name, "snapshots") == 0)
+			if (strcmp(de->d_name, "snapshots") == 0 &&
+				cs_status_snapshot_running())
 				continue;
 			remove_tmp_below(child, depth + 1);
 		}

@@ -2,45 +2,31 @@
  *
  * archiver.c
  *	  The archiver background worker: one session after another, each of
- *	  which locks the archive, connects, picks or opens a generation,
- *	  and streams the slot into the active segment under the durability
- *	  protocol of DESIGN.md:
+ *	  which locks the archive, connects, checks the slot, picks or opens a
+ *	  generation (generation_policy.c) and streams the slot into the
+ *	  active segment (stream.c) until the configuration or an operator asks
+ *	  for a new session.  The durability rules it follows are numbered in
+ *	  docs/DESIGN.md, "Durability".
  *
- *	  1. the flush LSN reported in a standby status update is only ever a
- *		 position that is fdatasync'ed in the archive;
- *	  2. it is the end LSN of the last durable COMMIT, or the walEnd of a
- *		 keepalive received with no transaction open, recorded durably as a
- *		 position entry before it is reported;
- *	  3. status updates go out every changestream.status_interval, at once
- *		 on a reply-requested keepalive, and during long work;
- *	  4. on start the archive, not the slot, is the position of record:
- *		 streaming restarts there and transactions whose commit LSN is
- *		 below it are skipped, so none is archived twice;
- *	  5. leftover *.tmp files go, and a lock keeps a second writer out;
- *	  6. SIGTERM is die(); the final flush and status update run in a
- *		 before_shmem_exit callback.
+ *	  After an ERROR the session is torn down as bgwriter.c tears down
+ *	  after one (every resource fd.c tracks is released; the long-lived
+ *	  files are closed explicitly), the error is logged once (repeats of
+ *	  the same message are counted, not logged, for five minutes) and shown
+ *	  in status(), and a new session starts after a delay that doubles
+ *	  from 1 s to 30 s; the next success is logged with the number of
+ *	  failed attempts.  A failed session never opens a generation by
+ *	  itself: a damaged archive stays as it is until an operator acts.
  *
- *	  After an ERROR the session is torn down, the error is logged once
- *	  (repeats of the same message are counted, not logged, for five
- *	  minutes) and shown in status(), and a new session starts after a
- *	  delay that doubles from 1 s to 30 s; the next success is logged with
- *	  the number of failed attempts.
- *
- * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
- * documentation (XLogData 'w', Primary keepalive 'k', Standby status
- * update 'r'); the error recovery pattern of src/backend/postmaster/
+ * Sources: the error recovery pattern of src/backend/postmaster/
  * bgwriter.c; LogicalRepApplyLoop() in replication/logical/worker.c.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -50,6 +36,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -57,341 +44,62 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
-#include "compat.h"
-#include "wire.h"
 
-#define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
-#define COMPRESS_BACKLOG	4	/* sealed raw segments tolerated while busy */
-#define QUIET_MS			50	/* idle this long before compressing */
-#define CATCHUP_BYTES		(4 * 1024 * 1024)
-#define MAX_BATCH_MESSAGES	10000
 #define ERROR_REPEAT_SECS	300
-#define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
+#define SLOT_RELEASE_TRIES	30	/* 100 ms each */
+#define BACKOFF_MIN_MS		1000
+#define BACKOFF_MAX_MS		30000
 
 /* session state */
 static WalReceiverConn *conn = NULL;
-static WalReceiverConn *snap_conn = NULL;	/* a new generation's snapshot */
-static WaitEventSet *stream_wait = NULL;	/* latch, postmaster, socket */
-static bool streaming = false;
-static bool writer_open = false;
 static int	lock_fd = -1;
 static MemoryContext session_cxt = NULL;
+static uint64 cur_generation;
+static TimestampTz next_snapshot_attempt;
 
+/* the configuration the session runs with */
 static char *sess_directory = NULL;
 static char *sess_slot = NULL;
 static char *sess_publication = NULL;
 static char *sess_conninfo = NULL;
 
-static uint64 cur_generation;
-static XLogRecPtr position;		/* durable position of record, reported */
-static XLogRecPtr pending_position; /* position of record of data added */
-static XLogRecPtr skip_before;	/* commit LSNs below this are archived */
-static XLogRecPtr received_lsn;	/* highest LSN of XLogData received */
-static XLogRecPtr keepalive_lsn; /* walEnd of the newest keepalive */
-static XLogRecPtr unrecorded_keepalive; /* eligible, not yet recorded */
-static bool in_txn;
-static bool skipping;
-
-static TimestampTz last_status_sent;
-static TimestampTz last_position_record;
-static TimestampTz unsynced_since;
-static TimestampTz last_published;
-static TimestampTz last_message_at;
-static TimestampTz last_flush_at;
-static uint64 n_messages;
-static uint64 n_transactions;
-static uint64 n_bytes;
-static long compress_credit;
-static TimestampTz next_snapshot_attempt;
-static TimestampTz quiet_since;	/* when the stream last went idle */
-
-/* error log rate limiting */
+/* across sessions: error log rate limiting and backoff */
 static char last_logged_error[CS_ERROR_LEN];
 static TimestampTz last_logged_at;
 static int	suppressed_repeats;
 static bool logged_disabled = false;
-static long backoff_ms = 1000;	/* static: it must survive the longjmp */
+static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
+											 * longjmp */
 static bool last_session_failed = false;
 static bool slot_undecodable = false;	/* see note_stream_error() */
 
-static bool catching_up(void);
-
 /*
- * How long complete transactions may wait, once the stream is idle, for
- * more to share their fsync: 10 ms, or flush_interval if that is shorter.
- * At 1,000 tps this turns ~1,000 fsyncs and status updates a second into
- * ~100, for at most 10 ms of added commit-to-durable lag.  While catching
- * up with a backlog the lulls are the walsender decoding, not the end of
- * the stream: then flush_interval applies, and the walsender is spared a
- * status update every 10 ms.
- */
-static inline long
-group_commit_ms(void)
-{
-	if (catching_up())
-		return cs_flush_interval_ms;
-	return Min(cs_flush_interval_ms, GROUP_COMMIT_MS);
-}
-
-/*
- * Is the archiver more than CATCHUP_BYTES of WAL behind the local server?
- * Only known for the local server (changestream.conninfo empty).
- */
-static bool
-catching_up(void)
-{
-	XLogRecPtr	head;
-	XLogRecPtr	seen;
-
-	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
-		return false;
-	head = GetFlushRecPtr(NULL);
-	seen = Max(received_lsn, keepalive_lsn);	/* keepalives cover WAL of
-												 * unpublished tables */
-	return head > seen && head - seen > CATCHUP_BYTES;
-}
-
-static void
-publish_status(void)
-{
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->received_lsn = Max(received_lsn, keepalive_lsn);
-	cs_status->flushed_lsn = position;
-	cs_status->last_message_at = last_message_at;
-	cs_status->last_flush_at = last_flush_at;
-	cs_status->messages = n_messages;
-	cs_status->transactions = n_transactions;
-	cs_status->bytes = n_bytes;
-	SpinLockRelease(&cs_status->mutex);
-	last_published = GetCurrentTimestamp();
-}
-
-/*
- * The write LSN reported is what arrived as XLogData, never a keepalive's
- * walEnd that is not yet recorded: PostgreSQL's walsender sends keepalives
- * only while the reported write LSN is behind what it sent
- * (WalSndWaitForWal()), and those keepalives are what lets an idle slot
- * advance.
+ * Wait ms milliseconds, or until a reload or a new request for a new
+ * generation (one that was not pending already) ends the wait.
  */
 static void
-send_status(TimestampTz now, bool reply_requested)
+sleep_ms(long ms)
 {
-	cs_send_status_update(conn, Max(received_lsn, position), position,
-						  reply_requested);
-	last_status_sent = now;
-}
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	bool		requested = cs_status_new_generation_requested(false);
 
-/*
- * Make everything added durable, advance the reported position to the
- * position of record of what was added, and tell the server.
- */
-static void
-flush_and_report(TimestampTz now)
-{
-	cs_writer_flush();
-	position = pending_position;
-	unsynced_since = 0;
-	last_flush_at = now;
-	if (streaming)
-		send_status(now, false);
-	publish_status();
-}
-
-/*
- * Once data has waited flush_interval, make it durable: inside a large
- * transaction only to spread its writeback (nothing new is reportable),
- * otherwise with a status update.
- */
-static void
-flush_if_due(TimestampTz now)
-{
-	if (unsynced_since == 0 ||
-		!TimestampDifferenceExceeds(unsynced_since, now, cs_flush_interval_ms))
-		return;
-	if (in_txn)
+	for (;;)
 	{
-		cs_writer_flush();
-		unsynced_since = 0;
-	}
-	else
-		flush_and_report(now);
-}
+		long		left;
+		int			rc;
 
-static void
-add_entry(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
-		  TimestampTz send_time, const char *data, uint32 len, TimestampTz now)
-{
-	if (unsynced_since == 0)
-		unsynced_since = now;
-	cs_writer_add(kind, data_start, wal_end, send_time, data, len);
-}
-
-static void
-maybe_rotate(TimestampTz now)
-{
-	if (!in_txn && cs_writer_should_rotate(now))
-	{
-		cs_writer_rotate(pending_position);
-		position = pending_position;
-		unsynced_since = 0;
-		last_flush_at = now;
-		send_status(now, false);
-		publish_status();
-	}
-}
-
-/* One XLogData message: archive its pgoutput payload unless skipped. */
-static void
-handle_xlogdata(const char *buf, int len, TimestampTz now)
-{
-	XLogRecPtr	data_start;
-	XLogRecPtr	wal_end;
-	TimestampTz send_time;
-	const char *payload;
-	uint32		plen;
-	CsMessageInfo info;
-
-	if (len < 25)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg_internal("invalid XLogData message of %d bytes", len)));
-	data_start = cs_get64(buf + 1);
-	wal_end = cs_get64(buf + 9);
-	send_time = (TimestampTz) cs_get64(buf + 17);
-	payload = buf + 25;
-	plen = len - 25;
-	if (!cs_parse_pgoutput(payload, plen, &info))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("invalid pgoutput message of type \"%c\" (%u bytes)",
-						plen > 0 ? payload[0] : '?', plen)));
-
-	received_lsn = Max(received_lsn, Max(data_start, wal_end));
-	last_message_at = now;
-	n_messages++;
-	n_bytes += plen;
-	compress_credit += CS_ENTRY_HEADER_SIZE + plen; /* bytes of segment */
-
-	switch (info.type)
-	{
-		case 'B':
-			in_txn = true;
-			skipping = info.lsn < skip_before;
-			if (!skipping)
-				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
+		CHECK_FOR_INTERRUPTS();
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		if (left <= 0)
 			break;
-		case 'C':
-			if (!skipping)
-			{
-				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
-				pending_position = Max(pending_position, info.end_lsn);
-				n_transactions++;
-			}
-			in_txn = false;
-			skipping = false;
-			maybe_rotate(now);
-			break;
-		case 'M':
-			if (!info.transactional && !in_txn)
-			{
-				/*
-				 * A non-transactional message is sent as soon as it is
-				 * decoded, after every transaction that committed before
-				 * it, so once durable, its LSN + 1 is a position of record:
-				 * a restart there neither loses nor repeats it.
-				 */
-				if (info.lsn < skip_before)
-					break;
-				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
-				pending_position = Max(pending_position, info.lsn + 1);
-				break;
-			}
-			if (skipping)
-				break;
-			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-					  payload, plen, now);
-			break;
-		default:
-			if (skipping)
-				break;
-			if (info.type == 'R' || info.type == 'Y')
-				cs_writer_note_schema(payload, plen, &info);
-			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-					  payload, plen, now);
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   left, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (ConfigReloadPending ||
+			(!requested && cs_status_new_generation_requested(false)))
 			break;
 	}
-}
-
-static void record_keepalive_position(TimestampTz now, TimestampTz send_time,
-									  bool force);
-
-/*
- * A primary keepalive.  With no transaction open, its walEnd may become the
- * position of record: it is written as a position entry and made durable
- * before it is reported (durability rule 2).  At most one position entry
- * per status_interval unless the server asks for a reply.
- */
-static void
-handle_keepalive(const char *buf, int len, TimestampTz now)
-{
-	XLogRecPtr	wal_end;
-	TimestampTz send_time;
-	bool		reply;
-
-	if (len < 18)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg_internal("invalid keepalive message of %d bytes", len)));
-	wal_end = cs_get64(buf + 1);
-	send_time = (TimestampTz) cs_get64(buf + 9);
-	reply = buf[17] != 0;
-	keepalive_lsn = Max(keepalive_lsn, wal_end);
-
-	if (!in_txn && wal_end > pending_position)
-	{
-		unrecorded_keepalive = wal_end;
-		record_keepalive_position(now, send_time, reply);
-	}
-	if (reply)
-		send_status(now, false);
-}
-
-/*
- * Record the newest eligible keepalive walEnd as a position entry, make it
- * durable and report it, if status_interval has passed since the last one
- * (or the server asked for a reply).  Called on each keepalive and from
- * the stream loop, so a skipped keepalive is recorded once the interval
- * has passed even if no other keepalive comes.
- */
-static void
-record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
-{
-	if (in_txn || unrecorded_keepalive <= pending_position)
-		return;
-	if (!force &&
-		!TimestampDifferenceExceeds(last_position_record, now, cs_status_interval_ms))
-		return;
-	add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, unrecorded_keepalive,
-			  send_time, NULL, 0, now);
-	pending_position = unrecorded_keepalive;
-	last_position_record = now;
-	flush_and_report(now);
-}
-
-static bool
-new_generation_requested(bool clear)
-{
-	bool		requested;
-
-	SpinLockAcquire(&cs_status->mutex);
-	requested = cs_status->new_generation_requested;
-	if (clear)
-		cs_status->new_generation_requested = false;
-	SpinLockRelease(&cs_status->mutex);
-	return requested;
 }
 
 /*
@@ -407,24 +115,20 @@ maybe_schedule_snapshot(TimestampTz now)
 
 	if (cs_snapshot_interval_s <= 0 || now < next_snapshot_attempt)
 		return;
-	SpinLockAcquire(&cs_status->mutex);
-	last = cs_status->last_snapshot_at;
-	running = cs_status->snapshot_running;
-	SpinLockRelease(&cs_status->mutex);
+	last = cs_status_last_snapshot(&running);
 	if (running ||
 		!TimestampDifferenceExceeds(last, now, cs_snapshot_interval_s * 1000))
 		return;
 	if (cs_launch_snapshot_worker(cur_generation, 0, &handle) != CS_LAUNCH_OK)
 	{
 		ereport(LOG,
-				(errmsg("changestream: could not start a scheduled snapshot; retrying in a minute"),
+				(errmsg("could not start a scheduled snapshot"),
+				 errdetail("The next attempt is in a minute."),
 				 errhint("Raise max_worker_processes if background worker slots are exhausted.")));
 		next_snapshot_attempt = TimestampTzPlusMilliseconds(now, 60 * 1000);
 		return;
 	}
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->last_snapshot_at = now;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_last_snapshot(now);
 }
 
 static bool
@@ -436,9 +140,34 @@ config_changed(void)
 		strcmp(sess_conninfo, cs_conninfo) != 0;
 }
 
+/* Does the configuration or an operator ask for a new session? */
+static bool
+session_should_end(void)
+{
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		if (config_changed())
+		{
+			ereport(LOG,
+					(errmsg("configuration changed, starting a new archiving session")));
+			return true;
+		}
+	}
+	if (cs_status_new_generation_requested(false))
+	{
+		ereport(LOG,
+				(errmsg("a new generation was requested, starting a new archiving session")));
+		return true;
+	}
+	return false;
+}
+
 /*
- * Stream until the configuration asks for a new session.  Errors leave
- * through the worker's sigsetjmp.
+ * Stream until the configuration asks for a new session: receive a batch,
+ * do what is due, and wait when idle.  Errors leave through the worker's
+ * sigsetjmp.
  */
 static void
 stream_loop(void)
@@ -452,180 +181,37 @@ stream_loop(void)
 	{
 		pgsocket	fd = PGINVALID_SOCKET;
 		TimestampTz now;
-		long		timeout;
-		int			rc;
-		WaitEvent	event;
-		int			n = 0;
-		bool		idle = false;
+		bool		idle;
 
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			if (config_changed())
-			{
-				ereport(LOG,
-						(errmsg("changestream: configuration changed, starting a new archiving session")));
-				break;
-			}
-		}
-		if (new_generation_requested(false))
-		{
-			ereport(LOG,
-					(errmsg("changestream: a new generation was requested, starting a new archiving session")));
+		if (session_should_end())
 			break;
-		}
-
+		idle = cs_stream_receive(&fd);
 		now = GetCurrentTimestamp();
-		for (;;)
-		{
-			char	   *buf;
-			int			len = walrcv_receive(conn, &buf, &fd);
-
-			if (len == 0)
-			{
-				idle = true;
-				break;
-			}
-			if (len < 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("changestream: the server ended the replication stream"),
-						 errhint("The archiver reconnects and resumes from the archive's position of record.")));
-			quiet_since = 0;
-			if ((++n & 31) == 0)
-				now = GetCurrentTimestamp();
-			if (buf[0] == 'w')
-				handle_xlogdata(buf, len, now);
-			else if (buf[0] == 'k')
-				handle_keepalive(buf, len, now);
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_PROTOCOL_VIOLATION),
-						 errmsg("changestream: unexpected message type \"%c\" in the replication stream",
-								buf[0])));
-
-			if ((n & 31) == 0)
-			{
-				flush_if_due(now);
-				if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
-					send_status(now, false);
-				/*
-				 * While the stream is busy, compression waits for idle
-				 * time, unless sealed segments pile up: then it keeps pace
-				 * with what arrives, so raw segments stay bounded.
-				 */
-				if (compress_credit >= COMPRESS_SLICE)
-				{
-					/* twice what arrived, so that a backlog shrinks */
-					if (cs_compress_backlog() > COMPRESS_BACKLOG)
-						cs_compress_step(2 * compress_credit);
-					compress_credit = 0;
-				}
-				if (TimestampDifferenceExceeds(last_published, now, 100))
-					publish_status();
-				CHECK_FOR_INTERRUPTS();
-				if (n >= MAX_BATCH_MESSAGES || ConfigReloadPending)
-					break;
-			}
-		}
-
-		now = GetCurrentTimestamp();
-		/*
-		 * The stream went idle with complete transactions pending: make them
-		 * durable once the group commit window has passed since the first of
-		 * them arrived, so that a burst shares one fsync and one status
-		 * update instead of paying one per transaction.
-		 */
-		if (idle && !in_txn && cs_writer_unsynced() &&
-			TimestampDifferenceExceeds(unsynced_since, now, group_commit_ms()))
-			flush_and_report(now);
-		else
-			flush_if_due(now);
-		maybe_rotate(now);
-		if (TimestampDifferenceExceeds(last_status_sent, now, cs_status_interval_ms))
-			send_status(now, false);
-		if (TimestampDifferenceExceeds(last_published, now, 100))
-			publish_status();
+		cs_stream_periodic(now, idle);
 		maybe_schedule_snapshot(now);
-		record_keepalive_position(now, now, false);
 		MemoryContextReset(loop_cxt);
-
-		if (!idle)
-			continue;
-
-		/*
-		 * Idle.  Compress only once the stream has been quiet for
-		 * QUIET_MS: a momentary lull while the walsender decodes is not
-		 * idle time, and compressing then would stall it on a full socket
-		 * buffer.  One slice at a time, checking the socket in between.
-		 */
-		if (quiet_since == 0)
-			quiet_since = now;
-		timeout = cs_status_interval_ms;
-		if (unrecorded_keepalive > pending_position && !in_txn)
-		{
-			long		left = cs_status_interval_ms -
-				TimestampDifferenceMilliseconds(last_position_record, now);
-
-			timeout = Min(timeout, Max(left, 1));
-		}
-		if (unsynced_since != 0)
-		{
-			long		window = in_txn ? cs_flush_interval_ms : group_commit_ms();
-			long		elapsed = TimestampDifferenceMilliseconds(unsynced_since, now);
-
-			timeout = Min(timeout, Max(window - elapsed, 1));
-		}
-		if (cs_compress_pending())
-		{
-			compress_credit = 0;
-			if (!TimestampDifferenceExceeds(quiet_since, now, QUIET_MS))
-				timeout = Min(timeout, QUIET_MS);
-			else if (cs_compress_step(COMPRESS_SLICE))
-				timeout = 0;
-		}
-		/*
-		 * One wait event set for the whole session: WaitLatchOrSocket()
-		 * would build and tear down an epoll set at every wait, and the
-		 * stream waits thousands of times a second while catching up.
-		 */
-		if (stream_wait == NULL)
-		{
-			stream_wait = cs_create_wait_event_set(3);
-			AddWaitEventToSet(stream_wait, WL_LATCH_SET, PGINVALID_SOCKET,
-							  MyLatch, NULL);
-			AddWaitEventToSet(stream_wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
-							  NULL, NULL);
-			AddWaitEventToSet(stream_wait, WL_SOCKET_READABLE, fd, NULL, NULL);
-		}
-		rc = WaitEventSetWait(stream_wait, timeout, &event, 1, PG_WAIT_EXTENSION);
-		if (rc > 0 && (event.events & WL_LATCH_SET))
-			ResetLatch(MyLatch);
+		if (idle)
+			cs_stream_wait(fd, now);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(loop_cxt);
 }
 
+/*
+ * Close what a session holds outside fd.c's tracking: the connection, the
+ * active segment, the compressor's files, the snapshot's files and the
+ * lock file.
+ */
 static void
 session_cleanup(void)
 {
-	streaming = false;
-	writer_open = false;
+	cs_stream_reset();
 	if (conn != NULL)
 		cs_disconnect(conn);
 	conn = NULL;
-	if (snap_conn != NULL)
-		cs_disconnect(snap_conn);
-	snap_conn = NULL;
-	if (stream_wait != NULL)
-		FreeWaitEventSet(stream_wait);
-	stream_wait = NULL;
 	cs_snapshot_cleanup();
-	SpinLockAcquire(&cs_status->mutex);
-	memset(&cs_status->progress[CS_PROGRESS_ARCHIVER], 0, sizeof(CsProgress));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_clear_progress(CS_PROGRESS_ARCHIVER);
 	cs_writer_reset();
 	cs_compress_reset();
 	if (lock_fd >= 0)
@@ -634,125 +220,132 @@ session_cleanup(void)
 }
 
 /*
- * Decide whether the archive's newest generation continues, or a new one
- * must open; returns the reason for a new one, or NULL.
+ * A slot that another process streams from cannot be ours: fail the
+ * session before any generation decision.  Our own walsender of a session
+ * that just ended may still be releasing it, so wait for it a little
+ * first.
  */
-static const char *
-new_generation_reason(List *gens, uint64 sysid, uint32 tli,
-					  const CsSlotInfo *slot, const char *slot_event,
-					  CsIdentity *identity)
+static void
+require_slot_free(CsSlotInfo *slot)
 {
-	if (gens == NIL)
-		return "first start: the archive holds no generation";
-	if (slot_event)
-		return slot_event;
-	if (!cs_read_identity(sess_directory, *(uint64 *) llast(gens), identity))
-		return "the newest generation has no identity file";
-	if (identity->system_identifier != sysid)
-		return psprintf("the system identifier changed from " UINT64_FORMAT " to " UINT64_FORMAT,
-						identity->system_identifier, sysid);
-	if (identity->timeline != tli)
-		return psprintf("the timeline changed from %u to %u",
-						identity->timeline, tli);
-	if (strcmp(identity->slot, cs_slot_name) != 0 ||
-		strcmp(identity->database, cs_database) != 0)
-		return psprintf("the slot or database changed (was slot \"%s\" of database \"%s\")",
-						identity->slot, identity->database);
-	if (strcmp(identity->plugin_options, cs_plugin_options()) != 0)
-		return psprintf("the plugin options changed (were %s)",
-						identity->plugin_options);
-	return NULL;
-}
+	int			i;
 
-/* mtime of the newest snapshot of a generation, or its creation time */
-static TimestampTz
-newest_snapshot_time(uint64 generation)
-{
-	char	   *dir = psprintf("%s/snapshots", cs_generation_path(sess_directory, generation));
-	DIR		   *d = AllocateDir(dir);
-	struct dirent *de;
-	TimestampTz newest = 0;
-	CsIdentity	identity;
-
-	if (d != NULL)
+	for (i = 0; slot->exists && slot->active && i < SLOT_RELEASE_TRIES; i++)
 	{
-		while ((de = ReadDir(d, dir)) != NULL)
-		{
-			struct stat st;
-			char	   *path;
-
-			if (strstr(de->d_name, ".snapshot.gz") == NULL ||
-				strstr(de->d_name, ".tmp") != NULL)
-				continue;
-			path = psprintf("%s/%s", dir, de->d_name);
-			if (stat(path, &st) == 0)
-				newest = Max(newest, time_t_to_timestamptz(st.st_mtime));
-		}
-		FreeDir(d);
+		sleep_ms(100);
+		cs_get_slot(conn, slot);
 	}
-	if (newest == 0 && cs_read_identity(sess_directory, generation, &identity))
-		newest = identity.created_at;
-	return newest;
+	if (slot->exists && slot->active)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("replication slot \"%s\" is active for PID %d",
+						cs_slot_name, slot->active_pid),
+				 errdetail("Another process is streaming from the slot."),
+				 errhint("Stop the other consumer of the slot, or set changestream.slot_name to a slot that only changestream uses.")));
 }
 
 /*
- * Open a new generation with its opening snapshot.  With a new slot the
- * snapshot is the slot's own (created here, SNAPSHOT 'use'); otherwise a
- * temporary slot on a second connection gives a snapshot at its consistent
- * point C, and the archiver's slot is streamed from C: transactions that
- * commit before C are in the snapshot, the others in the WAL segments.
+ * Lock the archive, connect and look at the slot: drop it if it cannot be
+ * used any more.  Returns the slot event that makes a new generation
+ * necessary, or NULL.
  */
-static void
-open_generation(bool create_slot, uint64 sysid, uint32 tli, const char *reason)
+static const char *
+session_connect(uint64 *sysid, uint32 *tli, CsSlotInfo *slot)
 {
-	CsIdentity	identity;
-	CsSnapshotResult result;
-	char	   *tmpdir;
-	char	   *snapdir;
+	const char *slot_event = NULL;
 
-	memset(&identity, 0, sizeof(identity));
-	identity.system_identifier = sysid;
-	identity.timeline = tli;
-	strlcpy(identity.database, cs_database, NAMEDATALEN);
-	strlcpy(identity.slot, cs_slot_name, NAMEDATALEN);
-	strlcpy(identity.plugin, "pgoutput", NAMEDATALEN);
-	strlcpy(identity.plugin_options, cs_plugin_options(),
-			sizeof(identity.plugin_options));
-	strlcpy(identity.reason, reason, sizeof(identity.reason));
-	tmpdir = cs_generation_prepare(sess_directory, &identity);
-	snapdir = psprintf("%s/snapshots", tmpdir);
+	if (path_is_prefix_of_path(DataDir, sess_directory))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream.directory \"%s\" is inside the data directory",
+						sess_directory),
+				 errhint("Put the archive outside the data directory: base backups would copy it and it would share the cluster's fate.")));
+	lock_fd = cs_lock_archive(sess_directory);
+	cs_remove_tmp_files(sess_directory);
 
-	if (create_slot)
+	conn = cs_connect(sysid, tli);
+	cs_check_publication(conn);
+	cs_check_replica_identity(conn);
+	cs_get_slot(conn, slot);
+	require_slot_free(slot);
+	if (slot->exists && slot_undecodable)
 	{
-		cs_snapshot_take(conn, cs_slot_name, false, snapdir,
-						 identity.generation, CS_PROGRESS_ARCHIVER, &result);
+		cs_drop_slot(conn);
+		slot->exists = false;
+		slot_event = psprintf("replication slot \"%s\" could not decode past a point where publication \"%s\" did not exist (it was dropped and created again) and is recreated",
+							  cs_slot_name, cs_publication);
+	}
+	slot_undecodable = false;
+	if (slot->exists && slot->lost)
+	{
+		cs_drop_slot(conn);
+		slot->exists = false;
+		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and is recreated",
+							  cs_slot_name);
+	}
+	if (!slot->exists && slot_event == NULL)
+		slot_event = psprintf("replication slot \"%s\" did not exist and is created",
+							  cs_slot_name);
+	return slot_event;
+}
+
+/*
+ * Continue the newest generation, or open a new one when there is a true
+ * reason; returns the position of record streaming starts at.
+ */
+static XLogRecPtr
+choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
+				  const char *slot_event)
+{
+	List	   *gens = cs_list_generations(sess_directory);
+	CsIdentity	identity;
+	const char *reason;
+	XLogRecPtr	position = InvalidXLogRecPtr;
+
+	reason = cs_new_generation_reason(sess_directory, gens, sysid, tli, slot,
+									  slot_event,
+									  cs_status_new_generation_requested(false),
+									  &identity);
+	if (reason == NULL)
+	{
+		cur_generation = *(uint64 *) llast(gens);
+		cs_writer_recover(sess_directory, cur_generation, slot->confirmed_flush,
+						  &position);
+
+		/*
+		 * Recovery found the archive intact: a slot past its position of
+		 * record means the archive is older than the slot (restored from a
+		 * copy), and what lies between is lost to this generation.
+		 */
+		if (slot->confirmed_flush > position)
+		{
+			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn %X/%X is past the archived position %X/%X",
+							  cs_slot_name, LSN_FORMAT_ARGS(slot->confirmed_flush),
+							  LSN_FORMAT_ARGS(position));
+			cs_writer_reset();
+		}
+	}
+	if (reason != NULL)
+	{
+		cur_generation = cs_open_generation(sess_directory, conn, !slot->exists,
+											sysid, tli, reason, &position);
+		cs_status_new_generation_requested(true);	/* satisfied by this one */
 		ereport(LOG,
-				(errmsg("changestream: created replication slot \"%s\" at %X/%X",
-						cs_slot_name, LSN_FORMAT_ARGS(result.lsn))));
+				(errmsg("started generation %016llx at %X/%X",
+						(unsigned long long) cur_generation,
+						LSN_FORMAT_ARGS(position)),
+				 errdetail("Reason: %s.", reason)));
 	}
 	else
 	{
-		uint64		sysid2;
-		uint32		tli2;
-		char		slot_name[NAMEDATALEN];
-
-		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
-		snap_conn = cs_connect(&sysid2, &tli2);
-		cs_snapshot_take(snap_conn, slot_name, true, snapdir,
-						 identity.generation, CS_PROGRESS_ARCHIVER, &result);
-		cs_disconnect(snap_conn);
-		snap_conn = NULL;
+		ereport(last_session_failed ? DEBUG1 : LOG,
+				(errmsg("resuming generation %016llx at %X/%X",
+						(unsigned long long) cur_generation,
+						LSN_FORMAT_ARGS(position))));
+		cs_status_set_last_snapshot(cs_newest_snapshot_time(sess_directory,
+															cur_generation));
 	}
-	identity.start_lsn = result.lsn;
-	cs_generation_commit(sess_directory, &identity, tmpdir);
-	cur_generation = identity.generation;
-	cs_writer_open_first(sess_directory, cur_generation, sysid, tli,
-						 identity.start_lsn);
-	writer_open = true;
-	position = identity.start_lsn;
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->last_snapshot_at = GetCurrentTimestamp();
-	SpinLockRelease(&cs_status->mutex);
+	return position;
 }
 
 static void
@@ -761,11 +354,8 @@ run_session(void)
 	uint64		sysid;
 	uint32		tli;
 	CsSlotInfo	slot;
-	List	   *gens;
-	CsIdentity	identity;
-	const char *reason;
-	const char *slot_event = NULL;
-	TimestampTz now;
+	const char *slot_event;
+	XLogRecPtr	position;
 
 	next_snapshot_attempt = 0;
 	MemoryContextReset(session_cxt);
@@ -776,120 +366,37 @@ run_session(void)
 	sess_conninfo = pstrdup(cs_conninfo);
 
 	cs_status_set_state(CS_STATE_CONNECTING);
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);
-	SpinLockRelease(&cs_status->mutex);
-
+	cs_status_set_slot(cs_slot_name);
+	cs_stream_reset();
 	cs_writer_reset();
 	cs_compress_reset();
-	if (path_is_prefix_of_path(DataDir, sess_directory))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("changestream.directory \"%s\" is inside the data directory",
-						sess_directory),
-				 errhint("Put the archive outside the data directory: base backups would copy it and it would share the cluster's fate.")));
-	lock_fd = cs_lock_archive(sess_directory);
-	cs_remove_tmp_files(sess_directory);
 
-	conn = cs_connect(&sysid, &tli);
-	cs_check_publication(conn);
-	cs_check_replica_identity(conn);
-	cs_get_slot(conn, &slot);
-	if (slot.exists && slot_undecodable)
-	{
-		cs_drop_slot(conn);
-		slot.exists = false;
-		slot_event = psprintf("replication slot \"%s\" could not decode past a point where publication \"%s\" did not exist (it was dropped and created again) and is recreated",
-							  cs_slot_name, cs_publication);
-	}
-	slot_undecodable = false;
-	if (slot.exists && slot.lost)
-	{
-		cs_drop_slot(conn);
-		slot.exists = false;
-		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and is recreated",
-							  cs_slot_name);
-	}
-	if (!slot.exists && slot_event == NULL)
-		slot_event = psprintf("replication slot \"%s\" did not exist and is created",
-							  cs_slot_name);
-
-	gens = cs_list_generations(sess_directory);
-	reason = new_generation_reason(gens, sysid, tli, &slot, slot_event, &identity);
-	if (reason == NULL && new_generation_requested(true))
-		reason = "requested by changestream.new_generation()";
-	if (reason == NULL)
-	{
-		cur_generation = *(uint64 *) llast(gens);
-		cs_writer_recover(sess_directory, cur_generation, &position);
-		writer_open = true;
-		if (slot.confirmed_flush > position)
-		{
-			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn %X/%X is past the archived position %X/%X",
-							  cs_slot_name, LSN_FORMAT_ARGS(slot.confirmed_flush),
-							  LSN_FORMAT_ARGS(position));
-			writer_open = false;
-		}
-	}
-	if (reason != NULL)
-	{
-		open_generation(!slot.exists, sysid, tli, reason);
-		ereport(LOG,
-				(errmsg("changestream: started generation %016llx at %X/%X",
-						(unsigned long long) cur_generation,
-						LSN_FORMAT_ARGS(position)),
-				 errdetail("Reason: %s.", reason)));
-	}
-	else
-	{
-		ereport(last_session_failed ? DEBUG1 : LOG,
-				(errmsg("changestream: resuming generation %016llx at %X/%X",
-						(unsigned long long) cur_generation,
-						LSN_FORMAT_ARGS(position))));
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->last_snapshot_at = newest_snapshot_time(cur_generation);
-		SpinLockRelease(&cs_status->mutex);
-	}
-
-	pending_position = position;
-	skip_before = position;
-	received_lsn = position;
-	keepalive_lsn = InvalidXLogRecPtr;
-	unrecorded_keepalive = InvalidXLogRecPtr;
-	in_txn = false;
-	skipping = false;
-	unsynced_since = 0;
-	compress_credit = 0;
-
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->has_generation = true;
-	cs_status->generation = cur_generation;
-	SpinLockRelease(&cs_status->mutex);
-	publish_status();
+	slot_event = session_connect(&sysid, &tli, &slot);
+	position = choose_generation(sysid, tli, &slot, slot_event);
+	cs_stream_writer_opened(position);
+	cs_status_set_generation(cur_generation);
 
 	cs_start_replication(conn, position);
-	streaming = true;
+	cs_stream_started(conn);
 	cs_status_set_state(CS_STATE_STREAMING);
 	if (last_session_failed)
 	{
 		ereport(LOG,
-				(errmsg("changestream: streaming again at %X/%X after %d failed attempt(s)",
-						LSN_FORMAT_ARGS(position), suppressed_repeats + 1)));
+				(errmsg_plural("streaming again at %X/%X after %d failed attempt",
+							   "streaming again at %X/%X after %d failed attempts",
+							   suppressed_repeats + 1,
+							   LSN_FORMAT_ARGS(position), suppressed_repeats + 1)));
 		suppressed_repeats = 0;
 		last_logged_error[0] = '\0';
 	}
 	last_session_failed = false;
-	backoff_ms = 1000;
-	now = GetCurrentTimestamp();
-	send_status(now, false);
-	last_position_record = now;
+	backoff_ms = BACKOFF_MIN_MS;
 
 	stream_loop();
 
 	/* a clean end of session: make everything durable and say so */
 	cs_status_set_state(CS_STATE_STOPPING);
-	flush_and_report(GetCurrentTimestamp());
-	cs_writer_close();
+	cs_stream_finish();
 	session_cleanup();
 }
 
@@ -901,40 +408,16 @@ run_session(void)
 static void
 archiver_exit(int code, Datum arg)
 {
-	if (cs_status != NULL)
-		cs_status_set_state(CS_STATE_STOPPING);
-	if (writer_open)
-	{
-		writer_open = false;
-		cs_writer_flush();
-		position = pending_position;
-		if (streaming && conn != NULL)
-		{
-			streaming = false;
-			cs_send_status_update(conn, Max(received_lsn, position), position,
-								  false);
-		}
-		cs_writer_close();
-	}
+	if (cs_status == NULL)
+		return;
+	cs_status_set_state(CS_STATE_STOPPING);
+	cs_stream_exit();
 	if (conn != NULL)
 		cs_disconnect(conn);
 	conn = NULL;
-	if (cs_status != NULL)
-	{
-		publish_status();
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->pid = 0;
-		cs_status->archiver_latch = NULL;
-		cs_status->state = CS_STATE_NOT_RUNNING;
-		SpinLockRelease(&cs_status->mutex);
-	}
+	cs_status_archiver_exited();
 }
 
-/*
- * Whether to log an error: not when it repeats the last one logged (same
- * SQLSTATE and the same text up to the first quoted name, so that a fresh
- * temporary file name does not make it new) within ERROR_REPEAT_SECS.
- */
 /*
  * before_shmem_exit callback for a worker that dies before it is connected
  * (typically: changestream.database does not exist): say so in status().
@@ -942,19 +425,14 @@ archiver_exit(int code, Datum arg)
 static void
 startup_exit(int code, Datum arg)
 {
-	SpinLockAcquire(&cs_status->mutex);
-	if (cs_status->pid == MyProcPid && cs_status->state == CS_STATE_STARTING)
-	{
-		snprintf(cs_status->last_error, CS_ERROR_LEN,
-				 "the archiver could not connect to database \"%s\" (changestream.database); see the server log",
-				 cs_database);
-		cs_status->last_error_at = GetCurrentTimestamp();
-		cs_status->state = CS_STATE_NOT_RUNNING;
-		cs_status->pid = 0;
-	}
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_archiver_startup_failed(cs_database);
 }
 
+/*
+ * Whether to log an error: not when it repeats the last one logged (same
+ * SQLSTATE and the same text up to the first quoted name, so that a fresh
+ * temporary file name does not make it new) within ERROR_REPEAT_SECS.
+ */
 static bool
 should_log_error(int sqlerrcode, const char *message)
 {
@@ -976,7 +454,7 @@ should_log_error(int sqlerrcode, const char *message)
 	}
 	if (suppressed_repeats > 0)
 		ereport(LOG,
-				(errmsg("changestream: the previous error repeated %d more times",
+				(errmsg("the previous error repeated %d more times",
 						suppressed_repeats)));
 	suppressed_repeats = 0;
 	strlcpy(last_logged_error, message, CS_ERROR_LEN);
@@ -994,71 +472,85 @@ should_log_error(int sqlerrcode, const char *message)
  * is on the server's English message text.
  */
 static void
-note_stream_error(const char *message)
+note_stream_error(const char *message, bool was_streaming)
 {
 	char	   *needle;
 
-	if (!streaming || message == NULL)
+	if (!was_streaming || message == NULL)
 		return;
 	needle = psprintf("publication \"%s\" does not exist", cs_publication);
 	if (strstr(message, needle) != NULL && strstr(message, "WAL stream") != NULL)
 	{
 		slot_undecodable = true;
 		ereport(LOG,
-				(errmsg("changestream: replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
+				(errmsg("replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
 						cs_slot_name, cs_publication),
 				 errdetail("The next session recreates the slot and opens a new generation once the publication exists.")));
 	}
 	pfree(needle);
 }
 
+/*
+ * The error path of a session, entered through sigsetjmp: log the error
+ * (once), release what the session held, publish the error and wait the
+ * backoff delay.
+ */
 static void
-sleep_ms(long ms)
+session_failed(void)
 {
-	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	ErrorData  *edata;
+	bool		was_streaming = cs_stream_is_streaming();
 
-	for (;;)
-	{
-		long		left;
-		int			rc;
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	note_stream_error(edata->message, was_streaming);
+	if (should_log_error(edata->sqlerrcode, edata->message))
+		EmitErrorReport();
+	FlushErrorState();
 
-		CHECK_FOR_INTERRUPTS();
-		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
-		if (left <= 0)
-			break;
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   left, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		if (ConfigReloadPending)
-			break;
-	}
+	/*
+	 * Release what the failed session held, as bgwriter.c does after an
+	 * error: wait events, LWLocks, the transaction if one was open, and
+	 * every file and directory fd.c tracks (AllocateDir, AllocateFile,
+	 * OpenTransientFile), which outside a transaction nothing else would
+	 * close.  The long-lived files are closed by session_cleanup().
+	 */
+	pgstat_report_wait_end();
+	LWLockReleaseAll();
+	AbortOutOfAnyTransaction();
+	AtEOXact_Files(false);
+	session_cleanup();
+	MemoryContextReset(session_cxt);
+	sess_directory = sess_slot = sess_publication = sess_conninfo = NULL;
+	cs_status_set_error(edata->message);
+	FreeErrorData(edata);
+	MemoryContextSwitchTo(TopMemoryContext);
+	RESUME_INTERRUPTS();
+
+	sleep_ms(backoff_ms);
+	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
+	last_session_failed = true;
 }
 
 /*
- * changestream_archiver_main(main_arg) -> void (never returns)
+ * changestream_archiver_main
  *	  Entry point of the "changestream archiver" background worker,
- *	  registered by _PG_init().  Connects to changestream.database and runs
- *	  archiving sessions until SIGTERM.
+ *	  registered by _PG_init() (main_arg is unused).  Connects to
+ *	  changestream.database and runs archiving sessions until SIGTERM;
+ *	  never returns.
  */
 void
 changestream_archiver_main(Datum main_arg)
 {
 	sigjmp_buf	local_sigjmp_buf;
 
-
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->pid = MyProcPid;
-	cs_status->archiver_latch = MyLatch;
-	cs_status->state = CS_STATE_STARTING;
-	strlcpy(cs_status->database, cs_database, NAMEDATALEN);
-	strlcpy(cs_status->slot, cs_slot_name, NAMEDATALEN);
-	SpinLockRelease(&cs_status->mutex);
-
+	cs_status_archiver_started(MyLatch, cs_database, cs_slot_name);
 	before_shmem_exit(startup_exit, (Datum) 0);
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
 	cs_status_set_state(CS_STATE_CONNECTING);
@@ -1069,28 +561,7 @@ changestream_archiver_main(Datum main_arg)
 										ALLOCSET_DEFAULT_SIZES);
 
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
-	{
-		ErrorData  *edata;
-
-		error_context_stack = NULL;
-		HOLD_INTERRUPTS();
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		note_stream_error(edata->message);
-		if (should_log_error(edata->sqlerrcode, edata->message))
-			EmitErrorReport();
-		FlushErrorState();
-		AbortOutOfAnyTransaction();
-		session_cleanup();
-		cs_status_set_error(edata->message);
-		FreeErrorData(edata);
-		MemoryContextSwitchTo(TopMemoryContext);
-		RESUME_INTERRUPTS();
-
-		sleep_ms(backoff_ms);
-		backoff_ms = Min(backoff_ms * 2, 30000);
-		last_session_failed = true;
-	}
+		session_failed();
 	PG_exception_stack = &local_sigjmp_buf;
 
 	for (;;)
@@ -1108,7 +579,7 @@ changestream_archiver_main(Datum main_arg)
 			cs_status_set_state(CS_STATE_DISABLED);
 			if (!logged_disabled)
 				ereport(LOG,
-						(errmsg("changestream: archiving is disabled because changestream.directory is not set"),
+						(errmsg("archiving is disabled because changestream.directory is not set"),
 						 errhint("Set changestream.directory in postgresql.conf and reload the configuration.")));
 			logged_disabled = true;
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,

@@ -55,7 +55,7 @@ _PG_init(void)
 	/*
 	 * Loaded any other way (CREATE EXTENSION, LOAD) the library defines
 	 * nothing: changestream.database is PGC_POSTMASTER and cannot be
-	 * defined after startup.  The SQL functions then raise 55000 with a
+	 * defined after startup.  The SQL functions then raise object_not_in_prerequisite_state with a
 	 * hint (cs_status is NULL).
 	 */
 	if (!process_shared_preload_libraries_in_progress)

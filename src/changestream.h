@@ -17,6 +17,8 @@
 #include "storage/latch.h"
 #include "storage/spin.h"
 
+#include "archive_layout.h"
+
 /* ---------- guc.c ---------- */
 
 extern char *cs_directory;
@@ -58,13 +60,17 @@ typedef struct CsProgress
 #define CS_PROGRESS_ARCHIVER	0
 #define CS_PROGRESS_SNAPSHOT	1
 
+/*
+ * The workers' status in shared memory.  Only shmem_status.c touches it,
+ * through the accessors below.  The scalars (up to text_start) are guarded
+ * by the spinlock, a few stores at a time; the text fields after it by the
+ * LWLock "changestream status".
+ */
 typedef struct CsStatus
 {
 	slock_t		mutex;
 	pid_t		pid;
 	CsWorkerState state;
-	char		database[NAMEDATALEN];
-	char		slot[NAMEDATALEN];
 	bool		has_generation;
 	uint64		generation;
 	int64		segment_index;
@@ -75,30 +81,74 @@ typedef struct CsStatus
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
-	char		last_error[CS_ERROR_LEN];
 	TimestampTz last_error_at;
+	bool		snapshot_running;	/* a snapshot worker is active */
+	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
+	int			snapshot_result_code;	/* its SQLSTATE when it failed */
+	TimestampTz last_snapshot_at;
+	bool		new_generation_requested;	/* by new_generation() */
+	Latch	   *archiver_latch;
+	struct LWLock *lock;		/* guards what follows */
 
+	/* text fields, under lock */
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	char		last_error[CS_ERROR_LEN];
 	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
 	CsProgress	progress[2];
 	char		no_replica_identity[512];	/* published tables lacking one */
-	bool		snapshot_running;	/* a snapshot worker is active */
-	pid_t		snapshot_pid;
-	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
 	char		snapshot_result_error[CS_ERROR_LEN];
-	TimestampTz last_snapshot_at;
-
-	/* requests from SQL */
-	bool		new_generation_requested;
-	Latch	   *archiver_latch;
 } CsStatus;
+
+#define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
+
+/* What an archiving session has done so far, as status() shows it. */
+typedef struct CsStreamCounters
+{
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+} CsStreamCounters;
 
 extern CsStatus *cs_status;
 
 extern void cs_shmem_request(void);
 extern void cs_shmem_startup(void);
 extern const char *cs_state_name(CsWorkerState state);
+extern void cs_status_copy(CsStatus *copy);
+extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
+/* the archiver */
+extern void cs_status_archiver_started(Latch *latch, const char *database,
+									   const char *slot);
+extern void cs_status_archiver_startup_failed(const char *database);
+extern void cs_status_archiver_exited(void);
 extern void cs_status_set_state(CsWorkerState state);
 extern void cs_status_set_error(const char *message);
+extern void cs_status_set_slot(const char *slot);
+extern void cs_status_set_generation(uint64 generation);
+extern void cs_status_set_segment(int64 index);
+extern void cs_status_publish_progress(const CsStreamCounters *counters);
+extern bool cs_status_new_generation_requested(bool clear);
+extern bool cs_status_request_new_generation(void);
+/* snapshots */
+extern TimestampTz cs_status_last_snapshot(bool *running);
+extern void cs_status_set_last_snapshot(TimestampTz at);
+extern bool cs_status_claim_snapshot(void);
+extern void cs_status_snapshot_not_launched(void);
+extern void cs_status_snapshot_done(XLogRecPtr lsn);
+extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);
+extern void cs_status_snapshot_worker_exited(void);
+extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
+											bool worker_gone);
+extern bool cs_status_snapshot_running(void);
+extern void cs_status_set_progress(int which, const char *table, int64 rows,
+								   const char *waiting_for);
+extern void cs_status_clear_progress(int which);
+extern void cs_status_set_no_replica_identity(const char *tables);
 
 /* ---------- archive_dir.c ---------- */
 
@@ -128,12 +178,8 @@ typedef struct CsIdentity
 	char		reason[512];
 } CsIdentity;
 
-extern bool cs_parse_generation(const char *text, uint64 *generation);
 extern void cs_format_utc(TimestampTz t, char *buf, size_t len);
 extern void cs_validate_generation_arg(const char *text, uint64 *generation);
-extern char *cs_generation_path(const char *directory, uint64 generation);
-extern char *cs_wal_dir_path(const char *directory, uint64 generation);
-extern List *cs_list_generations(const char *directory);
 extern bool cs_read_identity(const char *directory, uint64 generation,
 							 CsIdentity *identity);
 extern char *cs_generation_prepare(const char *directory, CsIdentity *identity);
@@ -187,9 +233,6 @@ extern bool cs_frame_check_header(const char *hdr, uint32 *body_len,
 extern bool cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc);
 extern bool cs_next_entry(const char *body, uint32 body_len, uint32 *offset,
 						  CsEntry *entry);
-extern char *cs_segment_file_name(int64 index, bool compressed);
-extern bool cs_parse_segment_file_name(const char *name, int64 *index,
-									   bool *compressed);
 
 /* ---------- pgoutput_parse.c ---------- */
 
@@ -210,16 +253,35 @@ extern bool cs_parse_pgoutput(const char *data, uint32 len,
 
 typedef struct CsSegmentReader CsSegmentReader;
 
-extern CsSegmentReader *cs_reader_open(const char *path, bool missing_ok);
+extern CsSegmentReader *cs_reader_open(const char *path, bool compressed,
+									   bool missing_ok);
 extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
+extern const char *cs_reader_path(CsSegmentReader *reader);
 extern bool cs_reader_next_frame(CsSegmentReader *reader);
 extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
+extern bool cs_reader_finish(CsSegmentReader *reader, bool may_be_torn);
 extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
-extern const char *cs_reader_frame_body(CsSegmentReader *reader);
-extern bool cs_reader_torn(CsSegmentReader *reader);
+extern bool cs_reader_frame_done(CsSegmentReader *reader);
 extern void cs_reader_close(CsSegmentReader *reader);
+
+/*
+ * The position of record of a stream of entries, advanced entry by entry
+ * (cs_track_entry()), with what is needed to check the stream's order.
+ */
+typedef struct CsPositionTracker
+{
+	XLogRecPtr	position;		/* position of record so far */
+	bool		in_txn;			/* between a BEGIN and its COMMIT */
+	XLogRecPtr	begin_lsn;		/* final LSN of the open transaction */
+	XLogRecPtr	last_commit_lsn;	/* commit LSN of the last COMMIT */
+	uint64		transactions;	/* COMMITs seen */
+} CsPositionTracker;
+
+extern const char *cs_track_entry(CsPositionTracker *tracker,
+								  const CsEntry *entry,
+								  const CsMessageInfo *info);
 
 /*
  * Positions found by scanning a segment: what recovery and the SQL
@@ -238,14 +300,15 @@ typedef struct CsSegmentScan
 									 * 0 = whole frame is safe */
 	int64		safe_end;		/* file offset after last safe frame */
 	int64		valid_end;		/* file offset after last valid frame */
-	bool		torn;			/* trailing bytes did not validate */
+	bool		torn;			/* ends in a torn tail */
 	uint64		transactions;
 } CsSegmentScan;
 
 typedef void (*CsSchemaCallback) (const CsEntry *entry,
 								  const CsMessageInfo *info, void *arg);
 
-extern bool cs_scan_segment(const char *path, CsSegmentScan *scan,
+extern bool cs_scan_segment(const char *path, bool compressed,
+							bool may_be_torn, CsSegmentScan *scan,
 							CsSchemaCallback schema_cb, void *arg);
 
 /* ---------- compress.c ---------- */
@@ -255,12 +318,12 @@ extern void cs_compress_enqueue(const char *wal_dir, int64 index);
 extern bool cs_compress_step(long budget_bytes);
 extern bool cs_compress_pending(void);
 extern int	cs_compress_backlog(void);
-extern void cs_compress_segment_now(const char *wal_dir, int64 index);
 
 /* ---------- segment_writer.c ---------- */
 
 extern void cs_writer_reset(void);
 extern void cs_writer_recover(const char *directory, uint64 generation,
+							  XLogRecPtr confirmed_flush,
 							  XLogRecPtr *position);
 extern void cs_writer_open_first(const char *directory, uint64 generation,
 								 uint64 system_identifier, uint32 timeline,
@@ -269,34 +332,30 @@ extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 						  TimestampTz send_time, const char *data, uint32 len);
 extern void cs_writer_note_schema(const char *data, uint32 len,
 								  const CsMessageInfo *info);
-extern void cs_writer_write(void);
 extern void cs_writer_flush(void);
 extern bool cs_writer_unsynced(void);
-extern Size cs_writer_buffered(void);
 extern bool cs_writer_should_rotate(TimestampTz now);
 extern void cs_writer_rotate(XLogRecPtr position);
-extern int64 cs_writer_segment_index(void);
 extern void cs_writer_close(void);
 
 /* ---------- walsender_conn.c ---------- */
 
 struct WalReceiverConn;
+struct WalRcvExecResult;
 
 typedef struct CsSlotInfo
 {
 	bool		exists;
 	bool		lost;
 	XLogRecPtr	confirmed_flush;
-	char		plugin[NAMEDATALEN];
-	char		database[NAMEDATALEN];
-	bool		active;
+	bool		active;			/* a walsender is streaming from it */
+	int			active_pid;		/* that walsender's PID, on the server */
 } CsSlotInfo;
 
 extern struct WalReceiverConn *cs_connect(uint64 *system_identifier,
 										  uint32 *timeline);
 extern void cs_disconnect(struct WalReceiverConn *conn);
 extern void cs_get_slot(struct WalReceiverConn *conn, CsSlotInfo *info);
-extern XLogRecPtr cs_create_slot(struct WalReceiverConn *conn);
 extern void cs_drop_slot(struct WalReceiverConn *conn);
 extern void cs_check_publication(struct WalReceiverConn *conn);
 extern void cs_start_replication(struct WalReceiverConn *conn,
@@ -304,6 +363,10 @@ extern void cs_start_replication(struct WalReceiverConn *conn,
 extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
 								  bool reply_requested);
+extern struct WalRcvExecResult *cs_exec(struct WalReceiverConn *conn,
+										const char *sql, int expect);
+extern List *cs_exec_rows(struct WalReceiverConn *conn, const char *sql,
+						  int ncols);
 extern const char *cs_plugin_options(void);
 extern const char *cs_session_settings(void);
 
@@ -322,8 +385,13 @@ extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
 								   int progress_slot, CsSnapshotResult *result);
 extern void cs_snapshot_cleanup(void);
 extern void cs_check_replica_identity(struct WalReceiverConn *conn);
+
+/* ---------- snapshot_manifest.c ---------- */
+
+struct stat;
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
-									  int *tables, int64 *rows);
+									  int *tables, int64 *rows,
+									  struct stat *st);
 
 /* ---------- snapshot_worker.c ---------- */
 
@@ -339,6 +407,33 @@ typedef enum CsLaunchResult
 extern CsLaunchResult cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 												struct BackgroundWorkerHandle **handle);
 extern PGDLLEXPORT void changestream_snapshot_main(Datum main_arg);
+
+/* ---------- stream.c ---------- */
+
+extern void cs_stream_reset(void);
+extern void cs_stream_writer_opened(XLogRecPtr position);
+extern void cs_stream_started(struct WalReceiverConn *conn);
+extern bool cs_stream_is_streaming(void);
+extern bool cs_stream_receive(pgsocket *fd);
+extern void cs_stream_periodic(TimestampTz now, bool idle);
+extern void cs_stream_wait(pgsocket fd, TimestampTz now);
+extern void cs_stream_finish(void);
+extern void cs_stream_exit(void);
+
+/* ---------- generation_policy.c ---------- */
+
+extern const char *cs_new_generation_reason(const char *directory, List *gens,
+											uint64 sysid, uint32 tli,
+											const CsSlotInfo *slot,
+											const char *slot_event,
+											bool requested,
+											CsIdentity *identity);
+extern TimestampTz cs_newest_snapshot_time(const char *directory,
+										   uint64 generation);
+extern uint64 cs_open_generation(const char *directory,
+								 struct WalReceiverConn *conn,
+								 bool create_slot, uint64 sysid, uint32 tli,
+								 const char *reason, XLogRecPtr *start_lsn);
 
 /* ---------- archiver.c ---------- */
 

@@ -7,7 +7,7 @@
  *
  *	  Each segment is written as <index>.wal.gz.tmp, fsynced, renamed to
  *	  <index>.wal.gz, the directory fsynced, then <index>.wal removed and
- *	  the directory fsynced again (DESIGN.md, "Archive layout").  A crash at
+ *	  the directory fsynced again (docs/DESIGN.md, "Archive layout").  A crash at
  *	  any point leaves either the raw segment or a complete .gz (plus,
  *	  perhaps, a raw copy or a .tmp that the next start cleans up).
  *
@@ -61,7 +61,7 @@ close_active(bool remove_tmp)
 }
 
 /*
- * cs_compress_reset() -> void
+ * cs_compress_reset
  *	  Abandon the job in progress (its .tmp is removed) and empty the queue.
  *	  Used at session start and after an error.
  */
@@ -79,7 +79,7 @@ cs_compress_reset(void)
 }
 
 /*
- * cs_compress_enqueue(wal_dir, index) -> void
+ * cs_compress_enqueue
  *	  Queue sealed segment <wal_dir>/<index>.wal for compression.
  */
 void
@@ -98,14 +98,14 @@ cs_compress_enqueue(const char *wal_dir, int64 index)
 	MemoryContextSwitchTo(old);
 }
 
-/* cs_compress_backlog() -> int: sealed segments waiting or in progress */
+/* cs_compress_backlog: sealed segments waiting or in progress (returns int) */
 int
 cs_compress_backlog(void)
 {
 	return list_length(queue) + (active != NULL ? 1 : 0);
 }
 
-/* cs_compress_pending() -> bool: is there work queued or in progress? */
+/* cs_compress_pending: is there work queued or in progress? (returns bool) */
 bool
 cs_compress_pending(void)
 {
@@ -126,12 +126,12 @@ start_next(void)
 	snprintf(tmp_path, MAXPGPATH, "%s.gz.tmp", raw_path);
 	pfree(name);
 
-	in_fd = open(raw_path, O_RDONLY | PG_BINARY);
+	in_fd = cs_open_regular_file(raw_path, true);
 	if (in_fd < 0)
 	{
 		struct stat st;
 
-		if (errno == ENOENT && stat(gz_path, &st) == 0)
+		if (stat(gz_path, &st) == 0)
 		{
 			active = NULL;		/* already compressed */
 			return;
@@ -169,17 +169,11 @@ finish_active(void)
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\" (zlib error %d): %m",
 						tmp_path, rc)));
-	cs_fsync_fd(out_fd, tmp_path);
 	close(out_fd);
 	out_fd = -1;
 	close(in_fd);
 	in_fd = -1;
-	if (rename(tmp_path, gz_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m",
-						tmp_path, gz_path)));
-	cs_fsync_path(active->wal_dir, true);
+	cs_durable_rename(tmp_path, gz_path, active->wal_dir);
 	if (unlink(raw_path) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -189,11 +183,12 @@ finish_active(void)
 }
 
 /*
- * cs_compress_step(budget_bytes) -> bool (true if work remains)
+ * cs_compress_step
  *	  Compress up to budget_bytes of input (bytes) of the queued segments,
  *	  finishing a segment (fsync, rename, remove raw) when its input ends.
- *	  Raises 58030 on I/O errors; the caller's error path calls
+ *	  Raises errcode_for_file_access() codes on I/O errors; the caller's error path calls
  *	  cs_compress_reset().
+ *	  Returns bool (true if work remains).
  */
 bool
 cs_compress_step(long budget_bytes)
@@ -236,14 +231,3 @@ cs_compress_step(long budget_bytes)
 	return cs_compress_pending();
 }
 
-/*
- * cs_compress_segment_now(wal_dir, index) -> void
- *	  Queue a segment and compress everything queued before returning.
- */
-void
-cs_compress_segment_now(const char *wal_dir, int64 index)
-{
-	cs_compress_enqueue(wal_dir, index);
-	while (cs_compress_step(LONG_MAX))
-		;
-}

@@ -26,34 +26,6 @@
 #include "changestream.h"
 
 /*
- * cs_parse_generation(text, *generation) -> bool
- *	  True when text is exactly 16 lowercase hex digits; stores the value.
- */
-bool
-cs_parse_generation(const char *text, uint64 *generation)
-{
-	uint64		v = 0;
-	int			i;
-
-	if (text == NULL || strlen(text) != 16)
-		return false;
-	for (i = 0; i < 16; i++)
-	{
-		char		c = text[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v |= c - 'a' + 10;
-		else
-			return false;
-	}
-	*generation = v;
-	return true;
-}
-
-/*
  * cs_validate_generation_arg(text, *generation) -> void
  *	  Validate a generation given to an SQL function.  Raises 22023
  *	  (invalid_parameter_value) unless it is 16 lowercase hex digits, so no
@@ -68,85 +40,6 @@ cs_validate_generation_arg(const char *text, uint64 *generation)
 				 errmsg("invalid generation \"%s\"", text),
 				 errdetail("A generation is exactly 16 lowercase hexadecimal digits."),
 				 errhint("Call changestream.generations() to list the generations.")));
-}
-
-/*
- * cs_generation_path(directory, generation) -> palloc'd char *
- *	  <directory>/generations/<16 hex digits>
- */
-char *
-cs_generation_path(const char *directory, uint64 generation)
-{
-	return psprintf("%s/generations/%016llx", directory,
-					(unsigned long long) generation);
-}
-
-/*
- * cs_wal_dir_path(directory, generation) -> palloc'd char *
- *	  <directory>/generations/<generation>/wal
- */
-char *
-cs_wal_dir_path(const char *directory, uint64 generation)
-{
-	return psprintf("%s/generations/%016llx/wal", directory,
-					(unsigned long long) generation);
-}
-
-static int
-cmp_uint64(const ListCell *a, const ListCell *b)
-{
-	uint64		x = *(uint64 *) lfirst(a);
-	uint64		y = *(uint64 *) lfirst(b);
-
-	return x < y ? -1 : (x > y ? 1 : 0);
-}
-
-/*
- * cs_list_generations(directory) -> List of uint64 * (palloc'd), ascending
- *	  The generations present: directories named with 16 hex digits that
- *	  hold an identity file.  Anything else (a half-made "<gen>.tmp", a
- *	  stray file or empty directory) is ignored.  A missing generations/
- *	  directory gives NIL.  58030 if it cannot be read.
- */
-List *
-cs_list_generations(const char *directory)
-{
-	char		path[MAXPGPATH];
-	DIR		   *dir;
-	struct dirent *de;
-	List	   *result = NIL;
-
-	snprintf(path, sizeof(path), "%s/generations", directory);
-	dir = AllocateDir(path);
-	if (dir == NULL)
-	{
-		if (errno == ENOENT)
-			return NIL;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", path)));
-	}
-	while ((de = ReadDir(dir, path)) != NULL)
-	{
-		uint64		g;
-
-		struct stat st;
-		char		idpath[MAXPGPATH];
-
-		/* a generation is a directory with its identity file */
-		snprintf(idpath, sizeof(idpath), "%s/%s/generation", path, de->d_name);
-		if (cs_parse_generation(de->d_name, &g) && stat(idpath, &st) == 0 &&
-			S_ISREG(st.st_mode))
-		{
-			uint64	   *p = palloc(sizeof(uint64));
-
-			*p = g;
-			result = lappend(result, p);
-		}
-	}
-	FreeDir(dir);
-	list_sort(result, cmp_uint64);
-	return result;
 }
 
 /*
@@ -175,93 +68,159 @@ identity_path(const char *gendir, char *path)
 }
 
 /*
- * cs_read_identity(directory, generation, *identity) -> bool
- *	  Read generations/<gen>/generation.  False if the file is missing;
- *	  raises 58030 on other I/O errors and XX001 (data_corrupted) when a
- *	  required key is absent.
+ * Parse a time as cs_format_utc() writes it ("YYYY-MM-DDTHH:MM:SS.ffffffZ"),
+ * without raising: a damaged identity file must be reported as such.
+ */
+static bool
+parse_utc(const char *text, TimestampTz *result)
+{
+	struct pg_tm tm;
+	int			usec;
+	int			consumed = 0;
+
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ%n", &tm.tm_year, &tm.tm_mon,
+			   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec,
+			   &consumed) != 7 || consumed != (int) strlen(text) ||
+		tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+		tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || usec < 0)
+		return false;
+	return tm2timestamp(&tm, usec, NULL, result) == 0;
+}
+
+/* Parse "hi/lo" as an LSN, without raising. */
+static bool
+parse_lsn(const char *text, XLogRecPtr *lsn)
+{
+	unsigned int hi,
+				lo;
+	int			consumed = 0;
+
+	if (sscanf(text, "%X/%X%n", &hi, &lo, &consumed) != 2 ||
+		consumed != (int) strlen(text))
+		return false;
+	*lsn = ((uint64) hi << 32) | lo;
+	return true;
+}
+
+/* Parse an unsigned decimal number that must fill text, without raising. */
+static bool
+parse_u64(const char *text, uint64 *value)
+{
+	char	   *end;
+
+	if (*text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	*value = strtou64(text, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/*
+ * Apply one "key = value" line to *identity; returns the bit of the key
+ * among the required ones (0 for others), or -1 for a bad value.
+ */
+static int
+identity_key(CsIdentity *identity, const char *key, const char *val)
+{
+	uint64		v;
+
+	if (strcmp(key, "format_version") == 0)
+	{
+		if (!parse_u64(val, &v) || v > PG_UINT32_MAX)
+			return -1;
+		identity->format_version = (uint32) v;
+		return 1;
+	}
+	if (strcmp(key, "generation") == 0)
+		return cs_parse_generation(val, &identity->generation) ? 2 : -1;
+	if (strcmp(key, "system_identifier") == 0)
+		return parse_u64(val, &identity->system_identifier) ? 4 : -1;
+	if (strcmp(key, "timeline") == 0)
+	{
+		if (!parse_u64(val, &v) || v > PG_UINT32_MAX)
+			return -1;
+		identity->timeline = (uint32) v;
+		return 8;
+	}
+	if (strcmp(key, "start_lsn") == 0)
+		return parse_lsn(val, &identity->start_lsn) ? 16 : -1;
+	if (strcmp(key, "created_at") == 0)
+		return parse_utc(val, &identity->created_at) ? 32 : -1;
+	if (strcmp(key, "database") == 0)
+		strlcpy(identity->database, val, NAMEDATALEN);
+	else if (strcmp(key, "slot") == 0)
+		strlcpy(identity->slot, val, NAMEDATALEN);
+	else if (strcmp(key, "plugin") == 0)
+		strlcpy(identity->plugin, val, NAMEDATALEN);
+	else if (strcmp(key, "plugin_options") == 0)
+		strlcpy(identity->plugin_options, val, sizeof(identity->plugin_options));
+	else if (strcmp(key, "reason") == 0)
+		strlcpy(identity->reason, val, sizeof(identity->reason));
+	return 0;
+}
+
+/*
+ * cs_read_identity
+ *	  Reads generations/<gen>/generation into *identity.  Returns false if
+ *	  the file is missing.
+ *	  Errors: XX001 naming the file and the line when it is not a regular
+ *	  file, too large, or a required key is missing or has a bad value;
+ *	  0A000 for a format version newer than this changestream; file access
+ *	  SQLSTATEs for I/O failures.
  */
 bool
 cs_read_identity(const char *directory, uint64 generation, CsIdentity *identity)
 {
 	char		path[MAXPGPATH];
-	char	   *gendir = cs_generation_path(directory, generation);
-	FILE	   *f;
-	char		line[1024];
+	StringInfoData text;
+	char	   *line;
+	char	   *next;
 	int			seen = 0;
+	int			lineno = 0;
 
-	identity_path(gendir, path);
+	identity_path(cs_generation_path(directory, generation), path);
 	memset(identity, 0, sizeof(*identity));
-	f = AllocateFile(path, "r");
-	if (f == NULL)
+	initStringInfo(&text);
+	if (!cs_read_small_file(path, 64 * 1024, &text, true))
+		return false;
+	for (line = text.data; line != NULL && *line != '\0'; line = next)
 	{
-		if (errno == ENOENT)
-			return false;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	}
-	while (fgets(line, sizeof(line), f) != NULL)
-	{
-		char	   *eq = strstr(line, " = ");
-		char	   *key = line;
-		char	   *val;
+		char	   *eq;
+		int			bit;
 		size_t		n;
 
+		lineno++;
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		n = strlen(line);
+		if (n > 0 && line[n - 1] == '\r')
+			line[n - 1] = '\0';
+		eq = strstr(line, " = ");
 		if (eq == NULL || line[0] == '#')
 			continue;
 		*eq = '\0';
-		val = eq + 3;
-		n = strlen(val);
-		while (n > 0 && (val[n - 1] == '\n' || val[n - 1] == '\r'))
-			val[--n] = '\0';
-
-		if (strcmp(key, "format_version") == 0)
-			identity->format_version = (uint32) strtoul(val, NULL, 10), seen |= 1;
-		else if (strcmp(key, "generation") == 0)
-			seen |= cs_parse_generation(val, &identity->generation) ? 2 : 0;
-		else if (strcmp(key, "system_identifier") == 0)
-			identity->system_identifier = strtou64(val, NULL, 10), seen |= 4;
-		else if (strcmp(key, "timeline") == 0)
-			identity->timeline = (uint32) strtoul(val, NULL, 10), seen |= 8;
-		else if (strcmp(key, "database") == 0)
-			strlcpy(identity->database, val, NAMEDATALEN);
-		else if (strcmp(key, "slot") == 0)
-			strlcpy(identity->slot, val, NAMEDATALEN);
-		else if (strcmp(key, "plugin") == 0)
-			strlcpy(identity->plugin, val, NAMEDATALEN);
-		else if (strcmp(key, "plugin_options") == 0)
-			strlcpy(identity->plugin_options, val, sizeof(identity->plugin_options));
-		else if (strcmp(key, "start_lsn") == 0)
-		{
-			unsigned int hi,
-						lo;
-
-			if (sscanf(val, "%X/%X", &hi, &lo) == 2)
-			{
-				identity->start_lsn = ((uint64) hi << 32) | lo;
-				seen |= 16;
-			}
-		}
-		else if (strcmp(key, "created_at") == 0)
-			identity->created_at =
-				DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-														CStringGetDatum(val),
-														ObjectIdGetDatum(InvalidOid),
-														Int32GetDatum(-1)));
-		else if (strcmp(key, "reason") == 0)
-			strlcpy(identity->reason, val, sizeof(identity->reason));
+		bit = identity_key(identity, line, eq + 3);
+		if (bit < 0)
+			cs_file_damage(path, 0, "Line %d has an invalid value for \"%s\".",
+						   lineno, line);
+		seen |= bit;
 	}
-	FreeFile(f);
-	if (seen == 31 && identity->format_version > CS_FORMAT_VERSION)
+	pfree(text.data);
+	if ((seen & 2) && identity->generation != generation)
+		cs_file_damage(path, 0, "It names generation %016llx, but lies in generation %016llx.",
+					   (unsigned long long) identity->generation,
+					   (unsigned long long) generation);
+	if (seen == 63 && identity->format_version > CS_FORMAT_VERSION)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("generation identity file \"%s\" has format version %u, newer than this changestream (%u)",
 						path, identity->format_version, CS_FORMAT_VERSION),
 				 errhint("Upgrade changestream, or archive to another directory.")));
-	if (seen != 31)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation identity file \"%s\" is incomplete", path)));
+	if (seen != 63)
+		cs_file_damage(path, 0,
+					   "The identity file lacks required keys (format_version, generation, system_identifier, timeline, start_lsn, created_at).");
 	return true;
 }
 

@@ -95,7 +95,7 @@ check_name(char **newval, void **extra, GucSource source)
 }
 
 /*
- * cs_define_gucs() -> void
+ * cs_define_gucs
  *	  Define every changestream.* parameter and reserve the prefix, so a
  *	  misspelt changestream.* setting is reported instead of ignored.
  *	  Called from _PG_init(); mirrors contrib/pg_stat_statements.
@@ -146,19 +146,19 @@ cs_define_gucs(void)
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.segment_size",
-							"Size at which a WAL segment is sealed and a new one started.",
+							"Size at which a changestream segment is sealed and a new one started.",
 							"Segments rotate only at transaction boundaries.",
 							&cs_segment_size_kb, 16 * 1024, 64, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.segment_timeout",
-							"Age at which a WAL segment holding data is sealed.",
+							"Age at which a changestream segment holding data is sealed.",
 							"0 disables time-based rotation.",
 							&cs_segment_timeout_s, 300, 0, 7 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.compression_level",
-							"zlib level for sealed WAL segments (0 stores them uncompressed in gzip framing).",
+							"zlib level for sealed changestream segments (0 stores them uncompressed in gzip framing).",
 							NULL,
 							&cs_compression_level, 6, 0, 9,
 							PGC_SIGHUP, 0,

@@ -19,12 +19,12 @@
 #include "wire.h"
 
 /*
- * cs_parse_pgoutput(data, len, *info) -> bool
+ * cs_parse_pgoutput
  *	  Fill info from one pgoutput message (data starts at the type byte).
  *	  B: lsn = final LSN (the commit record's LSN).  C: lsn = commit LSN,
  *	  end_lsn = end LSN.  M: lsn, transactional.  R, Y: oid.  Returns false
  *	  when the message is too short for its type (the caller raises
- *	  XX000 protocol violation).
+ *	  protocol_violation).
  */
 bool
 cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)

@@ -1,41 +1,99 @@
 /*-------------------------------------------------------------------------
  *
  * segment_reader.c
- *	  Reads WAL segments, raw (*.wal) and gzip-compressed (*.wal.gz) alike:
- *	  zlib's gzread() passes uncompressed files through unchanged.  Frames
- *	  are validated (magic, length, CRC-32C) one at a time, so memory is
- *	  bounded by the largest frame, and reading stops at the first frame
- *	  that does not validate: the torn tail of a crash.
+ *	  Reads changestream segments, raw (*.wal) and gzip-compressed
+ *	  (*.wal.gz) alike: zlib's gzread() passes uncompressed files through
+ *	  unchanged.  Frames are validated (magic, length, CRC-32C, entries that
+ *	  fill the body) one at a time, and a frame's length is checked against
+ *	  the bytes really there before its body is read, in slices, so memory
+ *	  is bounded by the bytes of the largest real frame, whatever a damaged
+ *	  length says.
+ *
+ *	  Reading stops at the first frame that does not validate.  Whether
+ *	  those bytes are a torn tail (the last write of the newest raw
+ *	  segment, cut short by a crash) or damage is decided by
+ *	  cs_reader_finish(): a torn tail can only be the end of the newest raw
+ *	  segment with no valid frame anywhere after it (docs/DESIGN.md,
+ *	  damaged-archive rules).  Anything else is XX001 naming the file and
+ *	  the offset.
+ *
+ *	  A reader owns its file through a memory context reset callback, so an
+ *	  error anywhere (in the reader or in its caller) closes the file and
+ *	  frees zlib's buffers when the caller's memory context goes, and the
+ *	  descriptor is counted by fd.c (AcquireExternalFD()).
  *
  *	  cs_scan_segment() walks a whole segment to find its position of
- *	  record (DESIGN.md, durability rules 2 and 4) and its last safe point,
- *	  the end of the last complete transaction, keepalive position record or
- *	  non-transactional message.
+ *	  record (docs/DESIGN.md, durability rules 2 and 4) and its last safe
+ *	  point: the end of the last complete transaction, keepalive position
+ *	  record or non-transactional message.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "storage/fd.h"
 #include "utils/memutils.h"
 
 #include "changestream.h"
+#include "wire.h"
+
+#define READ_SLICE		(1024 * 1024)	/* body bytes read per gzread() */
+#define RESYNC_CHUNK	(1024 * 1024)	/* bytes searched per pread() */
 
 struct CsSegmentReader
 {
+	MemoryContext cxt;			/* holds the reader; its reset closes the file */
+	MemoryContextCallback release;
 	char	   *path;
-	gzFile		gz;
+	int			fd;				/* -1 when there is no open file */
+	gzFile		gz;				/* reads fd; NULL before gzdopen() */
+	bool		compressed;		/* named *.gz: only sealed, complete data */
+	int64		file_size;		/* raw files: bytes on disk last seen */
 	CsSegmentHeader header;
 	StringInfoData body;		/* current frame body */
 	int64		offset;			/* uncompressed offset of next frame */
 	int64		frame_offset;	/* offset of current frame */
 	int64		valid_end;		/* offset after last valid frame */
 	uint32		entry_offset;	/* next entry inside current frame */
-	bool		torn;
+	bool		bad;			/* stopped at bytes that do not validate */
+	char	   *bad_reason;		/* why, for errdetail */
 };
 
+/* Memory context reset callback: the file and zlib's buffers go. */
+static void
+reader_release(void *arg)
+{
+	CsSegmentReader *r = (CsSegmentReader *) arg;
+
+	if (r->gz != NULL)
+		gzclose(r->gz);			/* closes fd */
+	else if (r->fd >= 0)
+		close(r->fd);
+	if (r->fd >= 0)
+		ReleaseExternalFD();
+	r->gz = NULL;
+	r->fd = -1;
+}
+
+/* Stop reading at the current offset: the bytes there do not validate. */
+static bool
+stop(CsSegmentReader *r, const char *reason)
+{
+	r->bad = true;
+	r->bad_reason = MemoryContextStrdup(r->cxt, reason);
+	return false;
+}
+
+/*
+ * Read up to len bytes; returns the count (short at the end of the file),
+ * or -1 after stop() when the gzip stream is damaged.  I/O errors raise.
+ */
 static int
 read_fully(CsSegmentReader *r, char *buf, int len)
 {
@@ -54,10 +112,11 @@ read_fully(CsSegmentReader *r, char *buf, int len)
 				ereport(ERROR,
 						(errcode_for_file_access(),
 						 errmsg("could not read file \"%s\": %m", r->path)));
-			/* a damaged gzip stream reads as a torn tail */
-			ereport(DEBUG1,
-					(errmsg_internal("gzip error in \"%s\": %s", r->path, msg)));
-			return got;
+			/* zlib names a gzdopen()ed file "<fd:N>": drop that */
+			if (strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": ") != NULL)
+				msg = strstr(msg, ": ") + 2;
+			stop(r, psprintf("The gzip stream is damaged (%s).", msg));
+			return -1;
 		}
 		if (n == 0)
 			break;
@@ -67,62 +126,131 @@ read_fully(CsSegmentReader *r, char *buf, int len)
 }
 
 /*
- * cs_reader_open(path, missing_ok) -> CsSegmentReader * (NULL if missing
- * and missing_ok)
- *	  Open a segment and validate its header.  Raises 58030 on I/O errors
- *	  and XX001 (data_corrupted) when the header is not a valid segment
- *	  header.
+ * cs_reader_open
+ *	  Opens a segment file and validates its 64-byte header.  compressed
+ *	  says whether it is named *.wal.gz.  Returns the reader, allocated in
+ *	  a child of CurrentMemoryContext, or NULL if the file does not exist
+ *	  and missing_ok.  The file is closed by cs_reader_close() or, on error,
+ *	  when CurrentMemoryContext is reset or deleted.
+ *	  Errors: XX001 when the file is not a regular file or the header is
+ *	  not a valid segment header; 53000 when fd.c allows no more files;
+ *	  file access SQLSTATEs for I/O failures.
  */
 CsSegmentReader *
-cs_reader_open(const char *path, bool missing_ok)
+cs_reader_open(const char *path, bool compressed, bool missing_ok)
 {
+	MemoryContext cxt;
 	CsSegmentReader *r;
 	char		hdr[CS_SEGMENT_HEADER_SIZE];
+	int			fd;
+	int			n;
+	struct stat st;
 
-	r = palloc0(sizeof(CsSegmentReader));
-	r->path = pstrdup(path);
-	r->gz = gzopen(path, "rb");
+	fd = cs_open_regular_file(path, missing_ok);
+	if (fd < 0)
+		return NULL;
+	if (!AcquireExternalFD())
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not open file \"%s\": too many open files", path)));
+	}
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"changestream segment reader",
+								ALLOCSET_SMALL_SIZES);
+	r = MemoryContextAllocZero(cxt, sizeof(CsSegmentReader));
+	r->cxt = cxt;
+	r->fd = fd;
+	r->release.func = reader_release;
+	r->release.arg = r;
+	MemoryContextRegisterResetCallback(cxt, &r->release);
+	r->path = MemoryContextStrdup(cxt, path);
+	r->compressed = compressed;
+	r->file_size = fstat(fd, &st) == 0 ? st.st_size : -1;
+
+	r->gz = gzdopen(fd, "rb");
 	if (r->gz == NULL)
-	{
-		if (errno == ENOENT && missing_ok)
-		{
-			pfree(r->path);
-			pfree(r);
-			return NULL;
-		}
 		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	}
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("zlib could not open \"%s\".", path)));
 	gzbuffer(r->gz, 128 * 1024);
-	if (read_fully(r, hdr, CS_SEGMENT_HEADER_SIZE) != CS_SEGMENT_HEADER_SIZE ||
-		!cs_decode_segment_header(hdr, &r->header))
-	{
-		gzclose(r->gz);
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("\"%s\" is not a valid changestream WAL segment", path),
-				 errdetail("The %d-byte segment header is missing, damaged or of an unknown format version.",
-						   CS_SEGMENT_HEADER_SIZE)));
-	}
-	initStringInfo(&r->body);
+	n = read_fully(r, hdr, CS_SEGMENT_HEADER_SIZE);
+	if (n < 0)
+		cs_segment_damage(path, 0, "%s", r->bad_reason);
+	if (n != CS_SEGMENT_HEADER_SIZE || !cs_decode_segment_header(hdr, &r->header))
+		cs_segment_damage(path, 0,
+						  "The %d-byte segment header is missing, damaged or of an unknown format version.",
+						  CS_SEGMENT_HEADER_SIZE);
+	r->body.data = MemoryContextAlloc(cxt, 1024);
+	r->body.maxlen = 1024;
+	resetStringInfo(&r->body);
 	r->offset = CS_SEGMENT_HEADER_SIZE;
 	r->frame_offset = CS_SEGMENT_HEADER_SIZE;
 	r->valid_end = CS_SEGMENT_HEADER_SIZE;
 	return r;
 }
 
-/* cs_reader_header(reader) -> the segment's decoded header */
+/* cs_reader_header: the segment's decoded header. */
 const CsSegmentHeader *
 cs_reader_header(CsSegmentReader *r)
 {
 	return &r->header;
 }
 
+/* cs_reader_path: the path the reader was opened with. */
+const char *
+cs_reader_path(CsSegmentReader *r)
+{
+	return r->path;
+}
+
 /*
- * cs_reader_next_frame(reader) -> bool
- *	  Read and validate the next frame.  False at the end of the segment,
- *	  or at a frame that does not validate (then cs_reader_torn() is true).
+ * Would a frame of body_len bytes at the current offset run past the end
+ * of a raw file?  The archiver may be appending: look again before saying
+ * so.
+ */
+static bool
+runs_past_end(CsSegmentReader *r, uint32 body_len)
+{
+	int64		end = r->offset + CS_FRAME_HEADER_SIZE + (int64) body_len;
+	struct stat st;
+
+	if (r->compressed || r->file_size < 0 || end <= r->file_size)
+		return false;
+	if (fstat(r->fd, &st) == 0)
+		r->file_size = st.st_size;
+	return end > r->file_size;
+}
+
+/* Read a frame body of body_len bytes in slices into r->body. */
+static bool
+read_body(CsSegmentReader *r, uint32 body_len)
+{
+	resetStringInfo(&r->body);
+	while ((uint32) r->body.len < body_len)
+	{
+		int			want = Min(body_len - r->body.len, READ_SLICE);
+		int			n;
+
+		enlargeStringInfo(&r->body, want);
+		n = read_fully(r, r->body.data + r->body.len, want);
+		if (n < 0)
+			return false;
+		r->body.len += n;
+		if (n < want)
+			return stop(r, psprintf("The file ends inside the body of a frame of %u bytes.",
+									body_len));
+	}
+	return true;
+}
+
+/*
+ * cs_reader_next_frame
+ *	  Reads and validates the next frame.  Returns false at the end of the
+ *	  segment or at bytes that do not validate; cs_reader_finish() tells
+ *	  the two apart.  Errors: file access SQLSTATEs on I/O failures.
  */
 bool
 cs_reader_next_frame(CsSegmentReader *r)
@@ -132,25 +260,28 @@ cs_reader_next_frame(CsSegmentReader *r)
 	uint32		crc;
 	int			n;
 
-	if (r->torn)
+	if (r->bad)
 		return false;
 	n = read_fully(r, fh, CS_FRAME_HEADER_SIZE);
 	if (n == 0)
 		return false;
-	if (n < CS_FRAME_HEADER_SIZE || !cs_frame_check_header(fh, &body_len, &crc))
-	{
-		r->torn = true;
+	if (n < 0)
 		return false;
-	}
-	resetStringInfo(&r->body);
-	enlargeStringInfo(&r->body, body_len);
-	if (read_fully(r, r->body.data, body_len) != (int) body_len ||
-		!cs_frame_body_valid(r->body.data, body_len, crc))
-	{
-		r->torn = true;
+	if (n < CS_FRAME_HEADER_SIZE)
+		return stop(r, "The file ends inside a frame header.");
+	if (!cs_frame_check_header(fh, &body_len, &crc))
+		return stop(r, psprintf("The frame header is not valid (magic %08x, length %u).",
+								cs_get32(fh), cs_get32(fh + 4)));
+	if (body_len >= MaxAllocSize)
+		return stop(r, psprintf("The frame length %u is larger than any frame can be.",
+								body_len));
+	if (runs_past_end(r, body_len))
+		return stop(r, psprintf("The frame length %u runs past the end of the file (%lld bytes).",
+								body_len, (long long) r->file_size));
+	if (!read_body(r, body_len))
 		return false;
-	}
-	r->body.len = body_len;
+	if (!cs_frame_body_valid(r->body.data, body_len, crc))
+		return stop(r, "The frame's CRC-32C does not match its body, or its entries do not fill it.");
 	r->frame_offset = r->offset;
 	r->offset += CS_FRAME_HEADER_SIZE + body_len;
 	r->valid_end = r->offset;
@@ -159,7 +290,83 @@ cs_reader_next_frame(CsSegmentReader *r)
 }
 
 /*
- * cs_reader_next_entry(reader, *entry) -> bool
+ * Is there a valid frame anywhere in a raw file after offset from?  A
+ * frame is recognised by its magic, a length that fits in the file and a
+ * matching CRC-32C.  The file is searched with pread(), which leaves
+ * zlib's file position alone.
+ */
+static bool
+valid_frame_after(CsSegmentReader *r, int64 from)
+{
+	struct stat st;
+	char	   *chunk;
+	int64		pos;
+	bool		found = false;
+
+	if (fstat(r->fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", r->path)));
+	chunk = palloc(RESYNC_CHUNK);
+	for (pos = from + 1; !found && pos + CS_FRAME_HEADER_SIZE <= st.st_size;)
+	{
+		ssize_t		n;
+		ssize_t		i;
+
+		CHECK_FOR_INTERRUPTS();
+		n = pread(r->fd, chunk, RESYNC_CHUNK, pos);
+
+		if (n < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", r->path)));
+		for (i = 0; !found && i + CS_FRAME_HEADER_SIZE <= n; i++)
+		{
+			uint32		len;
+			uint32		crc;
+			char	   *body;
+
+			if (!cs_frame_check_header(chunk + i, &len, &crc) ||
+				pos + i + CS_FRAME_HEADER_SIZE + (int64) len > st.st_size ||
+				len >= MaxAllocSize)
+				continue;
+			body = palloc(len);
+			if (pread(r->fd, body, len, pos + i + CS_FRAME_HEADER_SIZE) == (ssize_t) len)
+				found = cs_frame_body_valid(body, len, crc);
+			pfree(body);
+		}
+		if (n < CS_FRAME_HEADER_SIZE)
+			break;
+		pos += n - (CS_FRAME_HEADER_SIZE - 1);
+	}
+	pfree(chunk);
+	return found;
+}
+
+/*
+ * cs_reader_finish
+ *	  Judges where reading stopped.  Returns false at a clean end of the
+ *	  segment, true at a torn tail: bytes that do not validate at the end of
+ *	  a raw segment that may_be_torn (the newest of its generation) with no
+ *	  valid frame after them.
+ *	  Errors: XX001 naming the file and offset for anything else.
+ */
+bool
+cs_reader_finish(CsSegmentReader *r, bool may_be_torn)
+{
+	if (!r->bad)
+		return false;
+	if (may_be_torn && !r->compressed && !valid_frame_after(r, r->valid_end))
+		return true;
+	cs_segment_damage(r->path, r->valid_end, "%s%s", r->bad_reason,
+					  r->compressed ? "" :
+					  (may_be_torn ? " Valid frames follow, so this is not the torn tail of an interrupted write." :
+					   " Only the newest segment of a generation may end in an interrupted write."));
+	return false;				/* keep the compiler quiet */
+}
+
+/*
+ * cs_reader_next_entry
  *	  The next entry of the current frame; false when the frame is done.
  *	  entry->data stays valid until the next cs_reader_next_frame().
  */
@@ -171,49 +378,96 @@ cs_reader_next_entry(CsSegmentReader *r, CsEntry *entry)
 	return cs_next_entry(r->body.data, r->body.len, &r->entry_offset, entry);
 }
 
-/* Offset of the current frame's header in the uncompressed segment. */
+/* cs_reader_frame_offset: offset of the current frame's header. */
 int64
 cs_reader_frame_offset(CsSegmentReader *r)
 {
 	return r->frame_offset;
 }
 
-/* Offset just after the last frame that validated. */
+/* cs_reader_valid_end: offset just after the last frame that validated. */
 int64
 cs_reader_valid_end(CsSegmentReader *r)
 {
 	return r->valid_end;
 }
 
-/* Offset inside the current frame's body of the next entry. */
+/* cs_reader_entry_offset: offset inside the current frame of the next entry. */
 uint32
 cs_reader_entry_offset(CsSegmentReader *r)
 {
 	return r->entry_offset;
 }
 
-/* The current frame's body. */
-const char *
-cs_reader_frame_body(CsSegmentReader *r)
-{
-	return r->body.data;
-}
-
-/* True if reading stopped at bytes that did not validate. */
+/* cs_reader_frame_done: has every entry of the current frame been read? */
 bool
-cs_reader_torn(CsSegmentReader *r)
+cs_reader_frame_done(CsSegmentReader *r)
 {
-	return r->torn;
+	return r->entry_offset >= (uint32) r->body.len;
 }
 
-/* cs_reader_close(reader) -> void: close the file, free the reader. */
+/*
+ * cs_reader_close
+ *	  Closes the file and frees the reader (deleting its memory context
+ *	  runs the release callback).
+ */
 void
 cs_reader_close(CsSegmentReader *r)
 {
-	gzclose(r->gz);
-	pfree(r->body.data);
-	pfree(r->path);
-	pfree(r);
+	MemoryContextDelete(r->cxt);
+}
+
+/*
+ * cs_track_entry
+ *	  Advances a position of record over one entry, by the rules of
+ *	  docs/DESIGN.md (durability rule 2): a complete transaction's end LSN,
+ *	  a keepalive position recorded outside a transaction, or a
+ *	  non-transactional message's LSN + 1.  info is the parsed message, NULL
+ *	  for a position entry.  Returns NULL, or the reason the entry breaks
+ *	  the stream's order (a commit LSN that does not increase, or a COMMIT
+ *	  that does not match its BEGIN), for errdetail.
+ */
+const char *
+cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info)
+{
+	if (info == NULL)
+	{
+		if (!t->in_txn && e->wal_end > t->position)
+			t->position = e->wal_end;
+		return NULL;
+	}
+	switch (info->type)
+	{
+		case 'B':
+			if (t->in_txn)
+				return "A BEGIN follows a BEGIN without a COMMIT between them.";
+			t->in_txn = true;
+			t->begin_lsn = info->lsn;
+			break;
+		case 'C':
+			if (!t->in_txn)
+				return "A COMMIT is not preceded by its BEGIN.";
+			if (info->lsn != t->begin_lsn)
+				return psprintf("The COMMIT's commit LSN %X/%X differs from its BEGIN's final LSN %X/%X.",
+								LSN_FORMAT_ARGS(info->lsn), LSN_FORMAT_ARGS(t->begin_lsn));
+			if (t->last_commit_lsn != InvalidXLogRecPtr &&
+				info->lsn <= t->last_commit_lsn)
+				return psprintf("The commit LSN %X/%X does not follow the previous commit LSN %X/%X: a transaction is archived twice or out of order.",
+								LSN_FORMAT_ARGS(info->lsn),
+								LSN_FORMAT_ARGS(t->last_commit_lsn));
+			t->in_txn = false;
+			t->last_commit_lsn = info->lsn;
+			t->position = Max(t->position, info->end_lsn);
+			t->transactions++;
+			break;
+		case 'M':
+			if (!info->transactional && !t->in_txn)
+				t->position = Max(t->position, info->lsn + 1);
+			break;
+		default:
+			break;
+	}
+	return NULL;
 }
 
 typedef struct PendingSchema
@@ -222,36 +476,93 @@ typedef struct PendingSchema
 	CsMessageInfo info;
 } PendingSchema;
 
+/* Parse an entry's pgoutput message; XX001 at the frame when malformed. */
+static void
+parse_or_damage(CsSegmentReader *r, const CsEntry *e, CsMessageInfo *info)
+{
+	if (!cs_parse_pgoutput(e->data, e->len, info))
+		cs_segment_damage(r->path, r->frame_offset,
+						  "The entry ending at byte %u of the frame holds a malformed pgoutput message.",
+						  r->entry_offset);
+}
+
+/* Hand the Relation/Type messages of a transaction to schema_cb at COMMIT. */
+static void
+flush_pending(List *pending, CsSchemaCallback schema_cb, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending)
+	{
+		PendingSchema *ps = lfirst(lc);
+
+		schema_cb(&ps->entry, &ps->info, arg);
+	}
+}
+
+/* Remember a Relation/Type message seen inside a transaction. */
+static List *
+add_pending(List *pending, MemoryContext cxt, const CsEntry *e,
+			const CsMessageInfo *info)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	PendingSchema *ps = palloc(sizeof(PendingSchema));
+	char	   *copy = palloc(e->len);
+
+	memcpy(copy, e->data, e->len);
+	ps->entry = *e;
+	ps->entry.data = copy;
+	ps->info = *info;
+	pending = lappend(pending, ps);
+	MemoryContextSwitchTo(old);
+	return pending;
+}
+
+/* Record the safe point after the entry just read, outside a transaction. */
+static void
+note_safe_point(CsSegmentReader *r, CsSegmentScan *scan)
+{
+	scan->safe_frame_offset = r->frame_offset;
+	scan->safe_entry_offset = r->entry_offset;
+	if (r->entry_offset == (uint32) r->body.len)
+	{
+		scan->safe_end = r->offset;
+		scan->safe_entry_offset = 0;
+		scan->safe_frame_offset = r->offset;
+	}
+}
+
 /*
- * cs_scan_segment(path, *scan, schema_cb, arg) -> bool (false if missing)
- *	  Walk a segment and fill *scan: the position of record at its last
- *	  safe point (greatest of the header's start LSN, the end LSN of each
- *	  complete transaction and each keepalive position record), where that
- *	  safe point lies, and whether trailing bytes failed to validate.
- *	  schema_cb, if given, sees each Relation/Type message (preamble or
- *	  streamed) that lies before the safe point, in order.  Raises as
- *	  cs_reader_open() and XX000 on a malformed pgoutput message.
+ * cs_scan_segment
+ *	  Walks a segment and fills *scan: the position of record at its last
+ *	  safe point, where that safe point lies, and whether it ends in a torn
+ *	  tail.  may_be_torn says the segment is the newest raw one of its
+ *	  generation.  schema_cb, if given, sees each Relation/Type message
+ *	  (preamble or streamed) that lies before the safe point, in order.
+ *	  Returns false if the file is missing.
+ *	  Errors: as cs_reader_open(); XX001 naming file and offset for a frame
+ *	  that does not validate (other than a torn tail), a malformed pgoutput
+ *	  message or transactions out of order.
  */
 bool
-cs_scan_segment(const char *path, CsSegmentScan *scan,
-				CsSchemaCallback schema_cb, void *arg)
+cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
+				CsSegmentScan *scan, CsSchemaCallback schema_cb, void *arg)
 {
-	CsSegmentReader *r = cs_reader_open(path, true);
-	bool		in_txn = false;
+	CsSegmentReader *r = cs_reader_open(path, compressed, true);
+	CsPositionTracker track;
 	List	   *pending = NIL;
 	MemoryContext scan_cxt;
-	MemoryContext old;
 
 	if (r == NULL)
 		return false;
 	memset(scan, 0, sizeof(*scan));
+	memset(&track, 0, sizeof(track));
 	scan->header = r->header;
-	scan->position = r->header.start_lsn;
+	track.position = r->header.start_lsn;
 	scan->safe_frame_offset = CS_SEGMENT_HEADER_SIZE;
-	scan->safe_entry_offset = 0;
 	scan->safe_end = CS_SEGMENT_HEADER_SIZE;
 
-	scan_cxt = AllocSetContextCreate(CurrentMemoryContext, "changestream scan",
+	scan_cxt = AllocSetContextCreate(r->cxt, "changestream scan",
 									 ALLOCSET_DEFAULT_SIZES);
 	while (cs_reader_next_frame(r))
 	{
@@ -260,88 +571,46 @@ cs_scan_segment(const char *path, CsSegmentScan *scan,
 		while (cs_reader_next_entry(r, &e))
 		{
 			CsMessageInfo info;
+			const char *problem = NULL;
 
 			if (e.kind == CS_ENTRY_POSITION)
+				problem = cs_track_entry(&track, &e, NULL);
+			else if (e.kind == CS_ENTRY_PREAMBLE)
 			{
-				if (!in_txn && e.wal_end > scan->position)
-					scan->position = e.wal_end;
+				parse_or_damage(r, &e, &info);
+				if (schema_cb)
+					schema_cb(&e, &info, arg);
 			}
-			else if (e.kind == CS_ENTRY_MESSAGE || e.kind == CS_ENTRY_PREAMBLE)
+			else if (e.kind == CS_ENTRY_MESSAGE)
 			{
-				if (!cs_parse_pgoutput(e.data, e.len, &info))
-					ereport(ERROR,
-							(errcode(ERRCODE_DATA_CORRUPTED),
-							 errmsg("malformed pgoutput message in \"%s\"", path)));
-				if (e.kind == CS_ENTRY_PREAMBLE)
+				parse_or_damage(r, &e, &info);
+				problem = cs_track_entry(&track, &e, &info);
+				if (info.type == 'B' || info.type == 'C')
 				{
-					if (schema_cb)
-						schema_cb(&e, &info, arg);
-				}
-				else if (info.type == 'B')
-				{
-					in_txn = true;
-					MemoryContextReset(scan_cxt);
-					pending = NIL;
-				}
-				else if (info.type == 'C')
-				{
-					ListCell   *lc;
-
-					in_txn = false;
-					scan->last_commit_lsn = info.lsn;
-					if (info.end_lsn > scan->position)
-						scan->position = info.end_lsn;
-					scan->transactions++;
-					if (schema_cb)
-						foreach(lc, pending)
-						{
-							PendingSchema *ps = lfirst(lc);
-
-							schema_cb(&ps->entry, &ps->info, arg);
-						}
+					if (info.type == 'C' && schema_cb)
+						flush_pending(pending, schema_cb, arg);
 					pending = NIL;
 					MemoryContextReset(scan_cxt);
-				}
-				else if (info.type == 'M' && !info.transactional && !in_txn)
-				{
-					if (info.lsn + 1 > scan->position)
-						scan->position = info.lsn + 1;
 				}
 				else if ((info.type == 'R' || info.type == 'Y') && schema_cb)
 				{
-					PendingSchema *ps;
-					char	   *copy;
-
-					old = MemoryContextSwitchTo(scan_cxt);
-					ps = palloc(sizeof(PendingSchema));
-					copy = palloc(e.len);
-					memcpy(copy, e.data, e.len);
-					ps->entry = e;
-					ps->entry.data = copy;
-					ps->info = info;
-					if (in_txn)
-						pending = lappend(pending, ps);
-					MemoryContextSwitchTo(old);
-					if (!in_txn)
+					if (track.in_txn)
+						pending = add_pending(pending, scan_cxt, &e, &info);
+					else
 						schema_cb(&e, &info, arg);
 				}
 			}
-			if (!in_txn)
-			{
-				scan->safe_frame_offset = r->frame_offset;
-				scan->safe_entry_offset = r->entry_offset;
-				if (r->entry_offset == (uint32) r->body.len)
-				{
-					scan->safe_end = r->offset;
-					scan->safe_entry_offset = 0;
-					scan->safe_frame_offset = r->offset;
-				}
-			}
+			if (problem != NULL)
+				cs_segment_damage(path, r->frame_offset, "%s", problem);
+			if (!track.in_txn)
+				note_safe_point(r, scan);
 		}
 	}
+	scan->torn = cs_reader_finish(r, may_be_torn);
+	scan->position = track.position;
+	scan->last_commit_lsn = track.last_commit_lsn;
+	scan->transactions = track.transactions;
 	scan->valid_end = r->valid_end;
-	scan->torn = r->torn;
 	cs_reader_close(r);
-	MemoryContextDelete(scan_cxt);
 	return true;
 }

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * segment_writer.c
- *	  The active WAL segment of the current generation: appending framed
- *	  entries, write + fdatasync (the only thing that makes data durable),
- *	  rotation at transaction boundaries with the schema preamble, and
- *	  crash recovery of the newest segment (durability rules 1, 4 and 5 of
- *	  DESIGN.md).
+ *	  The active changestream segment of the current generation:
+ *	  appending framed entries, write + fdatasync (the only thing that
+ *	  makes data durable), rotation at transaction boundaries with the
+ *	  schema preamble, and crash recovery of the newest segment
+ *	  (durability rules 1, 4 and 5 of docs/DESIGN.md).
  *
  *	  Entries accumulate in one frame in memory; a frame is written when it
  *	  reaches CS_FRAME_TARGET bytes or when the archiver flushes, so memory
@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "generation_reader.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
@@ -56,6 +57,8 @@ static bool unsynced;
 static StringInfoData frame;
 static int	frame_entries;
 
+static void write_frame(void);
+
 /*
  * Survives across sessions of one process: after a failed fsync the page
  * cache cannot be trusted, so the next recovery cuts the file back to what
@@ -65,7 +68,7 @@ static char failed_path[MAXPGPATH];
 static int64 failed_durable_size = -1;
 
 /*
- * cs_writer_reset() -> void
+ * cs_writer_reset
  *	  Close the active segment (without flushing) and forget all state.
  *	  Used at session start and on the error path.
  */
@@ -95,7 +98,7 @@ cs_writer_reset(void)
 }
 
 /*
- * cs_writer_note_schema(data, len, info) -> void
+ * cs_writer_note_schema
  *	  Remember a Relation or Type message as the one in force for its OID,
  *	  for the preamble of later segments.
  */
@@ -211,12 +214,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 		seg_size += pre.len;
 		pfree(pre.data);
 	}
-	cs_fsync_fd(seg_fd, tmp);
-	if (rename(tmp, seg_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, seg_path)));
-	cs_fsync_path(wal_dir, true);
+	cs_durable_rename(tmp, seg_path, wal_dir);
 
 	durable_size = seg_size;
 	seg_index = index;
@@ -226,9 +224,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	cs_frame_begin(&frame);
 	frame_entries = 0;
 
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->segment_index = index;
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_segment(index);
 }
 
 static void
@@ -244,7 +240,7 @@ set_target(const char *directory, uint64 generation, uint64 sysid, uint32 tli)
 }
 
 /*
- * cs_writer_open_first(directory, generation, sysid, timeline, start_lsn)
+ * cs_writer_open_first
  *	  Start segment 0 of a new generation, positioned at start_lsn.
  */
 void
@@ -257,12 +253,75 @@ cs_writer_open_first(const char *directory, uint64 generation,
 	create_segment(0, start_lsn);
 }
 
+/* Re-frame the complete entries before safe_entry_offset of the frame at keep. */
+static void
+reframe_safe_entries(int fd, const char *path, int64 keep,
+					 const CsSegmentScan *scan, StringInfo out)
+{
+	char		fh[CS_FRAME_HEADER_SIZE];
+	uint32		body_len;
+	uint32		crc;
+	uint32		off = 0;
+	char	   *body;
+	CsEntry		e;
+
+	if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
+		!cs_frame_check_header(fh, &body_len, &crc))
+		cs_segment_damage(path, keep, "The frame read a moment ago no longer validates.");
+	body = palloc(body_len);
+	if (pread(fd, body, body_len, keep + CS_FRAME_HEADER_SIZE) != (ssize_t) body_len)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", path)));
+	cs_frame_begin(out);
+	while (off < scan->safe_entry_offset && cs_next_entry(body, body_len, &off, &e))
+		cs_append_entry(out, e.kind, e.data_start, e.wal_end,
+						e.send_time, e.data, e.len);
+	cs_frame_finish(out);
+	pfree(body);
+}
+
+/* Write the first keep bytes of fd, then tail, to a .tmp that replaces path. */
+static void
+rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail)
+{
+	char		tmp[MAXPGPATH];
+	int			out;
+	char	   *buf = palloc(64 * 1024);
+	int64		done = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	out = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (out < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	while (done < keep)
+	{
+		ssize_t		n = pread(fd, buf, Min(64 * 1024, keep - done), done);
+
+		if (n <= 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", path)));
+		write_all(out, buf, n, tmp);
+		done += n;
+	}
+	write_all(out, tail->data, tail->len, tmp);
+	cs_fsync_fd(out, tmp);
+	CloseTransientFile(out);
+	cs_durable_rename(tmp, path, wal_dir);
+	pfree(buf);
+}
+
 /*
- * Cut a raw segment back to its last safe point; see cs_scan_segment().
- * At a frame boundary a single ftruncate() does it.  Inside a frame, the
- * frame's complete entries are re-framed: the kept bytes and the new frame
- * go to a .tmp copy that replaces the segment by rename, so a crash during
- * the repair leaves either the old file or the repaired one.
+ * Cut the newest raw segment back to its last safe point: after a torn
+ * write, and after a transaction that was never completed (both hold
+ * nothing acknowledged: see cs_writer_recover()).  At a frame boundary a
+ * single ftruncate() does it.  Inside a frame, the frame's complete
+ * entries are re-framed: the kept bytes and the new frame go to a .tmp
+ * copy that replaces the segment by rename, so a crash during the repair
+ * leaves either the old file or the repaired one.
  */
 static void
 cut_torn_tail(const char *path, const CsSegmentScan *scan)
@@ -280,47 +339,22 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 	if (scan->safe_entry_offset == 0 && st.st_size == keep)
 		return;
 
-	fd = open(path, O_RDWR | PG_BINARY, 0);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path),
-				 errhint("The server's operating system user must be able to write changestream.directory.")));
-
+				 errmsg("could not open file \"%s\": %m", path)));
 	initStringInfo(&rewritten);
 	if (scan->safe_entry_offset != 0)
-	{
-		char		fh[CS_FRAME_HEADER_SIZE];
-		uint32		body_len;
-		uint32		crc;
-		uint32		off = 0;
-		char	   *body;
-		CsEntry		e;
-
-		if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
-			!cs_frame_check_header(fh, &body_len, &crc))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("could not re-read frame at offset " INT64_FORMAT " of \"%s\"",
-							keep, path)));
-		body = palloc(body_len);
-		if (pread(fd, body, body_len, keep + CS_FRAME_HEADER_SIZE) != (ssize_t) body_len)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", path)));
-		cs_frame_begin(&rewritten);
-		while (off < scan->safe_entry_offset && cs_next_entry(body, body_len, &off, &e))
-			cs_append_entry(&rewritten, e.kind, e.data_start, e.wal_end,
-							e.send_time, e.data, e.len);
-		cs_frame_finish(&rewritten);
-		pfree(body);
-	}
+		reframe_safe_entries(fd, path, keep, scan, &rewritten);
 
 	ereport(LOG,
-			(errmsg("changestream: cut segment \"%s\" back to its last complete transaction",
-					path),
-			 errdetail("Kept " INT64_FORMAT " of " INT64_FORMAT " bytes; the server resends what was cut.",
-					   keep + (int64) rewritten.len, (int64) st.st_size)));
+			(errmsg("cut changestream segment \"%s\" back to its last complete transaction at %X/%X",
+					path, LSN_FORMAT_ARGS(scan->position)),
+			 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at %X/%X and the server sends it again.",
+					   (long long) (keep + rewritten.len), (long long) st.st_size,
+					   scan->torn ? "interrupted write cut" : "incomplete transaction cut",
+					   LSN_FORMAT_ARGS(scan->position))));
 
 	if (rewritten.len == 0)
 	{
@@ -329,69 +363,101 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 					(errcode_for_file_access(),
 					 errmsg("could not truncate file \"%s\": %m", path)));
 		cs_fsync_fd(fd, path);
-		close(fd);
 	}
 	else
-	{
-		char		tmp[MAXPGPATH];
-		int			out;
-		char	   *buf = palloc(64 * 1024);
-		int64		done = 0;
-
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
-		if (out < 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not create file \"%s\": %m", tmp)));
-		while (done < keep)
-		{
-			ssize_t		n = pread(fd, buf, Min(64 * 1024, keep - done), done);
-
-			if (n <= 0)
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("could not read file \"%s\": %m", path)));
-			write_all(out, buf, n, tmp);
-			done += n;
-		}
-		write_all(out, rewritten.data, rewritten.len, tmp);
-		cs_fsync_fd(out, tmp);
-		close(out);
-		close(fd);
-		if (rename(tmp, path) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, path)));
-		cs_fsync_path(wal_dir, true);
-		pfree(buf);
-	}
+		rewrite_segment(fd, path, keep, &rewritten);
+	CloseTransientFile(fd);
 	pfree(rewritten.data);
 }
 
+/* Open the recovered newest raw segment for appending as the active one. */
+static void
+open_active(int64 index, bool has_data)
+{
+	struct stat st;
+
+	seg_fd = open(seg_path, O_WRONLY | O_APPEND | PG_BINARY, 0);
+	if (seg_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", seg_path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	if (fstat(seg_fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", seg_path)));
+	seg_size = st.st_size;
+	durable_size = seg_size;
+	seg_index = index;
+	seg_opened_at = GetCurrentTimestamp();
+	seg_has_data = has_data;
+	unsynced = false;
+
+	cs_status_set_segment(index);
+}
+
 /*
- * cs_writer_recover(directory, generation, *position)
- *	  Make the newest segment of a generation the active one after a
- *	  restart: finish interrupted compressions, queue sealed raw segments
- *	  for compression, cut the newest segment's torn tail back to its last
- *	  safe point, rebuild the schema in force, and return the archive's
- *	  position of record (DESIGN.md, durability rule 4).  A generation
+ * A .gz renamed into place is complete (it was fsynced first); a raw twin
+ * beside it is what compression had not yet removed.
+ */
+static void
+remove_compressed_twin(const CsSegmentFile *sf)
+{
+	char		raw[MAXPGPATH];
+	struct stat st;
+
+	strlcpy(raw, sf->path, sizeof(raw));
+	raw[strlen(raw) - strlen(".gz")] = '\0';
+	if (lstat(raw, &st) == 0 && unlink(raw) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", raw)));
+}
+
+/*
+ * A torn tail may be cut only above what the server already counts as
+ * archived: below the slot's confirmed_flush_lsn the cut transactions
+ * could never be streamed again.  A torn write below it is damage.
+ */
+static void
+check_cut_allowed(const char *path, const CsSegmentScan *scan,
+				  XLogRecPtr confirmed_flush)
+{
+	if (scan->position >= confirmed_flush)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("changestream segment \"%s\" is damaged at offset %lld",
+					path, (long long) scan->valid_end),
+			 errdetail("Its last complete transaction ends at %X/%X, but replication slot \"%s\" has confirmed %X/%X: cutting the bytes that do not validate would lose transactions the server will not send again.",
+					   LSN_FORMAT_ARGS(scan->position), cs_slot_name,
+					   LSN_FORMAT_ARGS(confirmed_flush)),
+			 errhint(CS_DAMAGE_HINT)));
+}
+
+/*
+ * cs_writer_recover
+ *	  Makes the newest segment of a generation the active one after a
+ *	  restart: removes raw twins of compressed segments, queues sealed raw
+ *	  segments for compression, rebuilds the schema in force, and returns
+ *	  in *position the archive's position of record (docs/DESIGN.md,
+ *	  durability rule 4).  A torn tail of the newest raw segment (its last
+ *	  write, with no valid frame after it) is cut back to the last safe
+ *	  point, but never below confirmed_flush (the slot's
+ *	  confirmed_flush_lsn).  Anything else that does not validate is damage:
+ *	  nothing is changed and XX001 names the file and offset.  A generation
  *	  without any segment gets segment 0 at its identity's start LSN.
- *	  Raises 58030 on I/O errors, XX001 on a damaged header.
+ *	  Errors: XX001 as said, or for a gap in the segments or a missing or
+ *	  damaged identity file; file access SQLSTATEs on I/O failures.
  */
 void
 cs_writer_recover(const char *directory, uint64 generation,
-				  XLogRecPtr *position)
+				  XLogRecPtr confirmed_flush, XLogRecPtr *position)
 {
-	CsIdentity identity;
-	DIR		   *dir;
-	struct dirent *de;
-	List	   *raw = NIL;
-	List	   *gz = NIL;
-	int64		newest = -1;
-	bool		newest_compressed = false;
+	CsIdentity	identity;
+	List	   *segments;
+	CsSegmentFile *newest;
 	CsSegmentScan scan;
-	char	   *name;
 	ListCell   *lc;
 
 	if (!cs_read_identity(directory, generation, &identity))
@@ -403,121 +469,65 @@ cs_writer_recover(const char *directory, uint64 generation,
 	set_target(directory, generation, identity.system_identifier,
 			   identity.timeline);
 
-	dir = AllocateDir(wal_dir);
-	if (dir == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", wal_dir)));
-	while ((de = ReadDir(dir, wal_dir)) != NULL)
-	{
-		int64		idx;
-		bool		compressed;
-		int64	   *p;
-
-		if (!cs_parse_segment_file_name(de->d_name, &idx, &compressed))
-			continue;
-		p = palloc(sizeof(int64));
-		*p = idx;
-		if (compressed)
-			gz = lappend(gz, p);
-		else
-			raw = lappend(raw, p);
-		newest = Max(newest, idx);
-	}
-	FreeDir(dir);
-
-	if (newest < 0)
+	segments = cs_list_segments(directory, generation);
+	cs_check_segment_sequence(directory, generation, segments);
+	if (segments == NIL)
 	{
 		create_segment(0, identity.start_lsn);
 		*position = identity.start_lsn;
 		return;
 	}
+	newest = llast(segments);
 
-	/*
-	 * A raw segment with a .gz twin was compressed but not yet removed; the
-	 * .gz was renamed into place only after its fsync, so it is complete.
-	 * Other raw segments but the newest are sealed: compress them.
-	 */
-	newest_compressed = true;
-	foreach(lc, raw)
-	{
-		int64		idx = *(int64 *) lfirst(lc);
-		ListCell   *lc2;
-		bool		has_gz = false;
-
-		foreach(lc2, gz)
-			if (*(int64 *) lfirst(lc2) == idx)
-				has_gz = true;
-		name = cs_segment_file_name(idx, false);
-		snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
-		pfree(name);
-		if (has_gz)
-		{
-			if (unlink(seg_path) != 0)
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("could not remove file \"%s\": %m", seg_path)));
-		}
-		else if (idx == newest)
-			newest_compressed = false;
-		else
-			cs_compress_enqueue(wal_dir, idx);
-	}
-
-	name = cs_segment_file_name(newest, newest_compressed);
-	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
-	pfree(name);
-
-	if (failed_durable_size >= 0 && strcmp(failed_path, seg_path) == 0)
+	if (failed_durable_size >= 0 && strcmp(failed_path, newest->path) == 0)
 	{
 		/* a failed fsync: trust only what was durable before it */
-		if (truncate(seg_path, failed_durable_size) != 0)
+		if (truncate(newest->path, failed_durable_size) != 0)
 			ereport(ERROR,
 					(errcode_for_file_access(),
-					 errmsg("could not truncate file \"%s\": %m", seg_path)));
-		cs_fsync_path(seg_path, false);
+					 errmsg("could not truncate file \"%s\": %m", newest->path)));
+		cs_fsync_path(newest->path, false);
 	}
 	failed_durable_size = -1;
 
-	cs_scan_segment(seg_path, &scan, schema_from_scan, NULL);
-	*position = scan.position;
+	cs_scan_segment(newest->path, newest->compressed, !newest->compressed,
+					&scan, schema_from_scan, NULL);
+	cs_check_segment_header(newest->path, &scan.header, newest->index,
+							generation, &identity);
+	if (scan.torn)
+		check_cut_allowed(newest->path, &scan, confirmed_flush);
 
-	if (newest_compressed)
+	/* the newest segment is sound: now tidy the sealed ones */
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (sf->compressed)
+			remove_compressed_twin(sf);
+		else if (sf != newest)
+			cs_compress_enqueue(wal_dir, sf->index);
+	}
+
+	*position = scan.position;
+	if (newest->compressed)
 	{
 		/* the newest segment is sealed: continue in a fresh one */
-		create_segment(newest + 1, scan.position);
+		create_segment(newest->index + 1, scan.position);
 		return;
 	}
-
-	cut_torn_tail(seg_path, &scan);
-	seg_fd = open(seg_path, O_WRONLY | O_APPEND | PG_BINARY, 0);
-	if (seg_fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", seg_path),
-				 errhint("The server's operating system user must be able to write changestream.directory.")));
-	{
-		struct stat st;
-
-		if (fstat(seg_fd, &st) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not stat file \"%s\": %m", seg_path)));
-		seg_size = st.st_size;
-	}
-	durable_size = seg_size;
-	seg_index = newest;
-	seg_opened_at = GetCurrentTimestamp();
-	seg_has_data = scan.transactions > 0;
-	unsynced = false;
-
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->segment_index = newest;
-	SpinLockRelease(&cs_status->mutex);
+	strlcpy(seg_path, newest->path, sizeof(seg_path));
+	/*
+	 * Below confirmed_flush the archive is behind the slot (an older copy
+	 * of the archive, say): the caller opens a new generation and this one
+	 * is left exactly as it is.
+	 */
+	if (scan.position >= confirmed_flush)
+		cut_torn_tail(seg_path, &scan);
+	open_active(newest->index, scan.transactions > 0);
 }
 
 /*
- * cs_writer_add(kind, data_start, wal_end, send_time, data, len) -> void
+ * cs_writer_add
  *	  Append one entry to the frame being built; writes the frame (without
  *	  fsync) once it reaches CS_FRAME_TARGET bytes.
  */
@@ -530,16 +540,14 @@ cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 	if (kind == CS_ENTRY_MESSAGE)
 		seg_has_data = true;
 	if (frame.len >= CS_FRAME_TARGET)
-		cs_writer_write();
+		write_frame();
 }
 
 /*
- * cs_writer_write() -> void
- *	  Write the frame being built to the segment (no fsync).  58030 on
- *	  failure.
+ * Write the frame being built to the segment (no fsync).
  */
-void
-cs_writer_write(void)
+static void
+write_frame(void)
 {
 	if (frame_entries == 0)
 		return;
@@ -562,15 +570,15 @@ cs_writer_write(void)
 }
 
 /*
- * cs_writer_flush() -> void
+ * cs_writer_flush
  *	  Write the pending frame and fdatasync the segment: after this returns
- *	  everything added so far is durable.  58030 on failure, after which the
+ *	  everything added so far is durable.  Raises on failure, after which the
  *	  next recovery trusts only the bytes durable before this call.
  */
 void
 cs_writer_flush(void)
 {
-	cs_writer_write();
+	write_frame();
 	if (!unsynced)
 		return;
 	if (fdatasync(seg_fd) != 0)
@@ -586,24 +594,18 @@ cs_writer_flush(void)
 	unsynced = false;
 }
 
-/* cs_writer_unsynced() -> bool: is anything added not yet durable? */
+/* cs_writer_unsynced: is anything added not yet durable? (returns bool) */
 bool
 cs_writer_unsynced(void)
 {
 	return frame_entries > 0 || unsynced;
 }
 
-/* cs_writer_buffered() -> Size: bytes in the frame being built. */
-Size
-cs_writer_buffered(void)
-{
-	return frame.len;
-}
-
 /*
- * cs_writer_should_rotate(now) -> bool
+ * cs_writer_should_rotate
  *	  At a transaction boundary: is the segment past changestream.segment_size
  *	  or, holding data, older than changestream.segment_timeout?
+ *	  Returns bool.
  */
 bool
 cs_writer_should_rotate(TimestampTz now)
@@ -619,7 +621,7 @@ cs_writer_should_rotate(TimestampTz now)
 }
 
 /*
- * cs_writer_rotate(position) -> void
+ * cs_writer_rotate
  *	  Seal the active segment (flush, close, queue for compression) and
  *	  start the next one at position, the current position of record.
  */
@@ -635,15 +637,8 @@ cs_writer_rotate(XLogRecPtr position)
 	cs_compress_enqueue(wal_dir, sealed);
 }
 
-/* cs_writer_segment_index() -> int64: the active segment's index. */
-int64
-cs_writer_segment_index(void)
-{
-	return seg_index;
-}
-
 /*
- * cs_writer_close() -> void
+ * cs_writer_close
  *	  Flush and close the active segment (clean shutdown).
  */
 void

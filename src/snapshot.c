@@ -73,7 +73,7 @@ static char open_data_path[MAXPGPATH];
 static char open_tmp_path[MAXPGPATH];
 
 /*
- * cs_snapshot_cleanup() -> void
+ * cs_snapshot_cleanup
  *	  After an error: close the files of the snapshot that was being
  *	  written and remove them.  Never raises.
  */
@@ -99,61 +99,7 @@ static int	progress_slot = CS_PROGRESS_ARCHIVER;
 static void
 set_progress(const char *table, int64 rows, const char *waiting_for)
 {
-	CsProgress *p = &cs_status->progress[progress_slot];
-
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(p->table, table ? table : "", sizeof(p->table));
-	p->rows = rows;
-	if (waiting_for != NULL)
-		strlcpy(p->waiting_for, waiting_for, sizeof(p->waiting_for));
-	SpinLockRelease(&cs_status->mutex);
-}
-
-static WalRcvExecResult *
-exec_or_error(WalReceiverConn *conn, const char *sql, int ntypes,
-			  const Oid *types, WalRcvExecStatus expect)
-{
-	WalRcvExecResult *res = walrcv_exec(conn, sql, ntypes, types);
-
-	if (res->status != expect)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_EXCEPTION),
-				 errmsg("changestream snapshot: command failed: %s",
-						res->err ? res->err : "unexpected result"),
-				 errdetail("Command: %s", sql)));
-	return res;
-}
-
-/* Fetch all rows of a query as C strings (every column as text). */
-static List *
-fetch_rows(WalReceiverConn *conn, const char *sql, int ncols)
-{
-	Oid		   *types = palloc(sizeof(Oid) * ncols);
-	WalRcvExecResult *res;
-	TupleTableSlot *slot;
-	List	   *rows = NIL;
-	int			i;
-
-	for (i = 0; i < ncols; i++)
-		types[i] = TEXTOID;
-	res = exec_or_error(conn, sql, ncols, types, WALRCV_OK_TUPLES);
-	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
-	while (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
-	{
-		char	  **row = palloc(sizeof(char *) * ncols);
-
-		for (i = 0; i < ncols; i++)
-		{
-			bool		isnull;
-			Datum		d = slot_getattr(slot, i + 1, &isnull);
-
-			row[i] = isnull ? NULL : TextDatumGetCString(d);
-		}
-		rows = lappend(rows, row);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	walrcv_clear_result(res);
-	return rows;
+	cs_status_set_progress(progress_slot, table, rows, waiting_for);
 }
 
 /*
@@ -170,7 +116,7 @@ note_running_transactions(WalReceiverConn *conn)
 
 	StartTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
-	rows = fetch_rows(conn,
+	rows = cs_exec_rows(conn,
 					  "SELECT count(*)::text, min(pid)::text, min(age(backend_xid))::text "
 					  "FROM pg_catalog.pg_stat_activity WHERE backend_xid IS NOT NULL "
 					  "AND pid <> pg_catalog.pg_backend_pid()", 3);
@@ -215,7 +161,7 @@ published_tables(WalReceiverConn *conn)
 				   "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
 				   "WHERE pt.pubname = %s ORDER BY 2, 3",
 				   quote_literal_cstr(cs_publication));
-	rows = fetch_rows(conn, sql, 9);
+	rows = cs_exec_rows(conn, sql, 9);
 	foreach(lc, rows)
 	{
 		char	  **r = lfirst(lc);
@@ -255,13 +201,10 @@ report_replica_identity(List *tables)
 			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
 							 t->schema, t->name);
 	}
-	SpinLockAcquire(&cs_status->mutex);
-	strlcpy(cs_status->no_replica_identity, missing.data,
-			sizeof(cs_status->no_replica_identity));
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_set_no_replica_identity(missing.data);
 	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
 		ereport(WARNING,
-				(errmsg("changestream: published tables without a replica identity: %s",
+				(errmsg("published tables without a replica identity: %s",
 						missing.data),
 				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
 						   cs_publication),
@@ -271,10 +214,11 @@ report_replica_identity(List *tables)
 }
 
 /*
- * cs_check_replica_identity(conn) -> void
+ * cs_check_replica_identity
  *	  Look up the publication's tables on an idle replication connection
  *	  and report those without a replica identity (status() and the log).
- *	  The caller holds no transaction.  Raises 08000 if the query fails.
+ *	  The caller holds no transaction.  Raises connection_exception if the
+ *	  query fails.
  */
 void
 cs_check_replica_identity(WalReceiverConn *conn)
@@ -321,7 +265,7 @@ lock_and_check_tables(WalReceiverConn *conn, List *tables)
 		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "", t->oid);
 	}
 	appendStringInfoString(&sql, " IN ACCESS SHARE MODE");
-	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, sql.data, WALRCV_OK_COMMAND));
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql,
@@ -329,7 +273,7 @@ lock_and_check_tables(WalReceiverConn *conn, List *tables)
 					 "WHERE c.oid IN (%s) AND c.relkind = 'r' "
 					 "AND c.relfilenode IS DISTINCT FROM pg_catalog.pg_relation_filenode(c.oid)",
 					 oids.data);
-	rewritten = fetch_rows(conn, sql.data, 1);
+	rewritten = cs_exec_rows(conn, sql.data, 1);
 	if (rewritten != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -379,7 +323,7 @@ copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
 	if (t->rowfilter != NULL && t->rowfilter[0] != '\0')
 		appendStringInfo(&sql, " WHERE %s", t->rowfilter);
 	appendStringInfoString(&sql, ") TO STDOUT");
-	exec_or_error(conn, sql.data, 0, NULL, WALRCV_OK_COPY_OUT);
+	walrcv_clear_result(cs_exec(conn, sql.data, WALRCV_OK_COPY_OUT));
 
 	set_progress(display, 0, "");
 	for (;;)
@@ -510,15 +454,16 @@ append_file(int out, const char *out_path, const char *in_path)
 }
 
 /*
- * cs_snapshot_take(conn, slot_name, temporary, snapshots_dir, generation,
- *					progress, *result) -> XLogRecPtr (the consistent point C)
+ * cs_snapshot_take
  *	  Create slot_name (temporary or the archiver's permanent slot) with
  *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
  *	  table of changestream.publication in that snapshot, and write
  *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
- *	  streaming) and the caller must hold no transaction.  Fills *result.
- *	  Raises 08000 if a command fails on the server, 58030 on I/O errors,
- *	  40001 if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
+ *	  streaming) and the caller must hold no transaction.  Fills *result
+ *	  and returns the consistent point C (an XLogRecPtr).
+ *	  Raises connection_exception if a command fails on the server,
+ *	  errcode_for_file_access() codes on I/O errors,
+ *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
  *	  between the slot's snapshot and the lock this function takes on it:
  *	  its rows would be invisible to the snapshot.  Progress (table, rows,
  *	  what slot creation waits for) is published in status() in
@@ -545,8 +490,8 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	Assert(!IsTransactionState());
 	progress_slot = progress;
 	note_running_transactions(conn);
-	exec_or_error(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
-				  0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+								WALRCV_OK_COMMAND));
 	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
 	when = GetCurrentTimestamp();
 	set_progress(NULL, 0, "");
@@ -589,7 +534,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", data_path)));
-	exec_or_error(conn, "COMMIT", 0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, "COMMIT", WALRCV_OK_COMMAND));
 
 	/* manifest member, then the table data member, as one file */
 	manifest = build_manifest(generation, lsn, when, tables, total);
@@ -614,15 +559,10 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				(errcode_for_file_access(),
 				 errmsg("could not seek in file \"%s\": %m", tmp_path)));
 	append_file(out, tmp_path, data_path);
-	cs_fsync_fd(out, tmp_path);
 	close(out);
 	open_fd = -1;
-	if (rename(tmp_path, final_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp_path, final_path)));
+	cs_durable_rename(tmp_path, final_path, snapshots_dir);
 	open_tmp_path[0] = '\0';
-	cs_fsync_path(snapshots_dir, true);
 	unlink(data_path);
 	open_data_path[0] = '\0';
 
@@ -634,52 +574,9 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		result->rows = total;
 	}
 	ereport(LOG,
-			(errmsg("changestream: snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
+			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
 					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
 			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
 					   (unsigned long long) lsn, (unsigned long long) generation)));
 	return lsn;
-}
-
-/*
- * cs_snapshot_read_manifest(path, *lsn, *tables, *rows) -> bool
- *	  Read the manifest comment lines at the start of a snapshot file.
- *	  False when the file is missing or has no manifest.
- */
-bool
-cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn, int *tables,
-						  int64 *rows)
-{
-	gzFile		gz = gzopen(path, "rb");
-	char		line[1024];
-	int			seen = 0;
-
-	if (gz == NULL)
-		return false;
-	while (seen != 7 && gzgets(gz, line, sizeof(line)) != NULL)
-	{
-		unsigned int hi,
-					lo;
-		long long	v;
-
-		if (strncmp(line, "-- end of manifest", 18) == 0)
-			break;
-		if (sscanf(line, "-- lsn: %X/%X", &hi, &lo) == 2)
-		{
-			*lsn = ((uint64) hi << 32) | lo;
-			seen |= 1;
-		}
-		else if (sscanf(line, "-- tables: %lld", &v) == 1)
-		{
-			*tables = (int) v;
-			seen |= 2;
-		}
-		else if (sscanf(line, "-- rows: %lld", &v) == 1)
-		{
-			*rows = v;
-			seen |= 4;
-		}
-	}
-	gzclose(gz);
-	return seen == 7;
 }

@@ -29,11 +29,12 @@
 #include "changestream.h"
 
 /*
- * cs_launch_snapshot_worker(generation, notify_pid, *handle) -> CsLaunchResult
+ * cs_launch_snapshot_worker
  *	  Claim the single snapshot slot in shared memory and register a
  *	  "changestream snapshot" worker for generation.  CS_LAUNCH_BUSY when a
  *	  snapshot is already running, CS_LAUNCH_NO_WORKER when no background
  *	  worker slot is free (the claim is released).
+ *	  Returns CsLaunchResult.
  */
 CsLaunchResult
 cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
@@ -41,16 +42,8 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 {
 	BackgroundWorker worker;
 
-	SpinLockAcquire(&cs_status->mutex);
-	if (cs_status->snapshot_running)
-	{
-		SpinLockRelease(&cs_status->mutex);
+	if (!cs_status_claim_snapshot())
 		return CS_LAUNCH_BUSY;
-	}
-	cs_status->snapshot_running = true;
-	cs_status->snapshot_result_lsn = InvalidXLogRecPtr;
-	cs_status->snapshot_result_error[0] = '\0';
-	SpinLockRelease(&cs_status->mutex);
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
@@ -65,12 +58,7 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 	worker.bgw_notify_pid = notify_pid;
 	if (!RegisterDynamicBackgroundWorker(&worker, handle))
 	{
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->snapshot_running = false;
-		strlcpy(cs_status->snapshot_result_error,
-				"could not register a background worker for the snapshot",
-				CS_ERROR_LEN);
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_not_launched();
 		return CS_LAUNCH_NO_WORKER;
 	}
 	return CS_LAUNCH_OK;
@@ -79,20 +67,11 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 static void
 snapshot_exit(int code, Datum arg)
 {
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_running = false;
-	cs_status->snapshot_pid = 0;
-	memset(&cs_status->progress[CS_PROGRESS_SNAPSHOT], 0, sizeof(CsProgress));
-	if (cs_status->snapshot_result_lsn == InvalidXLogRecPtr &&
-		cs_status->snapshot_result_error[0] == '\0')
-		strlcpy(cs_status->snapshot_result_error,
-				"the snapshot worker exited before the snapshot was durable",
-				CS_ERROR_LEN);
-	SpinLockRelease(&cs_status->mutex);
+	cs_status_snapshot_worker_exited();
 }
 
 /*
- * changestream_snapshot_main(main_arg) -> void
+ * changestream_snapshot_main
  *	  Entry point of a "changestream snapshot" worker: takes one snapshot
  *	  with a temporary slot into generations/<gen>/snapshots/ (the generation
  *	  is in bgw_extra) and publishes its LSN or its error in shared memory.
@@ -112,9 +91,6 @@ changestream_snapshot_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->snapshot_pid = MyProcPid;
-	SpinLockRelease(&cs_status->mutex);
 
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
 	load_file("libpqwalreceiver", false);
@@ -129,10 +105,7 @@ changestream_snapshot_main(Datum main_arg)
 		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation,
 						 CS_PROGRESS_SNAPSHOT, &result);
 		cs_disconnect(conn);
-		SpinLockAcquire(&cs_status->mutex);
-		cs_status->snapshot_result_lsn = result.lsn;
-		cs_status->last_snapshot_at = GetCurrentTimestamp();
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_done(result.lsn);
 	}
 	PG_CATCH();
 	{
@@ -140,9 +113,7 @@ changestream_snapshot_main(Datum main_arg)
 
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
-		SpinLockAcquire(&cs_status->mutex);
-		strlcpy(cs_status->snapshot_result_error, edata->message, CS_ERROR_LEN);
-		SpinLockRelease(&cs_status->mutex);
+		cs_status_snapshot_failed(edata->sqlerrcode, edata->message);
 		cs_snapshot_cleanup();
 		PG_RE_THROW();
 	}

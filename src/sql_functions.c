@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * sql_functions.c
- *	  The SQL surface in schema changestream: generations(),
- *	  generation_stats(), wal_segments(), wal_records() and status().
- *	  They read the archive directory named by changestream.directory and
- *	  the worker's status in shared memory.  A generation argument must be
+ *	  The archive-reading SQL surface in schema changestream:
+ *	  generations(), generation_stats(), wal_segments(), wal_records() and
+ *	  snapshots().  They read the archive directory named by
+ *	  changestream.directory (status() and the worker actions are in
+ *	  sql_worker.c).  A generation argument must be
  *	  16 lowercase hex digits: no path ever comes from SQL.
  *
  *	  Set-returning functions use InitMaterializedSRF() (funcapi.h).
@@ -29,141 +30,28 @@
 #include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "changestream.h"
+#include "generation_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
 PG_FUNCTION_INFO_V1(changestream_generation_stats);
 PG_FUNCTION_INFO_V1(changestream_wal_segments);
 PG_FUNCTION_INFO_V1(changestream_wal_records);
-PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_snapshots);
-PG_FUNCTION_INFO_V1(changestream_take_snapshot);
-PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define GENERATION_COLS 8
+#define GENERATION_COLS 9
 #define SEGMENT_COLS	7
 #define RECORD_COLS		4
-#define STATUS_COLS		21
 #define SNAPSHOT_COLS	6
 
-static int	cmp_name(const ListCell *a, const ListCell *b);
-
-typedef struct SegmentFile
-{
-	int64		index;
-	bool		compressed;
-	char		path[MAXPGPATH];
-	off_t		size;
-	TimestampTz mtime;
-} SegmentFile;
-
-/* A file's modification time with its sub-second part. */
-static TimestampTz
-file_mtime(const struct stat *st)
-{
-	return time_t_to_timestamptz(st->st_mtim.tv_sec) +
-		st->st_mtim.tv_nsec / 1000;
-}
-
-static int
-cmp_segment(const ListCell *a, const ListCell *b)
-{
-	const SegmentFile *x = lfirst(a);
-	const SegmentFile *y = lfirst(b);
-
-	return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0);
-}
-
-/*
- * The segment files of a generation, by index; where a raw file and its
- * .gz both exist (compression finishing), the .gz is listed.
- */
-static List *
-list_segments(const char *directory, uint64 generation)
-{
-	char	   *wal_dir = cs_wal_dir_path(directory, generation);
-	DIR		   *dir;
-	struct dirent *de;
-	List	   *result = NIL;
-	ListCell   *lc;
-
-	dir = AllocateDir(wal_dir);
-	if (dir == NULL)
-	{
-		if (errno == ENOENT)
-			return NIL;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", wal_dir)));
-	}
-	while ((de = ReadDir(dir, wal_dir)) != NULL)
-	{
-		int64		idx;
-		bool		compressed;
-		SegmentFile *sf = NULL;
-		struct stat st;
-		char		path[MAXPGPATH];
-
-		if (!cs_parse_segment_file_name(de->d_name, &idx, &compressed))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", wal_dir, de->d_name);
-		if (stat(path, &st) != 0)
-			continue;			/* removed meanwhile */
-		foreach(lc, result)
-		{
-			SegmentFile *o = lfirst(lc);
-
-			if (o->index == idx)
-				sf = o;
-		}
-		if (sf != NULL && !compressed)
-			continue;
-		if (sf == NULL)
-		{
-			sf = palloc(sizeof(SegmentFile));
-			result = lappend(result, sf);
-		}
-		sf->index = idx;
-		sf->compressed = compressed;
-		strlcpy(sf->path, path, MAXPGPATH);
-		sf->size = st.st_size;
-		sf->mtime = file_mtime(&st);
-	}
-	FreeDir(dir);
-	list_sort(result, cmp_segment);
-	return result;
-}
-
-/*
- * Open a listed segment.  A raw segment may have been compressed and
- * removed since it was listed: then its .gz is opened (and listed).
- */
-static CsSegmentReader *
-open_segment(SegmentFile *sf)
-{
-	CsSegmentReader *r = cs_reader_open(sf->path, true);
-
-	if (r == NULL && !sf->compressed)
-	{
-		strlcat(sf->path, ".gz", MAXPGPATH);
-		sf->compressed = true;
-		r = cs_reader_open(sf->path, true);
-	}
-	if (r == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("WAL segment \"%s\" disappeared while being read", sf->path)));
-	return r;
-}
-
-/* Sum of file sizes and newest mtime below path. */
+/* Sum of file sizes and newest mtime below path (lstat: nothing is opened). */
 static void
-du(const char *path, int64 *bytes, TimestampTz *newest, int *count_suffix,
-   const char *suffix)
+du(const char *path, int64 *bytes, TimestampTz *newest, int *count_snapshots)
 {
 	DIR		   *dir = AllocateDir(path);
 	struct dirent *de;
@@ -181,17 +69,13 @@ du(const char *path, int64 *bytes, TimestampTz *newest, int *count_suffix,
 		if (lstat(child, &st) != 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			du(child, bytes, newest, count_suffix, suffix);
+			du(child, bytes, newest, count_snapshots);
 		else
 		{
-			size_t		n = strlen(de->d_name);
-			size_t		s = strlen(suffix);
-
 			*bytes += st.st_size;
-			if (file_mtime(&st) > *newest)
-				*newest = file_mtime(&st);
-			if (count_suffix && n > s && strcmp(de->d_name + n - s, suffix) == 0)
-				(*count_suffix)++;
+			*newest = Max(*newest, cs_file_mtime(&st));
+			if (count_snapshots && cs_is_snapshot_file_name(de->d_name))
+				(*count_snapshots)++;
 		}
 	}
 	FreeDir(dir);
@@ -200,34 +84,34 @@ du(const char *path, int64 *bytes, TimestampTz *newest, int *count_suffix,
 /*
  * The archive's position of record at the end of a generation: the worker's
  * durable position when the generation is the one it writes, else found by
- * scanning the newest segment.
+ * scanning the newest segment (which may end in a torn tail if raw).
  */
 static XLogRecPtr
 generation_end(const char *directory, uint64 generation, List *segments,
 			   XLogRecPtr start_lsn)
 {
-	SegmentFile *last;
+	CsSegmentFile *last;
 	CsSegmentScan scan;
+	XLogRecPtr	flushed;
 
-	if (cs_status != NULL)
-	{
-		bool		current;
-		XLogRecPtr	flushed;
-
-		SpinLockAcquire(&cs_status->mutex);
-		current = cs_status->pid != 0 && cs_status->has_generation &&
-			cs_status->generation == generation &&
-			cs_status->state == CS_STATE_STREAMING;
-		flushed = cs_status->flushed_lsn;
-		SpinLockRelease(&cs_status->mutex);
-		if (current && flushed != InvalidXLogRecPtr)
-			return flushed;
-	}
+	flushed = cs_status_flushed_lsn_of(generation);
+	if (flushed != InvalidXLogRecPtr)
+		return flushed;
 	if (segments == NIL)
 		return start_lsn;
 	last = llast(segments);
-	if (!cs_scan_segment(last->path, &scan, NULL, NULL))
-		return start_lsn;
+	if (!cs_scan_segment(last->path, last->compressed, !last->compressed,
+						 &scan, NULL, NULL))
+	{
+		/* compressed and removed since it was listed */
+		char	   *gz = psprintf("%s.gz", last->path);
+
+		if (last->compressed || !cs_scan_segment(gz, true, false, &scan, NULL, NULL))
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("changestream segment \"%s\" disappeared while being read",
+							last->path)));
+	}
 	return scan.position;
 }
 
@@ -267,56 +151,127 @@ generation_arg(FunctionCallInfo fcinfo, const char **directory)
 	return generation;
 }
 
+/* The columns of a generations() row that only list and stat files. */
+static void
+generation_row_files(const char *directory, uint64 generation, Datum *values,
+					 bool *nulls)
+{
+	int64		bytes = 0;
+	TimestampTz newest = 0;
+	int			snapshots = 0;
+
+	du(cs_generation_path(directory, generation), &bytes, &newest, &snapshots);
+	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) generation));
+	nulls[0] = false;
+	values[1] = Int32GetDatum(snapshots);
+	nulls[1] = false;
+	values[4] = TimestampTzGetDatum(newest);
+	nulls[4] = (newest == 0);
+	values[7] = Int64GetDatum(bytes);
+	nulls[7] = false;
+}
+
+/* The columns of a generations() row that read the identity and segments. */
+static void
+generation_row_contents(const char *directory, uint64 generation,
+						Datum *values, bool *nulls)
+{
+	CsIdentity	identity;
+	List	   *segments;
+
+	if (!cs_read_identity(directory, generation, &identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) generation)));
+	segments = cs_list_segments(directory, generation);
+	cs_check_segment_sequence(directory, generation, segments);
+	values[2] = Int32GetDatum(list_length(segments));
+	nulls[2] = false;
+	values[3] = TimestampTzGetDatum(identity.created_at);
+	nulls[3] = false;
+	values[5] = LSNGetDatum(identity.start_lsn);
+	nulls[5] = false;
+	values[6] = LSNGetDatum(generation_end(directory, generation, segments,
+										   identity.start_lsn));
+	nulls[6] = false;
+}
+
+/*
+ * One generations() row.  Damage found reading the identity file or the
+ * segments (XX001) goes into the damage column instead of failing the
+ * whole listing: the reading runs in a subtransaction, and the memory
+ * context holding its readers is reset on error, which closes their files.
+ * Any other error is raised again.
+ */
 static void
 generation_row(const char *directory, uint64 generation, Datum *values,
 			   bool *nulls)
 {
-	CsIdentity identity;
-	List	   *segments;
-	char	   *gendir = cs_generation_path(directory, generation);
-	char		path[MAXPGPATH];
-	int64		bytes = 0;
-	TimestampTz newest = 0;
-	int			snapshots = 0;
-	bool		have_identity;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	MemoryContext read_cxt = AllocSetContextCreate(oldcxt,
+												   "changestream generation row",
+												   ALLOCSET_DEFAULT_SIZES);
+	Datum		contents[GENERATION_COLS];
+	bool		contents_null[GENERATION_COLS];
 
-	memset(nulls, 0, sizeof(bool) * GENERATION_COLS);
-	have_identity = cs_read_identity(directory, generation, &identity);
-	segments = list_segments(directory, generation);
-	du(gendir, &bytes, &newest, NULL, "");
-	snprintf(path, sizeof(path), "%s/snapshots", gendir);
+	memset(nulls, true, sizeof(bool) * GENERATION_COLS);
+	memset(contents_null, true, sizeof(contents_null));
+	generation_row_files(directory, generation, values, nulls);
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(read_cxt);
+	PG_TRY();
 	{
-		int64		b = 0;
-		TimestampTz t = 0;
-
-		du(path, &b, &t, &snapshots, ".snapshot.gz");
+		generation_row_contents(directory, generation, contents, contents_null);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
 	}
-
-	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) generation));
-	values[1] = Int32GetDatum(snapshots);
-	values[2] = Int32GetDatum(list_length(segments));
-	if (have_identity)
+	PG_CATCH();
 	{
-		values[3] = TimestampTzGetDatum(identity.created_at);
-		values[5] = LSNGetDatum(identity.start_lsn);
-		values[6] = LSNGetDatum(generation_end(directory, generation, segments,
-											   identity.start_lsn));
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		MemoryContextReset(read_cxt);
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+			ReThrowError(edata);
+		values[GENERATION_COLS - 1] =
+			CStringGetTextDatum(edata->detail ?
+								psprintf("%s: %s", edata->message, edata->detail) :
+								edata->message);
+		nulls[GENERATION_COLS - 1] = false;
+		FreeErrorData(edata);
 	}
-	else
-		nulls[3] = nulls[5] = nulls[6] = true;
-	if (newest > 0)
-		values[4] = TimestampTzGetDatum(newest);
-	else
-		nulls[4] = true;
-	values[7] = Int64GetDatum(bytes);
+	PG_END_TRY();
+
+	/* copy what was read out of read_cxt: pg_lsn, timestamptz, int by value */
+	for (int i = 2; i <= 6; i++)
+	{
+		if (i == 4 || contents_null[i])
+			continue;
+		values[i] = contents[i];
+		nulls[i] = false;
+	}
+	MemoryContextDelete(read_cxt);
 }
 
 /*
- * changestream.generations() -> setof (generation text, snapshot_count int,
- *	  wal_count int, created_at timestamptz, updated_at timestamptz,
- *	  start_lsn pg_lsn, end_lsn pg_lsn, size_bytes bigint)
- *	  One row per generation, oldest first; size_bytes in bytes on disk.
- *	  Errors: 55000 if changestream.directory is not set; 58030 on I/O.
+ * changestream.generations()
+ *	  Returns setof (generation text, snapshot_count int, wal_count int,
+ *	  created_at timestamptz, updated_at timestamptz, start_lsn pg_lsn,
+ *	  end_lsn pg_lsn, size_bytes bigint (bytes on disk), damage text): one
+ *	  row per generation, oldest first.  A generation whose identity file or
+ *	  segments are damaged is listed with the reason in damage and NULL in
+ *	  the columns that could not be read.
+ *	  Errors: 55000 if changestream.directory is not set; file access
+ *	  SQLSTATEs when generations/ cannot be read.
  */
 Datum
 changestream_generations(PG_FUNCTION_ARGS)
@@ -341,10 +296,11 @@ changestream_generations(PG_FUNCTION_ARGS)
 }
 
 /*
- * changestream.generation_stats(generation text) -> record (the
- *	  generations() row of one generation)
- *	  Errors: 22023 if generation is not 16 lowercase hex digits; 42704 if
- *	  it does not exist; 55000 if changestream.directory is not set.
+ * changestream.generation_stats(generation text)
+ *	  Returns the generations() row of one generation.
+ *	  Errors: 22023 if generation is not 16 lowercase hex digits; 22004 if
+ *	  NULL; 42704 if it does not exist; 55000 if changestream.directory is
+ *	  not set.
  */
 Datum
 changestream_generation_stats(PG_FUNCTION_ARGS)
@@ -364,13 +320,15 @@ changestream_generation_stats(PG_FUNCTION_ARGS)
 }
 
 /*
- * changestream.wal_segments(generation text) -> setof (segment_index
- *	  bigint, file_name text, start_lsn pg_lsn, end_lsn pg_lsn, compressed
- *	  bool, size_bytes bigint, modified_at timestamptz)
- *	  start_lsn is the position of record when the segment opened (its
- *	  header); end_lsn the next segment's start_lsn or, for the newest, the
- *	  generation's end.  Errors: as generation_stats(); XX001 when a segment
- *	  header is damaged.
+ * changestream.wal_segments(generation text)
+ *	  Returns setof (segment_index bigint, file_name text, start_lsn pg_lsn,
+ *	  end_lsn pg_lsn, compressed bool, size_bytes bigint, modified_at
+ *	  timestamptz).  start_lsn is the position of record when the segment
+ *	  opened (its header); end_lsn the next segment's start_lsn or, for the
+ *	  newest, the generation's end.  Only headers are read, and checked: no
+ *	  gap in the indexes, each header naming its own index and generation,
+ *	  start LSNs in order.
+ *	  Errors: as generation_stats(); XX001 naming file and offset on damage.
  */
 Datum
 changestream_wal_segments(PG_FUNCTION_ARGS)
@@ -388,29 +346,38 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
-	segments = list_segments(directory, generation);
+	if (!cs_read_identity(directory, generation, &identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) generation)));
+	segments = cs_list_segments(directory, generation);
+	cs_check_segment_sequence(directory, generation, segments);
 	n = list_length(segments);
 	starts = palloc0(sizeof(XLogRecPtr) * (n + 1));
 	foreach(lc, segments)
 	{
-		SegmentFile *sf = lfirst(lc);
-		CsSegmentReader *r = open_segment(sf);
+		CsSegmentFile *sf = lfirst(lc);
+		CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, false);
+		const CsSegmentHeader *h = cs_reader_header(r);
 
-		starts[i++] = cs_reader_header(r)->start_lsn;
+		cs_check_segment_header(sf->path, h, sf->index, generation, &identity);
+		if (i > 0 && h->start_lsn < starts[i - 1])
+			cs_segment_damage(sf->path, 0,
+							  "It starts at %X/%X, before the previous segment's start %X/%X.",
+							  LSN_FORMAT_ARGS(h->start_lsn),
+							  LSN_FORMAT_ARGS(starts[i - 1]));
+		starts[i++] = h->start_lsn;
 		cs_reader_close(r);
 	}
 	if (n > 0)
-	{
-		if (!cs_read_identity(directory, generation, &identity))
-			identity.start_lsn = starts[0];
 		starts[n] = generation_end(directory, generation, segments,
 								   identity.start_lsn);
-	}
 
 	i = 0;
 	foreach(lc, segments)
 	{
-		SegmentFile *sf = lfirst(lc);
+		CsSegmentFile *sf = lfirst(lc);
 		Datum		values[SEGMENT_COLS];
 		bool		nulls[SEGMENT_COLS];
 
@@ -420,7 +387,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 		values[2] = LSNGetDatum(starts[i]);
 		values[3] = LSNGetDatum(starts[i + 1]);
 		values[4] = BoolGetDatum(sf->compressed);
-		values[5] = Int64GetDatum((int64) sf->size);
+		values[5] = Int64GetDatum(sf->size);
 		values[6] = TimestampTzGetDatum(sf->mtime);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		i++;
@@ -428,16 +395,27 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* Is an LSN inside the optional bounds [start, end]? */
+static inline bool
+in_bounds(XLogRecPtr lsn, XLogRecPtr start, XLogRecPtr end)
+{
+	return (start == InvalidXLogRecPtr || lsn >= start) &&
+		(end == InvalidXLogRecPtr || lsn <= end);
+}
+
 /*
  * changestream.wal_records(generation text, start_lsn pg_lsn DEFAULT NULL,
- *	  end_lsn pg_lsn DEFAULT NULL) -> setof (lsn pg_lsn, wal_end pg_lsn,
- *	  sent_at timestamptz, data bytea)
- *	  The archived pgoutput messages of a generation in stream order (the
- *	  schema preamble of each segment is not repeated).  With bounds, a
- *	  transaction is returned when its commit LSN (BEGIN's final LSN) lies
+ *	  end_lsn pg_lsn DEFAULT NULL)
+ *	  Returns setof (lsn pg_lsn, wal_end pg_lsn, sent_at timestamptz, data
+ *	  bytea): the archived pgoutput messages of a generation in stream
+ *	  order (the schema preamble of each segment is not repeated), read
+ *	  through the generation reader, which checks continuity.  With bounds,
+ *	  a transaction is returned when its commit LSN (BEGIN's final LSN) lies
  *	  in [start_lsn, end_lsn]; a message outside a transaction when its own
- *	  LSN does.  Errors: as generation_stats(); XX001 when a sealed segment
- *	  does not validate (the newest segment may end in a write in progress).
+ *	  LSN does.  Of the newest raw segment only complete transactions are
+ *	  returned.
+ *	  Errors: as generation_stats(); XX001 naming file and offset when a
+ *	  segment is damaged or the segments do not follow each other.
  */
 Datum
 changestream_wal_records(PG_FUNCTION_ARGS)
@@ -445,245 +423,67 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	uint64		generation;
 	const char *directory;
-	bool		has_start = !PG_ARGISNULL(1);
-	bool		has_end = !PG_ARGISNULL(2);
-	XLogRecPtr	start = has_start ? PG_GETARG_LSN(1) : InvalidXLogRecPtr;
-	XLogRecPtr	end = has_end ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
-	List	   *segments;
-	ListCell   *lc;
+	XLogRecPtr	start = PG_ARGISNULL(1) ? InvalidXLogRecPtr : PG_GETARG_LSN(1);
+	XLogRecPtr	end = PG_ARGISNULL(2) ? InvalidXLogRecPtr : PG_GETARG_LSN(2);
+	CsGenerationReader *gr;
+	CsReadItem	item;
 	MemoryContext row_cxt;
 	bool		include = true;
 	bool		in_txn = false;
-	int			i = 0;
-	CsSegmentScan scan;
 
 	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
-	segments = list_segments(directory, generation);
+	gr = cs_genreader_open(directory, generation, start, end);
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "wal_records row",
 									ALLOCSET_DEFAULT_SIZES);
-	foreach(lc, segments)
+	while (cs_genreader_next(gr, &item))
 	{
-		SegmentFile *sf = lfirst(lc);
-		bool		newest = (i == list_length(segments) - 1);
-		CsSegmentReader *r;
-		int64		limit_frame = -1;
-		uint32		limit_entry = 0;
+		const CsEntry *e = &item.entry;
+		Datum		values[RECORD_COLS];
+		bool		nulls[RECORD_COLS] = {false, false, false, false};
+		bytea	   *data;
+		MemoryContext old;
 
-		i++;
-		/* segments that end before start hold nothing wanted */
-		if (has_start && !newest)
+		if (e->kind != CS_ENTRY_MESSAGE)
+			continue;
+		if (item.info.type == 'B')
 		{
-			SegmentFile *next = list_nth(segments, i);
-			CsSegmentReader *nr = open_segment(next);
-			bool		before = cs_reader_header(nr)->start_lsn <= start;
-
-			cs_reader_close(nr);
-			if (before)
-				continue;
+			in_txn = true;
+			include = in_bounds(item.info.lsn, start, end);
 		}
-		if (newest && !sf->compressed)
-		{
-			/* only complete transactions are of record */
-			if (!cs_scan_segment(sf->path, &scan, NULL, NULL))
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("WAL segment \"%s\" disappeared while being read", sf->path)));
-			limit_frame = scan.safe_entry_offset == 0 ? scan.safe_end : scan.safe_frame_offset;
-			limit_entry = scan.safe_entry_offset;
-		}
-		r = open_segment(sf);
-		if (has_end && cs_reader_header(r)->start_lsn > end)
-		{
-			cs_reader_close(r);
-			break;
-		}
-		while (cs_reader_next_frame(r))
-		{
-			CsEntry		e;
+		else if (!in_txn)
+			include = item.info.type != 'M' || in_bounds(item.info.lsn, start, end);
+		if (item.info.type == 'C')
+			in_txn = false;
+		if (!include)
+			continue;
 
-			CHECK_FOR_INTERRUPTS();
-			if (limit_frame >= 0 && cs_reader_frame_offset(r) >= limit_frame &&
-				!(cs_reader_frame_offset(r) == limit_frame && limit_entry > 0))
-				break;
-			while (cs_reader_next_entry(r, &e))
-			{
-				CsMessageInfo info;
-				Datum		values[RECORD_COLS];
-				bool		nulls[RECORD_COLS] = {false, false, false, false};
-				bytea	   *data;
-				MemoryContext old;
-
-				if (limit_frame >= 0 && cs_reader_frame_offset(r) == limit_frame &&
-					limit_entry > 0 && cs_reader_entry_offset(r) > limit_entry)
-					break;
-
-				if (e.kind != CS_ENTRY_MESSAGE)
-					continue;
-				if (!cs_parse_pgoutput(e.data, e.len, &info))
-					ereport(ERROR,
-							(errcode(ERRCODE_DATA_CORRUPTED),
-							 errmsg("malformed pgoutput message in \"%s\"", sf->path)));
-				if (info.type == 'B')
-				{
-					in_txn = true;
-					include = (!has_start || info.lsn >= start) &&
-						(!has_end || info.lsn <= end);
-				}
-				else if (!in_txn)
-					include = info.type != 'M' ||
-						((!has_start || info.lsn >= start) &&
-						 (!has_end || info.lsn <= end));
-				if (info.type == 'C')
-					in_txn = false;
-				if (!include)
-					continue;
-
-				old = MemoryContextSwitchTo(row_cxt);
-				data = palloc(VARHDRSZ + e.len);
-				SET_VARSIZE(data, VARHDRSZ + e.len);
-				memcpy(VARDATA(data), e.data, e.len);
-				values[0] = LSNGetDatum(e.data_start);
-				values[1] = LSNGetDatum(e.wal_end);
-				values[2] = TimestampTzGetDatum(e.send_time);
-				values[3] = PointerGetDatum(data);
-				MemoryContextSwitchTo(old);
-				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-				MemoryContextReset(row_cxt);
-			}
-		}
-		if (cs_reader_torn(r) && !newest)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("WAL segment \"%s\" is damaged at offset " INT64_FORMAT,
-							sf->path, cs_reader_valid_end(r)),
-					 errdetail("A frame after that offset does not validate (magic, length or CRC-32C).")));
-		cs_reader_close(r);
+		old = MemoryContextSwitchTo(row_cxt);
+		data = palloc(VARHDRSZ + e->len);
+		SET_VARSIZE(data, VARHDRSZ + e->len);
+		memcpy(VARDATA(data), e->data, e->len);
+		values[0] = LSNGetDatum(e->data_start);
+		values[1] = LSNGetDatum(e->wal_end);
+		values[2] = TimestampTzGetDatum(e->send_time);
+		values[3] = PointerGetDatum(data);
+		MemoryContextSwitchTo(old);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		MemoryContextReset(row_cxt);
 	}
+	cs_genreader_close(gr);
 	MemoryContextDelete(row_cxt);
 	return (Datum) 0;
 }
 
 /*
- * changestream.status() -> record (pid int, state text, database text,
- *	  slot text, generation text, segment_index bigint, received_lsn,
- *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
- *	  last_message_at, last_flush_at timestamptz, messages, transactions,
- *	  bytes bigint, last_error text, last_error_at timestamptz,
- *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
- *	  tables_without_replica_identity text)
- *	  flushed_lsn is what the archiver has made durable and reported;
- *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
- *	  on another server); lag_bytes is the local WAL flush LSN minus
- *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
- *	  Errors: 55000 when the library was not preloaded.
- */
-Datum
-changestream_status(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	TupleDesc	tupdesc;
-	Datum		values[STATUS_COLS];
-	bool		nulls[STATUS_COLS];
-	bool		local = (cs_conninfo == NULL || cs_conninfo[0] == '\0');
-	XLogRecPtr	confirmed = InvalidXLogRecPtr;
-
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(&s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
-
-	if (local && s.slot[0] != '\0')
-	{
-		ReplicationSlot *slot;
-
-		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-		slot = SearchNamedReplicationSlot(s.slot, false);
-		if (slot != NULL)
-		{
-			SpinLockAcquire(&slot->mutex);
-			confirmed = slot->data.confirmed_flush;
-			SpinLockRelease(&slot->mutex);
-		}
-		LWLockRelease(ReplicationSlotControlLock);
-	}
-
-	memset(nulls, 0, sizeof(nulls));
-	values[0] = Int32GetDatum(s.pid);
-	nulls[0] = s.pid == 0;
-	values[1] = CStringGetTextDatum(cs_state_name(s.state));
-	values[2] = CStringGetTextDatum(s.database[0] ? s.database : cs_database);
-	values[3] = CStringGetTextDatum(s.slot[0] ? s.slot : cs_slot_name);
-	if (s.has_generation)
-		values[4] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) s.generation));
-	else
-		nulls[4] = true;
-	values[5] = Int64GetDatum(s.segment_index);
-	nulls[5] = s.segment_index < 0;
-	values[6] = LSNGetDatum(s.received_lsn);
-	nulls[6] = s.received_lsn == InvalidXLogRecPtr;
-	values[7] = LSNGetDatum(s.flushed_lsn);
-	nulls[7] = s.flushed_lsn == InvalidXLogRecPtr;
-	values[8] = LSNGetDatum(confirmed);
-	nulls[8] = confirmed == InvalidXLogRecPtr;
-	if (s.flushed_lsn != InvalidXLogRecPtr)
-	{
-		XLogRecPtr	head = local && !RecoveryInProgress() ?
-			GetFlushRecPtr(NULL) : s.received_lsn;
-
-		values[9] = Int64GetDatum(head > s.flushed_lsn ? (int64) (head - s.flushed_lsn) : 0);
-	}
-	else
-		nulls[9] = true;
-	values[10] = TimestampTzGetDatum(s.last_message_at);
-	nulls[10] = s.last_message_at == 0;
-	values[11] = TimestampTzGetDatum(s.last_flush_at);
-	nulls[11] = s.last_flush_at == 0;
-	values[12] = Int64GetDatum((int64) s.messages);
-	values[13] = Int64GetDatum((int64) s.transactions);
-	values[14] = Int64GetDatum((int64) s.bytes);
-	values[15] = CStringGetTextDatum(s.last_error);
-	nulls[15] = s.last_error[0] == '\0';
-	values[16] = TimestampTzGetDatum(s.last_error_at);
-	nulls[16] = s.last_error_at == 0;
-	{
-		/* the archiver's own snapshot first, else the snapshot worker's */
-		CsProgress *p = s.progress[CS_PROGRESS_ARCHIVER].table[0] ?
-			&s.progress[CS_PROGRESS_ARCHIVER] : &s.progress[CS_PROGRESS_SNAPSHOT];
-		const char *w0 = s.progress[CS_PROGRESS_ARCHIVER].waiting_for;
-		const char *w1 = s.progress[CS_PROGRESS_SNAPSHOT].waiting_for;
-
-		values[17] = CStringGetTextDatum(p->table);
-		nulls[17] = p->table[0] == '\0';
-		values[18] = Int64GetDatum(p->rows);
-		nulls[18] = p->table[0] == '\0';
-		if (w0[0] && w1[0])
-			values[19] = CStringGetTextDatum(psprintf("archiver: %s; snapshot worker: %s", w0, w1));
-		else
-			values[19] = CStringGetTextDatum(w0[0] ? w0 : w1);
-		nulls[19] = !w0[0] && !w1[0];
-	}
-	values[20] = CStringGetTextDatum(s.no_replica_identity);
-	nulls[20] = s.no_replica_identity[0] == '\0';
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-													  values, nulls)));
-}
-
-/*
- * changestream.snapshots(generation text) -> setof (lsn pg_lsn, file_name
- *	  text, table_count int, row_count bigint, size_bytes bigint, created_at
- *	  timestamptz)
- *	  The durable snapshots of a generation in LSN order, from each file's
- *	  manifest.  Errors: as generation_stats().
+ * changestream.snapshots(generation text)
+ *	  Returns setof (lsn pg_lsn, file_name text, table_count int, row_count
+ *	  bigint, size_bytes bigint, created_at timestamptz): the durable
+ *	  snapshots of a generation in LSN order, from each file's manifest.
+ *	  Errors: as generation_stats(); file access SQLSTATEs when snapshots/
+ *	  cannot be read (never an empty result instead); XX001 naming the file
+ *	  when a snapshot is not a regular file or has no valid manifest.
  */
 Datum
 changestream_snapshots(PG_FUNCTION_ARGS)
@@ -692,29 +492,14 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	uint64		generation;
 	const char *directory;
 	char	   *dir;
-	DIR		   *d;
-	struct dirent *de;
-	List	   *names = NIL;
+	List	   *names;
 	ListCell   *lc;
 
 	generation = generation_arg(fcinfo, &directory);
 	InitMaterializedSRF(fcinfo, 0);
 
-	dir = psprintf("%s/snapshots", cs_generation_path(directory, generation));
-	d = AllocateDir(dir);
-	if (d == NULL)
-		return (Datum) 0;
-	while ((de = ReadDir(d, dir)) != NULL)
-	{
-		size_t		n = strlen(de->d_name);
-
-		if (n == 16 + strlen(".snapshot.gz") &&
-			strcmp(de->d_name + 16, ".snapshot.gz") == 0)
-			names = lappend(names, pstrdup(de->d_name));
-	}
-	FreeDir(d);
-	list_sort(names, cmp_name);
-
+	dir = cs_snapshots_dir_path(directory, generation);
+	names = cs_list_snapshots(directory, generation);
 	foreach(lc, names)
 	{
 		char	   *name = lfirst(lc);
@@ -726,163 +511,15 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 		Datum		values[SNAPSHOT_COLS];
 		bool		nulls[SNAPSHOT_COLS] = {false, false, false, false, false, false};
 
-		if (stat(path, &st) != 0)
-			continue;
-		if (!cs_snapshot_read_manifest(path, &lsn, &tables, &rows))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("snapshot \"%s\" has no valid manifest", path)));
+		if (!cs_snapshot_read_manifest(path, &lsn, &tables, &rows, &st))
+			continue;			/* removed since it was listed */
 		values[0] = LSNGetDatum(lsn);
 		values[1] = CStringGetTextDatum(name);
 		values[2] = Int32GetDatum(tables);
 		values[3] = Int64GetDatum(rows);
 		values[4] = Int64GetDatum((int64) st.st_size);
-		values[5] = TimestampTzGetDatum(file_mtime(&st));
+		values[5] = TimestampTzGetDatum(cs_file_mtime(&st));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
-}
-
-
-static int
-cmp_name(const ListCell *a, const ListCell *b)
-{
-	return strcmp(lfirst(a), lfirst(b));
-}
-
-static void
-require_streaming(CsStatus *s, const char *fname)
-{
-	/* slot creation waits for every transaction with an xid: ours too */
-	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("cannot call %s in a transaction that has written", fname),
-				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
-				 errhint("Call it in a transaction of its own.")));
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	SpinLockAcquire(&cs_status->mutex);
-	memcpy(s, cs_status, sizeof(CsStatus));
-	SpinLockRelease(&cs_status->mutex);
-	if (s->pid == 0 || s->state != CS_STATE_STREAMING || !s->has_generation)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the changestream archiver is not streaming (state: %s)",
-						cs_state_name(s->state)),
-				 errhint("See changestream.status() and the server log.")));
-}
-
-/*
- * changestream.take_snapshot() -> pg_lsn
- *	  Start a "changestream snapshot" worker for the current generation and
- *	  wait for it; returns the snapshot's consistent LSN once its file is
- *	  durable.  Cancelling the call terminates the worker.  Errors: 55000 if the archiver is not streaming; 55006 if a
- *	  snapshot is already running; 53000 if no worker slot is free; 58000
- *	  if the snapshot failed (the worker's error is in the message); 25001
- *	  if the calling transaction holds a transaction id (slot creation
- *	  would wait for it forever).
- */
-Datum
-changestream_take_snapshot(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	BackgroundWorkerHandle *handle;
-	BgwHandleStatus st;
-	pid_t		pid;
-	XLogRecPtr	lsn;
-	char		error[CS_ERROR_LEN];
-
-	require_streaming(&s, "changestream.take_snapshot()");
-	if (s.snapshot_running)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("a changestream snapshot is already being taken"),
-				 errhint("Wait for it: changestream.status() shows its progress.")));
-	switch (cs_launch_snapshot_worker(s.generation, MyProcPid, &handle))
-	{
-		case CS_LAUNCH_OK:
-			break;
-		case CS_LAUNCH_BUSY:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("a changestream snapshot is already being taken"),
-					 errhint("Wait for it: changestream.status() shows its progress.")));
-			break;
-		case CS_LAUNCH_NO_WORKER:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("could not start the changestream snapshot worker"),
-					 errhint("Raise max_worker_processes.")));
-			break;
-	}
-	/* a cancelled call stops its snapshot too */
-	PG_TRY();
-	{
-		st = WaitForBackgroundWorkerStartup(handle, &pid);
-		if (st == BGWH_STARTED)
-			st = WaitForBackgroundWorkerShutdown(handle);
-	}
-	PG_CATCH();
-	{
-		TerminateBackgroundWorker(handle);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	SpinLockAcquire(&cs_status->mutex);
-	lsn = cs_status->snapshot_result_lsn;
-	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
-	if (st != BGWH_STOPPED || pid == 0)
-		cs_status->snapshot_running = false;
-	SpinLockRelease(&cs_status->mutex);
-	if (lsn == InvalidXLogRecPtr)
-		ereport(ERROR,
-				(errcode(ERRCODE_SYSTEM_ERROR),
-				 errmsg("changestream snapshot failed: %s",
-						error[0] ? error : "the snapshot worker did not start"),
-				 errhint("See the server log for the snapshot worker's messages.")));
-	PG_RETURN_LSN(lsn);
-}
-
-/*
- * changestream.new_generation() -> text
- *	  Ask the archiver to open a new generation (with its opening snapshot)
- *	  and wait until it has; returns its name.  Cancellable.  Errors: 55000
- *	  if the archiver is not streaming; 25001 if the calling transaction
- *	  holds a transaction id.
- */
-Datum
-changestream_new_generation(PG_FUNCTION_ARGS)
-{
-	CsStatus	s;
-	uint64		before;
-
-	require_streaming(&s, "changestream.new_generation()");
-	before = s.generation;
-	SpinLockAcquire(&cs_status->mutex);
-	cs_status->new_generation_requested = true;
-	if (cs_status->archiver_latch)
-		SetLatch(cs_status->archiver_latch);
-	SpinLockRelease(&cs_status->mutex);
-
-	for (;;)
-	{
-		bool		done;
-		uint64		gen;
-
-		CHECK_FOR_INTERRUPTS();
-		SpinLockAcquire(&cs_status->mutex);
-		gen = cs_status->generation;
-		done = cs_status->has_generation && gen != before &&
-			cs_status->state == CS_STATE_STREAMING;
-		SpinLockRelease(&cs_status->mutex);
-		if (done)
-			PG_RETURN_TEXT_P(cstring_to_text(psprintf("%016llx", (unsigned long long) gen)));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
 }

@@ -43,17 +43,16 @@ static const struct
 	const char *name;
 	const char *value;
 }			pinned_settings[] = {
-	{"DateStyle", "ISO, YMD"},
-	{"IntervalStyle", "postgres"},
-	{"TimeZone", "UTC"},
-	{"extra_float_digits", "3"},
-	{"row_security", "off"},	/* a snapshot must see every row, or fail */
+#define CS_PINNED_SETTING(name, value) {name, value},
+#include "pinned_settings.h"
+#undef CS_PINNED_SETTING
 };
 
 /*
- * cs_session_settings() -> const char * (palloc'd)
+ * cs_session_settings
  *	  The pinned walsender session settings as "name=value; ...", recorded
  *	  in each generation's identity.
+ *	  Returns const char * (palloc'd).
  */
 const char *
 cs_session_settings(void)
@@ -126,27 +125,82 @@ build_conninfo(void)
 	return buf.data;
 }
 
-static WalRcvExecResult *
-exec_checked(WalReceiverConn *conn, const char *sql, int ntypes, const Oid *types,
-			 WalRcvExecStatus expect)
+/*
+ * cs_exec
+ *	  Run one command on a replication connection and check that it
+ *	  returned expect (WALRCV_OK_COMMAND, WALRCV_OK_COPY_BOTH, ...); every
+ *	  command changestream sends goes through here, as libpqrcv_exec()
+ *	  is the one way libpqwalreceiver runs one.  Returns the result, which
+ *	  the caller clears with walrcv_clear_result().  Raises class 08 when
+ *	  the command fails.
+ */
+WalRcvExecResult *
+cs_exec(WalReceiverConn *conn, const char *sql, int expect)
 {
-	WalRcvExecResult *res = walrcv_exec(conn, sql, ntypes, types);
+	WalRcvExecResult *res = walrcv_exec(conn, sql, 0, NULL);
 
-	if (res->status != expect)
+	if (res->status != (WalRcvExecStatus) expect)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_EXCEPTION),
-				 errmsg("changestream: command failed on the replication connection: %s",
+				 errmsg("could not run command on the replication connection: %s",
 						res->err ? res->err : "unexpected result"),
-				 errdetail("Command: %s", sql)));
+				 errdetail("The command was: %s", sql)));
 	return res;
 }
 
 /*
- * cs_connect(*system_identifier, *timeline) -> WalReceiverConn *
+ * cs_exec_rows
+ *	  Run a query of ncols columns on a replication connection and return
+ *	  its rows: a List of char *[ncols], every column as text (NULL for
+ *	  SQL NULL), palloc'd in the current memory context.  The result reader
+ *	  for every query changestream runs, as libpqrcv_processTuples() is
+ *	  libpqwalreceiver's.  Raises as cs_exec().
+ */
+List *
+cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
+{
+	Oid		   *types = palloc(sizeof(Oid) * ncols);
+	WalRcvExecResult *res;
+	TupleTableSlot *slot;
+	List	   *rows = NIL;
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+		types[i] = TEXTOID;
+	res = walrcv_exec(conn, sql, ncols, types);
+	if (res->status != WALRCV_OK_TUPLES)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("could not run command on the replication connection: %s",
+						res->err ? res->err : "unexpected result"),
+				 errdetail("The command was: %s", sql)));
+	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
+	{
+		char	  **row = palloc(sizeof(char *) * ncols);
+
+		for (i = 0; i < ncols; i++)
+		{
+			bool		isnull;
+			Datum		d = slot_getattr(slot, i + 1, &isnull);
+
+			row[i] = isnull ? NULL : TextDatumGetCString(d);
+		}
+		rows = lappend(rows, row);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	walrcv_clear_result(res);
+	pfree(types);
+	return rows;
+}
+
+/*
+ * cs_connect
  *	  Open the logical replication connection, run IDENTIFY_SYSTEM and pin
  *	  DateStyle, IntervalStyle, TimeZone and extra_float_digits for the
- *	  walsender session.  Raises 08006 (connection_failure) with a hint when
- *	  the server cannot be reached, 08000 when a command fails.
+ *	  walsender session.  Raises connection_failure with a hint when the
+ *	  server cannot be reached, connection_exception when a command fails.
+ *	  Returns WalReceiverConn *.
  */
 WalReceiverConn *
 cs_connect(uint64 *system_identifier, uint32 *timeline)
@@ -162,7 +216,7 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("changestream could not open a replication connection: %s",
+				 errmsg("could not open a replication connection: %s",
 						err ? err : "unknown error"),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
@@ -171,15 +225,15 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 	*timeline = tli;
 
 	for (i = 0; i < lengthof(pinned_settings); i++)
-		exec_checked(conn,
-					 psprintf("SET %s = %s", pinned_settings[i].name,
-							  quote_literal_cstr(pinned_settings[i].value)),
-					 0, NULL, WALRCV_OK_COMMAND);
+		walrcv_clear_result(cs_exec(conn,
+									psprintf("SET %s = %s", pinned_settings[i].name,
+											 quote_literal_cstr(pinned_settings[i].value)),
+									WALRCV_OK_COMMAND));
 	return conn;
 }
 
 /*
- * cs_disconnect(conn) -> void
+ * cs_disconnect
  *	  Close the connection (PQfinish; never raises).
  */
 void
@@ -190,77 +244,50 @@ cs_disconnect(WalReceiverConn *conn)
 }
 
 /*
- * cs_get_slot(conn, *info) -> void
+ * cs_get_slot
  *	  Look up changestream.slot_name in pg_replication_slots on the server.
- *	  Raises 42710 (duplicate_object) if a slot of that name exists but is
+ *	  Raises duplicate_object if a slot of that name exists but is
  *	  physical, or logical for another plugin or database.
  */
 void
 cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 {
-	Oid			types[6] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	WalRcvExecResult *res;
-	TupleTableSlot *slot;
-	char	   *sql;
+	List	   *rows;
+	char	  **row;
 
 	memset(info, 0, sizeof(*info));
 	StartTransactionCommand();
-	sql = psprintf("SELECT slot_type, coalesce(plugin, ''), coalesce(database::text, ''), "
-				   "coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), active::text "
-				   "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
-				   quote_literal_cstr(cs_slot_name));
-	res = exec_checked(conn, sql, 6, types, WALRCV_OK_TUPLES);
-	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
-	if (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
+	rows = cs_exec_rows(conn,
+						psprintf("SELECT slot_type, coalesce(plugin, ''), coalesce(database::text, ''), "
+								 "coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), "
+								 "active::text, coalesce(active_pid, 0)::text "
+								 "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
+								 quote_literal_cstr(cs_slot_name)),
+						7);
+	if (rows != NIL)
 	{
-		bool		isnull;
-		char	   *slot_type = TextDatumGetCString(slot_getattr(slot, 1, &isnull));
-		char	   *plugin = TextDatumGetCString(slot_getattr(slot, 2, &isnull));
-		char	   *database = TextDatumGetCString(slot_getattr(slot, 3, &isnull));
-		char	   *lsn = TextDatumGetCString(slot_getattr(slot, 4, &isnull));
-		char	   *wal_status = TextDatumGetCString(slot_getattr(slot, 5, &isnull));
-		char	   *active = TextDatumGetCString(slot_getattr(slot, 6, &isnull));
-
-		if (strcmp(slot_type, "logical") != 0 || strcmp(plugin, "pgoutput") != 0 ||
-			strcmp(database, cs_database) != 0)
+		row = linitial(rows);
+		if (strcmp(row[0], "logical") != 0 || strcmp(row[1], "pgoutput") != 0 ||
+			strcmp(row[2], cs_database) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("replication slot \"%s\" exists but is not a pgoutput slot of database \"%s\"",
 							cs_slot_name, cs_database),
 					 errdetail("It is a %s slot, plugin \"%s\", database \"%s\".",
-							   slot_type, plugin, database),
+							   row[0], row[1], row[2]),
 					 errhint("Drop it, or set changestream.slot_name to another name.")));
 		info->exists = true;
-		info->lost = strcmp(wal_status, "lost") == 0;
-		info->active = strcmp(active, "true") == 0;
+		info->lost = strcmp(row[4], "lost") == 0;
+		info->active = strcmp(row[5], "true") == 0;
+		info->active_pid = (int) strtol(row[6], NULL, 10);
 		info->confirmed_flush = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
-																CStringGetDatum(lsn)));
-		strlcpy(info->plugin, plugin, NAMEDATALEN);
-		strlcpy(info->database, database, NAMEDATALEN);
+																CStringGetDatum(row[3])));
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	walrcv_clear_result(res);
 	CommitTransactionCommand();
 }
 
 /*
- * cs_create_slot(conn) -> XLogRecPtr (the slot's consistent point)
- *	  CREATE_REPLICATION_SLOT <slot_name> LOGICAL pgoutput, exporting no
- *	  snapshot.  The caller holds no transaction: slot creation waits for
- *	  every running transaction (DESIGN.md, "Process model").
- */
-XLogRecPtr
-cs_create_slot(WalReceiverConn *conn)
-{
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-
-	Assert(!IsTransactionState());
-	cs_walrcv_create_slot(conn, cs_slot_name, false, CRS_NOEXPORT_SNAPSHOT, &lsn);
-	return lsn;
-}
-
-/*
- * cs_drop_slot(conn) -> void
+ * cs_drop_slot
  *	  DROP_REPLICATION_SLOT <slot_name>; used for an invalidated slot.
  */
 void
@@ -268,31 +295,24 @@ cs_drop_slot(WalReceiverConn *conn)
 {
 	char	   *sql = psprintf("DROP_REPLICATION_SLOT %s", quote_identifier(cs_slot_name));
 
-	exec_checked(conn, sql, 0, NULL, WALRCV_OK_COMMAND);
+	walrcv_clear_result(cs_exec(conn, sql, WALRCV_OK_COMMAND));
 }
 
 /*
- * cs_check_publication(conn) -> void
- *	  Raises 42704 (undefined_object), with the CREATE PUBLICATION to run,
+ * cs_check_publication
+ *	  Raises undefined_object, with the CREATE PUBLICATION to run,
  *	  when changestream.publication does not exist in the database.
  */
 void
 cs_check_publication(WalReceiverConn *conn)
 {
-	Oid			types[1] = {TEXTOID};
-	WalRcvExecResult *res;
-	TupleTableSlot *slot;
 	bool		found;
-	char	   *sql;
 
 	StartTransactionCommand();
-	sql = psprintf("SELECT pubname::text FROM pg_catalog.pg_publication WHERE pubname = %s",
-				   quote_literal_cstr(cs_publication));
-	res = exec_checked(conn, sql, 1, types, WALRCV_OK_TUPLES);
-	slot = MakeSingleTupleTableSlot(res->tupledesc, &TTSOpsMinimalTuple);
-	found = tuplestore_gettupleslot(res->tuplestore, true, false, slot);
-	ExecDropSingleTupleTableSlot(slot);
-	walrcv_clear_result(res);
+	found = cs_exec_rows(conn,
+						 psprintf("SELECT pubname::text FROM pg_catalog.pg_publication WHERE pubname = %s",
+								  quote_literal_cstr(cs_publication)),
+						 1) != NIL;
 	CommitTransactionCommand();
 	if (!found)
 		ereport(ERROR,
@@ -304,9 +324,10 @@ cs_check_publication(WalReceiverConn *conn)
 }
 
 /*
- * cs_plugin_options() -> const char * (static)
+ * cs_plugin_options
  *	  The pgoutput options the archiver streams with, as they appear in
  *	  START_REPLICATION and in the generation identity.
+ *	  Returns const char * (static).
  */
 const char *
 cs_plugin_options(void)
@@ -320,10 +341,10 @@ cs_plugin_options(void)
 }
 
 /*
- * cs_start_replication(conn, startpoint) -> void
+ * cs_start_replication
  *	  START_REPLICATION SLOT <slot> LOGICAL <startpoint> with pgoutput
  *	  protocol version 1, text values and messages; the connection is in
- *	  COPY BOTH mode afterwards.  Raises 08000 if the server refuses (for
+ *	  COPY BOTH mode afterwards.  Raises connection_exception if the server refuses (for
  *	  example when the slot is active in another process).
  */
 void
@@ -334,14 +355,14 @@ cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint)
 	sql = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (%s)",
 				   quote_identifier(cs_slot_name),
 				   LSN_FORMAT_ARGS(startpoint), cs_plugin_options());
-	exec_checked(conn, sql, 0, NULL, WALRCV_OK_COPY_BOTH);
+	walrcv_clear_result(cs_exec(conn, sql, WALRCV_OK_COPY_BOTH));
 }
 
 /*
- * cs_send_status_update(conn, write_lsn, flush_lsn, reply_requested) -> void
+ * cs_send_status_update
  *	  Send a standby status update ('r'): written = write_lsn, flushed and
  *	  applied = flush_lsn, the clock now.  Only durable positions may be
- *	  passed as flush_lsn (DESIGN.md, durability rule 1).
+ *	  passed as flush_lsn (docs/DESIGN.md, durability rule 1).
  */
 void
 cs_send_status_update(WalReceiverConn *conn, XLogRecPtr write_lsn,

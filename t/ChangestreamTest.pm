@@ -37,18 +37,32 @@ our @EXPORT = qw(
   cs_int_to_lsn cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
-  cs_log_offset cs_sleep);
+  cs_log_offset cs_sleep cs_pinned_settings_sql);
 
 # Message types the oracle compares: BEGIN, INSERT, UPDATE, DELETE,
 # TRUNCATE, COMMIT.  Relation/Type/Origin/Message are session dependent
 # (pgoutput sends a Relation message once per session) and are left out.
 my %COMPARED = map { $_ => 1 } qw(42 49 55 44 54 43);
 
-# Session settings that make the oracle's text values deterministic; the
-# archiver pins the same ones on its walsender connection.
-our $ORACLE_SETTINGS =
-  "SET datestyle = ISO; SET intervalstyle = postgres; SET timezone = UTC; "
-  . "SET extra_float_digits = 3;";
+# cs_pinned_settings_sql() -> "SET name = 'value'; ..."
+# The session settings the archiver pins on its walsender connection, read
+# from their one source, src/pinned_settings.h: under them the oracle's text
+# values are the archive's.
+sub cs_pinned_settings_sql
+{
+	my $h = dirname(__FILE__) . '/../src/pinned_settings.h';
+	open(my $fh, '<', $h) or croak "open $h: $!";
+	my $sql = '';
+	while (<$fh>)
+	{
+		$sql .= "SET $1 = '$2'; " if /^CS_PINNED_SETTING\("([^"]+)", "([^"]+)"\)/;
+	}
+	close($fh);
+	croak "no CS_PINNED_SETTING in $h" if $sql eq '';
+	return $sql;
+}
+
+our $ORACLE_SETTINGS = cs_pinned_settings_sql();
 
 our $PGOUTPUT_OPTIONS =
   "'proto_version', '1', 'publication_names', 'changestream', "

@@ -31,6 +31,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
+use ChangestreamTest ();
 use ChangestreamTest;
 
 our @EXPORT = qw(
@@ -41,11 +42,9 @@ our @EXPORT = qw(
   $PINNED_SETTINGS);
 
 # The settings the archiver pins on its walsender connection
-# (src/walsender_conn.c): COPY output of the live table under them has the
+# (src/pinned_settings.h): COPY output of the live table under them has the
 # same text form as the snapshot's and the pgoutput stream's.
-our $PINNED_SETTINGS =
-  "SET datestyle = 'ISO, YMD'; SET intervalstyle = postgres; "
-  . "SET timezone = 'UTC'; SET extra_float_digits = 3;";
+our $PINNED_SETTINGS = ChangestreamTest::cs_pinned_settings_sql();
 
 ############################################################################
 # Snapshots as SQL sees them, and their files

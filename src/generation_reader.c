@@ -1,0 +1,355 @@
+/*-------------------------------------------------------------------------
+ *
+ * generation_reader.c
+ *	  Reads a generation's entries in stream order, segment after segment,
+ *	  checking continuity as it goes (docs/DESIGN.md, damaged-archive
+ *	  rules; docs/FORMAT.md section 11):
+ *
+ *	  - segment indexes have no gap (cs_check_segment_sequence());
+ *	  - each header names its own index, its generation, and the system
+ *		identifier and timeline of the generation's identity;
+ *	  - segment 0 starts at the generation's start LSN, and each segment
+ *		starts at the position of record where the previous one ended (or,
+ *		when the previous one was skipped, no earlier than it started);
+ *	  - no segment but the newest ends inside a transaction, and commit
+ *		LSNs strictly increase, so no transaction is read twice;
+ *	  - only the newest raw segment may end in a torn tail, and of it only
+ *		complete transactions are read.
+ *
+ *	  A violation is XX001 naming the file and the offset; nothing is ever
+ *	  skipped or read twice silently.  Every reader of the archive's
+ *	  contents reads through here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "generation_reader.h"
+
+struct CsGenerationReader
+{
+	MemoryContext cxt;			/* everything, readers included */
+	const char *directory;
+	uint64		generation;
+	CsIdentity	identity;
+	XLogRecPtr	start_bound;	/* skip segments wholly before it */
+	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
+	List	   *segments;		/* CsSegmentFile *, by index */
+	int			next;			/* next segment to open */
+	CsSegmentFile *cur;
+	CsSegmentReader *reader;	/* open segment, or NULL */
+	bool		newest;			/* cur is the generation's newest */
+	bool		in_frame;		/* a frame is being read */
+	int64		limit_frame;	/* newest raw segment: safe point, or -1 */
+	uint32		limit_entry;
+	bool		limited;		/* stopped at the safe point */
+	CsPositionTracker track;
+	bool		have_prev_end;	/* previous segment was read whole */
+	XLogRecPtr	prev_start;
+	bool		done;
+};
+
+/*
+ * cs_check_segment_header
+ *	  Checks that a segment's header belongs where its file was found: its
+ *	  index is the file name's, its generation the directory's, and its
+ *	  system identifier and timeline those of the generation's identity.
+ *	  Errors: XX001 naming the file at offset 0.
+ */
+void
+cs_check_segment_header(const char *path, const CsSegmentHeader *h,
+						int64 index, uint64 generation,
+						const CsIdentity *identity)
+{
+	if ((int64) h->segment_index != index)
+		cs_segment_damage(path, 0,
+						  "Its header says it is segment %lld, but its name says %lld: it is a copy of another segment.",
+						  (long long) h->segment_index, (long long) index);
+	if (h->generation != generation)
+		cs_segment_damage(path, 0,
+						  "Its header names generation %016llx, but it lies in generation %016llx.",
+						  (unsigned long long) h->generation,
+						  (unsigned long long) generation);
+	if (h->system_identifier != identity->system_identifier ||
+		h->timeline != identity->timeline)
+		cs_segment_damage(path, 0,
+						  "Its header names system %llu, timeline %u; the generation's identity file says system %llu, timeline %u.",
+						  (unsigned long long) h->system_identifier, h->timeline,
+						  (unsigned long long) identity->system_identifier,
+						  identity->timeline);
+}
+
+/*
+ * cs_genreader_open
+ *	  Starts reading a generation.  start_bound and end_bound (LSNs;
+ *	  InvalidXLogRecPtr for none) only let whole segments be skipped: one
+ *	  whose successor starts at or before start_bound holds no commit at or
+ *	  after it, and one that starts after end_bound none before it.
+ *	  Callers still filter entries.  The reader lives in a child of
+ *	  CurrentMemoryContext; an error releases its files with it.
+ *	  Errors: as cs_read_identity() and cs_list_segments(); XX001 for a gap
+ *	  in the segments.
+ */
+CsGenerationReader *
+cs_genreader_open(const char *directory, uint64 generation,
+				  XLogRecPtr start_bound, XLogRecPtr end_bound)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "changestream generation reader",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	CsGenerationReader *gr = palloc0(sizeof(CsGenerationReader));
+
+	gr->cxt = cxt;
+	gr->directory = pstrdup(directory);
+	gr->generation = generation;
+	gr->start_bound = start_bound;
+	gr->end_bound = end_bound;
+	if (!cs_read_identity(directory, generation, &gr->identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) generation)));
+	gr->segments = cs_list_segments(directory, generation);
+	cs_check_segment_sequence(directory, generation, gr->segments);
+	MemoryContextSwitchTo(old);
+	return gr;
+}
+
+/*
+ * Open a listed segment.  A raw segment may have been compressed and
+ * removed since it was listed: then its .gz is opened instead.
+ */
+static CsSegmentReader *
+open_listed(CsSegmentFile *sf)
+{
+	CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, true);
+
+	if (r == NULL && !sf->compressed)
+	{
+		strlcat(sf->path, ".gz", MAXPGPATH);
+		sf->compressed = true;
+		r = cs_reader_open(sf->path, true, true);
+	}
+	if (r == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("changestream segment \"%s\" disappeared while being read",
+						sf->path)));
+	return r;
+}
+
+/* Does the segment after segment i start at or before start_bound? */
+static bool
+wholly_before_start(CsGenerationReader *gr, int i)
+{
+	CsSegmentFile *next;
+	CsSegmentReader *r;
+	bool		before;
+
+	if (gr->start_bound == InvalidXLogRecPtr || i + 1 >= list_length(gr->segments))
+		return false;
+	next = list_nth(gr->segments, i + 1);
+	r = open_listed(next);
+	cs_check_segment_header(next->path, cs_reader_header(r), next->index,
+							gr->generation, &gr->identity);
+	before = cs_reader_header(r)->start_lsn <= gr->start_bound;
+	cs_reader_close(r);
+	return before;
+}
+
+/* Check where the segment just opened starts. */
+static void
+check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
+{
+	const char *path = gr->cur->path;
+
+	cs_check_segment_header(path, h, gr->cur->index, gr->generation,
+							&gr->identity);
+	if (gr->cur->index == 0 && h->start_lsn != gr->identity.start_lsn)
+		cs_segment_damage(path, 0,
+						  "The generation starts at %X/%X, but its first segment at %X/%X.",
+						  LSN_FORMAT_ARGS(gr->identity.start_lsn),
+						  LSN_FORMAT_ARGS(h->start_lsn));
+	if (gr->have_prev_end && h->start_lsn != gr->track.position)
+		cs_segment_damage(path, 0,
+						  "It starts at %X/%X, but the previous segment ends at %X/%X.",
+						  LSN_FORMAT_ARGS(h->start_lsn),
+						  LSN_FORMAT_ARGS(gr->track.position));
+	if (h->start_lsn < gr->prev_start)
+		cs_segment_damage(path, 0,
+						  "It starts at %X/%X, before the previous segment's start %X/%X.",
+						  LSN_FORMAT_ARGS(h->start_lsn),
+						  LSN_FORMAT_ARGS(gr->prev_start));
+	gr->prev_start = h->start_lsn;
+	gr->track.position = h->start_lsn;
+}
+
+/* Open the next segment to read; false when there is none. */
+static bool
+open_next(CsGenerationReader *gr)
+{
+	int			n = list_length(gr->segments);
+
+	while (gr->next < n)
+	{
+		int			i = gr->next++;
+		CsSegmentScan scan;
+
+		gr->cur = list_nth(gr->segments, i);
+		gr->newest = (i == n - 1);
+		if (wholly_before_start(gr, i))
+		{
+			gr->have_prev_end = false;
+			continue;
+		}
+		gr->limit_frame = -1;
+		gr->limit_entry = 0;
+		gr->limited = false;
+		/* of the newest raw segment, only complete transactions are read */
+		if (gr->newest && !gr->cur->compressed &&
+			cs_scan_segment(gr->cur->path, false, true, &scan, NULL, NULL))
+		{
+			gr->limit_frame = scan.safe_entry_offset == 0 ?
+				scan.safe_end : scan.safe_frame_offset;
+			gr->limit_entry = scan.safe_entry_offset;
+		}
+		gr->reader = open_listed(gr->cur);
+		check_start(gr, cs_reader_header(gr->reader));
+		if (gr->end_bound != InvalidXLogRecPtr &&
+			cs_reader_header(gr->reader)->start_lsn > gr->end_bound)
+		{
+			cs_reader_close(gr->reader);
+			gr->reader = NULL;
+			return false;
+		}
+		gr->in_frame = false;
+		return true;
+	}
+	return false;
+}
+
+/* The current segment is read: judge its end, and close it. */
+static void
+close_current(CsGenerationReader *gr)
+{
+	bool		may_be_torn = gr->newest && !gr->cur->compressed;
+
+	if (!gr->limited)
+		(void) cs_reader_finish(gr->reader, may_be_torn);
+	if (!gr->newest && gr->track.in_txn)
+		cs_segment_damage(gr->cur->path, cs_reader_valid_end(gr->reader),
+						  "The segment ends inside a transaction; segments are only sealed between transactions.");
+	cs_reader_close(gr->reader);
+	gr->reader = NULL;
+	gr->have_prev_end = true;
+}
+
+/* Has reading reached the newest raw segment's safe point? */
+static bool
+at_limit_frame(CsGenerationReader *gr)
+{
+	int64		off = cs_reader_frame_offset(gr->reader);
+
+	return gr->limit_frame >= 0 && off >= gr->limit_frame &&
+		!(off == gr->limit_frame && gr->limit_entry > 0);
+}
+
+static bool
+past_limit_entry(CsGenerationReader *gr)
+{
+	return gr->limit_frame >= 0 &&
+		cs_reader_frame_offset(gr->reader) == gr->limit_frame &&
+		gr->limit_entry > 0 &&
+		cs_reader_entry_offset(gr->reader) > gr->limit_entry;
+}
+
+/*
+ * cs_genreader_next
+ *	  Reads the next entry of the generation into *item (messages parsed
+ *	  into item->info; preamble and position entries too, for callers that
+ *	  want them).  Returns false at the end.  item->entry.data stays valid
+ *	  until the next call.
+ *	  Errors: XX001 naming file and offset for damage or a break in
+ *	  continuity (see the file header); file access SQLSTATEs on I/O.
+ */
+bool
+cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
+{
+	MemoryContext old = MemoryContextSwitchTo(gr->cxt);
+	bool		found = false;
+
+	while (!found && !gr->done)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (gr->reader == NULL && !open_next(gr))
+		{
+			gr->done = true;
+			break;
+		}
+		if (!gr->in_frame)
+		{
+			if (!cs_reader_next_frame(gr->reader))
+			{
+				close_current(gr);
+				continue;
+			}
+			if (at_limit_frame(gr))
+			{
+				gr->limited = true;
+				close_current(gr);
+				continue;
+			}
+			gr->in_frame = true;
+		}
+		if (!cs_reader_next_entry(gr->reader, &item->entry))
+		{
+			gr->in_frame = false;
+			continue;
+		}
+		if (past_limit_entry(gr))
+		{
+			gr->limited = true;
+			close_current(gr);
+			continue;
+		}
+		found = true;
+	}
+	MemoryContextSwitchTo(old);
+	if (!found)
+		return false;
+
+	item->path = gr->cur->path;
+	item->frame_offset = cs_reader_frame_offset(gr->reader);
+	if (item->entry.kind == CS_ENTRY_MESSAGE ||
+		item->entry.kind == CS_ENTRY_PREAMBLE)
+	{
+		if (!cs_parse_pgoutput(item->entry.data, item->entry.len, &item->info))
+			cs_segment_damage(item->path, item->frame_offset,
+							  "The entry ending at byte %u of the frame holds a malformed pgoutput message.",
+							  cs_reader_entry_offset(gr->reader));
+	}
+	if (item->entry.kind != CS_ENTRY_PREAMBLE)
+	{
+		const char *problem;
+
+		problem = cs_track_entry(&gr->track, &item->entry,
+								 item->entry.kind == CS_ENTRY_MESSAGE ? &item->info : NULL);
+		if (problem != NULL)
+			cs_segment_damage(item->path, item->frame_offset, "%s", problem);
+	}
+	return true;
+}
+
+/*
+ * cs_genreader_close
+ *	  Closes the open segment, if any, and frees the reader.
+ */
+void
+cs_genreader_close(CsGenerationReader *gr)
+{
+	MemoryContextDelete(gr->cxt);
+}

@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * generation_reader.h
+ *	  Reading a generation's segments in order, with continuity checked.
+ *	  See generation_reader.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_GENERATION_READER_H
+#define CS_GENERATION_READER_H
+
+#include "changestream.h"
+
+typedef struct CsGenerationReader CsGenerationReader;
+
+/* One entry read from a generation, with where it lies. */
+typedef struct CsReadItem
+{
+	CsEntry		entry;
+	CsMessageInfo info;			/* parsed, for kind CS_ENTRY_MESSAGE */
+	const char *path;			/* the segment file */
+	int64		frame_offset;	/* offset of the entry's frame */
+} CsReadItem;
+
+extern CsGenerationReader *cs_genreader_open(const char *directory,
+											 uint64 generation,
+											 XLogRecPtr start_bound,
+											 XLogRecPtr end_bound);
+extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
+extern void cs_genreader_close(CsGenerationReader *reader);
+extern void cs_check_segment_header(const char *path,
+									const CsSegmentHeader *header,
+									int64 index, uint64 generation,
+									const CsIdentity *identity);
+
+#endif							/* CS_GENERATION_READER_H */

@@ -1,0 +1,626 @@
+/*-------------------------------------------------------------------------
+ *
+ * stream.c
+ *	  The durability state machine of an archiving session: what arrives on
+ *	  the replication stream (XLogData, primary keepalives) goes into the
+ *	  active segment, becomes durable by group commit or flush_interval,
+ *	  and only then is reported to the server as flushed (durability rules
+ *	  1 to 3 of docs/DESIGN.md).  All of it is one struct, StreamState, as
+ *	  walreceiver.c keeps LogstreamResult; archiver.c owns the session
+ *	  around it (connection, generation, errors, backoff).
+ *
+ *	  The receive loop is cut as LogicalRepApplyLoop() cuts its own:
+ *	  cs_stream_receive() takes a batch of messages, cs_stream_periodic()
+ *	  does what is due after it (flush, rotation, status update, keepalive
+ *	  position), and cs_stream_wait() computes the idle timeout (and
+ *	  compresses sealed segments while idle) and waits.
+ *
+ * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
+ * documentation (XLogData 'w', Primary keepalive 'k', Standby status
+ * update 'r'); LogicalRepApplyLoop() and send_feedback() in
+ * src/backend/replication/logical/worker.c; XLogWalRcvProcessMsg() in
+ * src/backend/replication/walreceiver.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "replication/walreceiver.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+
+#include "changestream.h"
+#include "compat.h"
+
+#define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
+#define COMPRESS_BACKLOG	4	/* sealed raw segments tolerated while busy */
+#define QUIET_MS			50	/* idle this long before compressing */
+#define CATCHUP_BYTES		(4 * 1024 * 1024)
+#define MAX_BATCH_MESSAGES	10000
+#define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
+#define PUBLISH_MS			100 /* status() is refreshed this often */
+
+/* XLogData: 'w', dataStart, walEnd, sendTime, then the payload */
+#define XLOGDATA_HEADER_LEN		(1 + 3 * sizeof(int64))
+/* Primary keepalive: 'k', walEnd, sendTime, replyRequested */
+#define KEEPALIVE_LEN			(1 + 2 * sizeof(int64) + 1)
+
+typedef struct StreamState
+{
+	WalReceiverConn *conn;		/* set while START_REPLICATION runs */
+	WaitEventSet *wait;			/* latch, postmaster, socket */
+	bool		writer_open;	/* the active segment is open */
+
+	XLogRecPtr	position;		/* durable position of record, reported */
+	XLogRecPtr	pending_position;	/* position of record of data added */
+	XLogRecPtr	skip_before;	/* commit LSNs below this are archived */
+	XLogRecPtr	received_lsn;	/* highest LSN of XLogData received */
+	XLogRecPtr	keepalive_lsn;	/* walEnd of the newest keepalive */
+	XLogRecPtr	unrecorded_keepalive;	/* eligible, not yet recorded */
+	bool		in_txn;
+	bool		skipping;
+
+	TimestampTz last_status_sent;
+	TimestampTz last_position_record;
+	TimestampTz unsynced_since;
+	TimestampTz last_published;
+	TimestampTz quiet_since;	/* when the stream last went idle */
+	long		compress_credit;	/* segment bytes arrived since a step */
+
+	CsStreamCounters counters;	/* what status() shows */
+} StreamState;
+
+static StreamState st;
+
+/*
+ * Is the archiver more than CATCHUP_BYTES of WAL behind the local server?
+ * Only known for the local server (changestream.conninfo empty).
+ */
+static bool
+catching_up(void)
+{
+	XLogRecPtr	head;
+	XLogRecPtr	seen;
+
+	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
+		return false;
+	head = GetFlushRecPtr(NULL);
+	seen = Max(st.received_lsn, st.keepalive_lsn);	/* keepalives cover WAL
+													 * of unpublished tables */
+	return head > seen && head - seen > CATCHUP_BYTES;
+}
+
+/*
+ * How long complete transactions may wait, once the stream is idle, for
+ * more to share their fsync: 10 ms, or flush_interval if that is shorter.
+ * At 1,000 tps this turns ~1,000 fsyncs and status updates a second into
+ * ~100, for at most 10 ms of added commit-to-durable lag.  While catching
+ * up with a backlog the lulls are the walsender decoding, not the end of
+ * the stream: then flush_interval applies, and the walsender is spared a
+ * status update every 10 ms.
+ */
+static long
+group_commit_ms(void)
+{
+	if (catching_up())
+		return cs_flush_interval_ms;
+	return Min(cs_flush_interval_ms, GROUP_COMMIT_MS);
+}
+
+/* Show the session's progress in status(). */
+static void
+publish(TimestampTz now)
+{
+	st.counters.received_lsn = Max(st.received_lsn, st.keepalive_lsn);
+	st.counters.flushed_lsn = st.position;
+	cs_status_publish_progress(&st.counters);
+	st.last_published = now;
+}
+
+/*
+ * The write LSN reported is what arrived as XLogData, never a keepalive's
+ * walEnd that is not yet recorded: PostgreSQL's walsender sends keepalives
+ * only while the reported write LSN is behind what it sent
+ * (WalSndWaitForWal()), and those keepalives are what lets an idle slot
+ * advance.
+ */
+static void
+send_status(TimestampTz now)
+{
+	cs_send_status_update(st.conn, Max(st.received_lsn, st.position),
+						  st.position, false);
+	st.last_status_sent = now;
+}
+
+/*
+ * Make everything added durable, advance the reported position to the
+ * position of record of what was added, and tell the server.
+ */
+static void
+flush_and_report(TimestampTz now)
+{
+	cs_writer_flush();
+	st.position = st.pending_position;
+	st.unsynced_since = 0;
+	st.counters.last_flush_at = now;
+	if (st.conn != NULL)
+		send_status(now);
+	publish(now);
+}
+
+/*
+ * Once data has waited flush_interval, make it durable: inside a large
+ * transaction only to spread its writeback (nothing new is reportable),
+ * otherwise with a status update.
+ */
+static void
+flush_if_due(TimestampTz now)
+{
+	if (st.unsynced_since == 0 ||
+		!TimestampDifferenceExceeds(st.unsynced_since, now, cs_flush_interval_ms))
+		return;
+	if (st.in_txn)
+	{
+		cs_writer_flush();
+		st.unsynced_since = 0;
+	}
+	else
+		flush_and_report(now);
+}
+
+static void
+add_entry(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
+		  TimestampTz send_time, const char *data, uint32 len, TimestampTz now)
+{
+	if (st.unsynced_since == 0)
+		st.unsynced_since = now;
+	cs_writer_add(kind, data_start, wal_end, send_time, data, len);
+}
+
+/* At a transaction boundary, seal the segment if it is due. */
+static void
+maybe_rotate(TimestampTz now)
+{
+	if (!st.in_txn && cs_writer_should_rotate(now))
+	{
+		cs_writer_rotate(st.pending_position);
+		st.position = st.pending_position;
+		st.unsynced_since = 0;
+		st.counters.last_flush_at = now;
+		send_status(now);
+		publish(now);
+	}
+}
+
+/*
+ * Archive one pgoutput message unless it belongs to a transaction already
+ * archived (its commit LSN is below skip_before: durability rule 4).
+ */
+static void
+archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
+				XLogRecPtr wal_end, TimestampTz send_time,
+				const char *payload, uint32 plen, TimestampTz now)
+{
+	switch (info->type)
+	{
+		case 'B':
+			st.in_txn = true;
+			st.skipping = info->lsn < st.skip_before;
+			if (!st.skipping)
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+			break;
+		case 'C':
+			if (!st.skipping)
+			{
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+				st.pending_position = Max(st.pending_position, info->end_lsn);
+				st.counters.transactions++;
+			}
+			st.in_txn = false;
+			st.skipping = false;
+			maybe_rotate(now);
+			break;
+		case 'M':
+			if (!info->transactional && !st.in_txn)
+			{
+				/*
+				 * A non-transactional message is sent as soon as it is
+				 * decoded, after every transaction that committed before
+				 * it, so once durable, its LSN + 1 is a position of record:
+				 * a restart there neither loses nor repeats it.
+				 */
+				if (info->lsn < st.skip_before)
+					break;
+				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+						  payload, plen, now);
+				st.pending_position = Max(st.pending_position, info->lsn + 1);
+				break;
+			}
+			if (st.skipping)
+				break;
+			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+					  payload, plen, now);
+			break;
+		default:
+			if (st.skipping)
+				break;
+			if (info->type == 'R' || info->type == 'Y')
+				cs_writer_note_schema(payload, plen, info);
+			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
+					  payload, plen, now);
+			break;
+	}
+}
+
+/* One XLogData message (its type byte already read). */
+static void
+handle_xlogdata(StringInfo msg, TimestampTz now)
+{
+	XLogRecPtr	data_start;
+	XLogRecPtr	wal_end;
+	TimestampTz send_time;
+	const char *payload;
+	uint32		plen;
+	CsMessageInfo info;
+
+	if (msg->len < XLOGDATA_HEADER_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg_internal("invalid XLogData message of %d bytes", msg->len)));
+	data_start = pq_getmsgint64(msg);
+	wal_end = pq_getmsgint64(msg);
+	send_time = pq_getmsgint64(msg);
+	payload = &msg->data[msg->cursor];
+	plen = msg->len - msg->cursor;
+	if (!cs_parse_pgoutput(payload, plen, &info))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("invalid pgoutput message of type \"%c\" (%u bytes)",
+						plen > 0 ? payload[0] : '?', plen)));
+
+	st.received_lsn = Max(st.received_lsn, Max(data_start, wal_end));
+	st.counters.last_message_at = now;
+	st.counters.messages++;
+	st.counters.bytes += plen;
+	st.compress_credit += CS_ENTRY_HEADER_SIZE + plen;	/* bytes of segment */
+	archive_message(&info, data_start, wal_end, send_time, payload, plen, now);
+}
+
+/*
+ * Record the newest eligible keepalive walEnd as a position entry, make it
+ * durable and report it, if status_interval has passed since the last one
+ * (or the server asked for a reply).  Called on each keepalive and
+ * periodically, so a skipped keepalive is recorded once the interval has
+ * passed even if no other keepalive comes.
+ */
+static void
+record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
+{
+	if (st.in_txn || st.unrecorded_keepalive <= st.pending_position)
+		return;
+	if (!force &&
+		!TimestampDifferenceExceeds(st.last_position_record, now,
+									cs_status_interval_ms))
+		return;
+	add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, st.unrecorded_keepalive,
+			  send_time, NULL, 0, now);
+	st.pending_position = st.unrecorded_keepalive;
+	st.last_position_record = now;
+	flush_and_report(now);
+}
+
+/*
+ * A primary keepalive (its type byte already read).  With no transaction
+ * open, its walEnd may become the position of record: it is written as a
+ * position entry and made durable before it is reported (durability rule
+ * 2).  At most one position entry per status_interval unless the server
+ * asks for a reply.
+ */
+static void
+handle_keepalive(StringInfo msg, TimestampTz now)
+{
+	XLogRecPtr	wal_end;
+	TimestampTz send_time;
+	bool		reply;
+
+	if (msg->len < KEEPALIVE_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg_internal("invalid keepalive message of %d bytes", msg->len)));
+	wal_end = pq_getmsgint64(msg);
+	send_time = pq_getmsgint64(msg);
+	reply = pq_getmsgbyte(msg) != 0;
+	st.keepalive_lsn = Max(st.keepalive_lsn, wal_end);
+
+	if (!st.in_txn && wal_end > st.pending_position)
+	{
+		st.unrecorded_keepalive = wal_end;
+		record_keepalive_position(now, send_time, reply);
+	}
+	if (reply)
+		send_status(now);
+}
+
+/* Dispatch one message of the replication stream, as apply_dispatch(). */
+static void
+dispatch(char *buf, int len, TimestampTz now)
+{
+	StringInfoData msg;
+	char		type;
+
+	msg.data = buf;
+	msg.len = len;
+	msg.maxlen = -1;
+	msg.cursor = 0;
+	type = pq_getmsgbyte(&msg);
+	if (type == 'w')
+		handle_xlogdata(&msg, now);
+	else if (type == 'k')
+		handle_keepalive(&msg, now);
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("unexpected message type \"%c\" in the replication stream",
+						type)));
+}
+
+/*
+ * Duties inside a long batch: flush what is due, keep the server informed,
+ * and, when sealed segments pile up, compress at the pace of what arrives
+ * so that raw segments stay bounded.
+ */
+static void
+batch_duties(TimestampTz now)
+{
+	flush_if_due(now);
+	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
+		send_status(now);
+	if (st.compress_credit >= COMPRESS_SLICE)
+	{
+		/* twice what arrived, so that a backlog shrinks */
+		if (cs_compress_backlog() > COMPRESS_BACKLOG)
+			cs_compress_step(2 * st.compress_credit);
+		st.compress_credit = 0;
+	}
+	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
+		publish(now);
+}
+
+/*
+ * cs_stream_reset
+ *	  Forget the previous session: no connection, no open writer.  Called
+ *	  at the start of a session and on its error path.
+ */
+void
+cs_stream_reset(void)
+{
+	CsStreamCounters counters = st.counters;	/* they count across sessions */
+
+	if (st.wait != NULL)
+		FreeWaitEventSet(st.wait);
+	memset(&st, 0, sizeof(st));
+	st.counters = counters;
+}
+
+/*
+ * cs_stream_writer_opened
+ *	  The active segment is open and the archive's position of record is
+ *	  position (an XLogRecPtr): streaming resumes there and transactions
+ *	  committed below it are skipped (durability rule 4).
+ */
+void
+cs_stream_writer_opened(XLogRecPtr position)
+{
+	st.writer_open = true;
+	st.position = position;
+	st.pending_position = position;
+	st.skip_before = position;
+	st.received_lsn = position;
+}
+
+/*
+ * cs_stream_is_streaming
+ *	  Has START_REPLICATION succeeded in this session?
+ */
+bool
+cs_stream_is_streaming(void)
+{
+	return st.conn != NULL;
+}
+
+/*
+ * cs_stream_started
+ *	  START_REPLICATION succeeded on conn: from now on status updates go to
+ *	  it.  Publishes the position and sends a first status update.
+ */
+void
+cs_stream_started(WalReceiverConn *conn)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	st.conn = conn;
+	publish(now);
+	send_status(now);
+	st.last_position_record = now;
+}
+
+/*
+ * cs_stream_receive
+ *	  Receive and archive messages until none is waiting (returns true:
+ *	  idle), or MAX_BATCH_MESSAGES have been handled or a reload is pending
+ *	  (returns false).  *fd is set to the connection's socket.  Raises
+ *	  connection_failure when the server ends the stream,
+ *	  protocol_violation on a malformed message,
+ *	  and what the writer raises.
+ */
+bool
+cs_stream_receive(pgsocket *fd)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+
+	for (;;)
+	{
+		char	   *buf;
+		int			len = walrcv_receive(st.conn, &buf, fd);
+
+		if (len == 0)
+			return true;
+		if (len < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("the server ended the replication stream"),
+					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
+		st.quiet_since = 0;
+		if ((++n & 31) == 0)
+			now = GetCurrentTimestamp();
+		dispatch(buf, len, now);
+
+		if ((n & 31) == 0)
+		{
+			batch_duties(now);
+			CHECK_FOR_INTERRUPTS();
+			if (n >= MAX_BATCH_MESSAGES || ConfigReloadPending)
+				return false;
+		}
+	}
+}
+
+/*
+ * cs_stream_periodic
+ *	  What is due after a batch (idle: the stream has nothing waiting).
+ *	  Once the stream is idle with complete transactions pending, they are
+ *	  made durable when the group commit window has passed since the first
+ *	  of them arrived, so that a burst shares one fsync and one status
+ *	  update instead of paying one per transaction.
+ */
+void
+cs_stream_periodic(TimestampTz now, bool idle)
+{
+	if (idle && !st.in_txn && cs_writer_unsynced() &&
+		TimestampDifferenceExceeds(st.unsynced_since, now, group_commit_ms()))
+		flush_and_report(now);
+	else
+		flush_if_due(now);
+	maybe_rotate(now);
+	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
+		send_status(now);
+	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
+		publish(now);
+	record_keepalive_position(now, now, false);
+}
+
+/*
+ * How long the idle stream may wait (ms): until status_interval, the next
+ * keepalive position record or the end of the flush window.  Compresses a
+ * slice of a sealed segment once the stream has been quiet for QUIET_MS (a
+ * momentary lull while the walsender decodes is not idle time, and
+ * compressing then would stall it on a full socket buffer), and then asks
+ * not to wait at all while more is pending.
+ */
+static long
+idle_timeout(TimestampTz now)
+{
+	long		timeout = cs_status_interval_ms;
+
+	if (st.quiet_since == 0)
+		st.quiet_since = now;
+	if (st.unrecorded_keepalive > st.pending_position && !st.in_txn)
+	{
+		long		left = cs_status_interval_ms -
+			TimestampDifferenceMilliseconds(st.last_position_record, now);
+
+		timeout = Min(timeout, Max(left, 1));
+	}
+	if (st.unsynced_since != 0)
+	{
+		long		window = st.in_txn ? cs_flush_interval_ms : group_commit_ms();
+		long		elapsed = TimestampDifferenceMilliseconds(st.unsynced_since, now);
+
+		timeout = Min(timeout, Max(window - elapsed, 1));
+	}
+	if (cs_compress_pending())
+	{
+		st.compress_credit = 0;
+		if (!TimestampDifferenceExceeds(st.quiet_since, now, QUIET_MS))
+			timeout = Min(timeout, QUIET_MS);
+		else if (cs_compress_step(COMPRESS_SLICE))
+			timeout = 0;
+	}
+	return timeout;
+}
+
+/*
+ * cs_stream_wait
+ *	  The stream is idle: compress if it is quiet, then wait for the
+ *	  socket fd, the latch or the idle timeout.  One wait event set for the
+ *	  whole session: WaitLatchOrSocket() would build and tear down an epoll
+ *	  set at every wait, and the stream waits thousands of times a second
+ *	  while catching up.
+ */
+void
+cs_stream_wait(pgsocket fd, TimestampTz now)
+{
+	long		timeout = idle_timeout(now);
+	WaitEvent	event;
+	int			rc;
+
+	if (st.wait == NULL)
+	{
+		st.wait = cs_create_wait_event_set(3);
+		AddWaitEventToSet(st.wait, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(st.wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+						  NULL, NULL);
+		AddWaitEventToSet(st.wait, WL_SOCKET_READABLE, fd, NULL, NULL);
+	}
+	rc = WaitEventSetWait(st.wait, timeout, &event, 1, PG_WAIT_EXTENSION);
+	if (rc > 0 && (event.events & WL_LATCH_SET))
+		ResetLatch(MyLatch);
+}
+
+/*
+ * cs_stream_finish
+ *	  A clean end of session: make everything durable, report it, and close
+ *	  the active segment.
+ */
+void
+cs_stream_finish(void)
+{
+	flush_and_report(GetCurrentTimestamp());
+	cs_writer_close();
+	st.writer_open = false;
+}
+
+/*
+ * cs_stream_exit
+ *	  On SIGTERM or another FATAL (before_shmem_exit): make what was
+ *	  received durable and send a last status update (durability rule 6).
+ *	  Returns with the connection untouched; the caller closes it.
+ */
+void
+cs_stream_exit(void)
+{
+	if (st.writer_open)
+	{
+		st.writer_open = false;
+		cs_writer_flush();
+		st.position = st.pending_position;
+		if (st.conn != NULL)
+		{
+			WalReceiverConn *conn = st.conn;
+
+			st.conn = NULL;
+			cs_send_status_update(conn, Max(st.received_lsn, st.position),
+								  st.position, false);
+		}
+		cs_writer_close();
+	}
+	publish(GetCurrentTimestamp());
+}
