@@ -42,8 +42,7 @@ include $(PGXS)
 
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
-$(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
-	src/archive_layout.h src/generation_reader.h
+$(OBJS): $(wildcard src/*.h)
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

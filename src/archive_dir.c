@@ -25,7 +25,9 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "guc.h"
+#include "shmem_status.h"
 
 /*
  * cs_require_directory() -> const char *

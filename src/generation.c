@@ -23,7 +23,12 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation.h"
+#include "generation_reader.h"
+#include "segment_format.h"
+#include "walsender_conn.h"
 
 /*
  * cs_validate_generation_arg(text, *generation) -> void

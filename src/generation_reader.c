@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "archive_layout.h"
 #include "generation_reader.h"
 
 struct CsGenerationReader

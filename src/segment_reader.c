@@ -40,7 +40,11 @@
 #include "storage/fd.h"
 #include "utils/memutils.h"
 
-#include "changestream.h"
+#include "archive_layout.h"
+#include "generation_reader.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
 #include "wire.h"
 
 #define READ_SLICE		(1024 * 1024)	/* body bytes read per gzread() */

@@ -26,8 +26,17 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "compress.h"
+#include "generation.h"
 #include "generation_reader.h"
+#include "guc.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
+#include "segment_writer.h"
+#include "shmem_status.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 

@@ -18,7 +18,8 @@
 
 #include "storage/fd.h"
 
-#include "changestream.h"
+#include "archive_layout.h"
+#include "snapshot.h"
 
 #define MANIFEST_MAX_LINES	64	/* the manifest is a handful of lines */
 

@@ -35,8 +35,14 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation.h"
 #include "generation_reader.h"
+#include "segment_format.h"
+#include "segment_reader.h"
+#include "shmem_status.h"
+#include "snapshot.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
 PG_FUNCTION_INFO_V1(changestream_generation_stats);
