@@ -185,6 +185,8 @@ open_dir(const char *path, bool missing_ok)
 	{
 		if (errno == ENOENT && missing_ok)
 			return NULL;
+		if (errno == ENOTDIR)
+			cs_file_damage(path, 0, "It is not a directory.");
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open directory \"%s\": %m", path)));

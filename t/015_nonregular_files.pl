@@ -67,15 +67,29 @@ sub call_fails
 	return $r;
 }
 
+# generation_stats() is the generations() row of one generation: it reports
+# the damage in its damage column (contract item 6) instead of failing.
+sub row_reports_damage
+{
+	my ($label, $gen, $fifo) = @_;
+	my $r = ad_sql($node,
+		"SELECT damage FROM changestream.generation_stats('$gen');",
+		timeout => 3, client_timeout => 10, role => 'cs_monitor');
+	ad_fifo_unblock($fifo);
+	ok(!$r->{timed_out} && $r->{secs} < 8, "$label: returns within 8 s");
+	ok($r->{ok}, "$label: returns the row") or diag($r->{err});
+	like($r->{out}, qr/\Q$fifo\E.*not a regular file/, "$label: damage names the file");
+}
+
 my $mon = 'cs_monitor';
 call_fails('FIFO segment: wal_segments() as pg_monitor',
 	"SELECT * FROM changestream.wal_segments('0000000000e00001');", $fifo{A}, role => $mon);
-call_fails('FIFO segment: generation_stats() as pg_monitor',
-	"SELECT * FROM changestream.generation_stats('0000000000e00001');", $fifo{A}, role => $mon);
+row_reports_damage('FIFO segment: generation_stats() as pg_monitor',
+	'0000000000e00001', $fifo{A});
 call_fails('FIFO segment: wal_records()',
 	"SELECT count(*) FROM changestream.wal_records('0000000000e00001');", $fifo{A});
-call_fails('FIFO identity file: generation_stats() as pg_monitor',
-	"SELECT * FROM changestream.generation_stats('0000000000e00002');", $fifo{B}, role => $mon);
+row_reports_damage('FIFO identity file: generation_stats() as pg_monitor',
+	'0000000000e00002', $fifo{B});
 call_fails('FIFO identity file: wal_segments() as pg_monitor',
 	"SELECT * FROM changestream.wal_segments('0000000000e00002');", $fifo{B}, role => $mon);
 call_fails('FIFO snapshot: snapshots() as pg_monitor',

@@ -68,9 +68,13 @@ cs_wait_state($node, 'streaming', name => 'streaming with the copies beside');
 for my $label (sort keys %len_case)
 {
 	my ($name, $file, $off) = @{ $len_case{$label} };
-	for my $q ("count(*) FROM changestream.wal_records('$name')",
-		"count(*) FROM changestream.wal_segments('$name')",
-		"* FROM changestream.generation_stats('$name')")
+	# wal_records() reads every frame; wal_segments() and generation_stats()
+	# read headers and scan only the newest segment (the generation's end),
+	# so they see a bad length there (verify() reads everything).
+	my $in_newest = $label =~ /^raw/;
+	my @q = ("count(*) FROM changestream.wal_records('$name')");
+	push @q, "count(*) FROM changestream.wal_segments('$name')" if $in_newest;
+	for my $q (@q)
 	{
 		my ($fn) = $q =~ /changestream\.(\w+)/;
 		my $r = ad_sql($node, "SELECT $q;", timeout => 20);
@@ -78,6 +82,14 @@ for my $label (sort keys %len_case)
 			"length $label: $fn() raises XX001") or diag($r->{err});
 		like($r->{err}, qr/\Q$file\E.*offset $off\b|offset $off\b.*\Q$file\E/s,
 			"length $label: $fn() names $file and offset $off");
+	}
+	if ($in_newest)
+	{
+		my $r = ad_sql($node,
+			"SELECT damage FROM changestream.generation_stats('$name');", timeout => 20);
+		ok($r->{ok}, "length $label: generation_stats() returns the row") or diag($r->{err});
+		like($r->{out}, qr/\Q$file\E.*offset $off\b/,
+			"length $label: generation_stats() damage names $file and offset $off");
 	}
 	my $d = ad_decode(ad_gen_dir($node, $name));
 	is($d->{rc}, 1, "length $label: cs_decode.py exits 1");
