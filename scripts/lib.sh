@@ -9,13 +9,40 @@
 # already and "make install" must be allowed to write PostgreSQL's
 # directories).
 
-PG_MAJOR=${PG_MAJOR:-15}
-PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
-PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
-PG_PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
-PG_REGRESS=${PG_REGRESS:-$PG_PGXS_DIR/src/test/regress/pg_regress}
-PG_TEST_PERL=$PG_PGXS_DIR/src/test/perl
+# PG_CONFIG chooses the PostgreSQL installation, as it does for PGXS: the
+# pg_config given, else the one in PATH, else Debian's PostgreSQL 15 (which
+# cs_install_deps installs when it is missing).  Every other path comes
+# from that pg_config (cs_pg_paths), never from a Debian layout.
+if [ -z "${PG_CONFIG:-}" ]; then
+	if command -v pg_config >/dev/null 2>&1; then
+		PG_CONFIG=$(command -v pg_config)
+	else
+		PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config
+	fi
+fi
 PG_OS_USER=${PG_OS_USER:-postgres}
+
+# PG_MAJOR (for the package names), PG_BINDIR, PG_PKGLIBDIR, PG_PGXS (the
+# pgxs.mk), PG_REGRESS and PG_TEST_PERL (PostgreSQL::Test::*), from
+# $PG_CONFIG.  Returns non-zero while that pg_config does not exist yet.
+cs_pg_paths() {
+	local version pgxs_dir
+	version=$("$PG_CONFIG" --version 2>/dev/null) || return 1
+	# "PostgreSQL 17.12 (Debian 17.12-1)", "PostgreSQL 19rc1"
+	PG_MAJOR=$(printf '%s\n' "$version" | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
+	PG_BINDIR=$("$PG_CONFIG" --bindir)
+	PG_PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
+	PG_PGXS=$("$PG_CONFIG" --pgxs)
+	pgxs_dir=$(dirname "$(dirname "$(dirname "$PG_PGXS")")")  # .../lib/pgxs
+	PG_REGRESS=$pgxs_dir/src/test/regress/pg_regress
+	PG_TEST_PERL=$pgxs_dir/src/test/perl
+	return 0
+}
+if ! cs_pg_paths; then
+	# not installed yet: the major version only names the packages
+	PG_MAJOR=${PG_MAJOR:-$(printf '%s\n' "$PG_CONFIG" | sed -n 's|.*/postgresql/\([0-9][0-9]*\)/bin/pg_config$|\1|p')}
+	PG_MAJOR=${PG_MAJOR:-15}
+fi
 
 # Debian packages the build, the tests and the demo need.
 CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl
@@ -74,7 +101,8 @@ cs_install_deps() {
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing </dev/null
+	apt-get install -y -qq --no-install-recommends $missing </dev/null || return 1
+	cs_pg_paths
 }
 
 # make (warnings are errors) and make install, from the checkout.
