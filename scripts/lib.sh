@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034
-# scripts/lib.sh: helpers shared by scripts/test.sh and scripts/demo.sh.
+# scripts/lib.sh: helpers shared by scripts/test.sh, scripts/demo.sh,
+# bench/run.sh and bench/snapshot.sh.
 # Source it; do not run it.
 #
 # PostgreSQL refuses to run as root, so as root these helpers install the
@@ -146,4 +147,53 @@ cs_tail() {
 	[ -f "$file" ] || return 0
 	printf '\n---- last %s lines of %s ----\n' "$lines" "$file"
 	tail -n "$lines" "$file"
+}
+
+# ------------------------------------------------------ throwaway clusters
+#
+# The cluster bring-up of scripts/demo.sh, bench/run.sh and bench/snapshot.sh.
+# A throwaway cluster lives in one directory DIR owned by the PostgreSQL
+# user: data directory DIR/data, Unix socket in DIR, no TCP listener.
+
+# cs_cluster_init DIR PORT < extra-settings
+#   initdb DIR/data (superuser postgres, trust, UTF8, C locale, no sync) and
+#   append to its postgresql.conf: port, the socket directory, changestream
+#   preloaded, wal_level = logical, then the lines on stdin.  initdb's
+#   output goes to DIR/initdb.log and is printed if it fails (returns 1).
+cs_cluster_init() {
+	local dir=$1 port=$2
+	cs_as_pg "$PG_BINDIR/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 \
+		--locale=C --no-sync >"$dir/initdb.log" 2>&1 ||
+		{ cat "$dir/initdb.log"; return 1; }
+	{
+		cat <<-CONF
+
+			# ---- throwaway cluster (scripts/lib.sh) ----
+			port = $port
+			listen_addresses = ''
+			unix_socket_directories = '$dir'
+			shared_preload_libraries = 'changestream'
+			wal_level = logical
+		CONF
+		cat
+	} | cs_as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+}
+
+# cs_cluster_start DIR LOGFILE: start it and wait until it accepts
+# connections.
+cs_cluster_start() {
+	cs_as_pg "$PG_BINDIR/pg_ctl" -D "$1/data" -l "$2" -w start >/dev/null
+}
+
+# cs_cluster_stop DIR [MODE]: stop it (pg_ctl -m MODE, default fast) and
+# wait; never fails (it may not be running).
+cs_cluster_stop() {
+	cs_as_pg "$PG_BINDIR/pg_ctl" -D "$1/data" -m "${2:-fast}" -w stop >/dev/null 2>&1 || true
+}
+
+# cs_cluster_psql DIR PORT [psql arguments]: psql -X on database postgres.
+cs_cluster_psql() {
+	local dir=$1 port=$2
+	shift 2
+	cs_as_pg "$PG_BINDIR/psql" -X -h "$dir" -p "$port" -d postgres "$@"
 }

@@ -206,13 +206,18 @@ ensure_chroot() {
 		{ apt-get install -y -qq debootstrap </dev/null || return 1; }
 	# a half-made chroot may still have mounts or processes: clean first
 	cleanup_chroot "$root"
-	rm -rf --one-file-system "$root"
-	mkdir -p "$CACHE"
-	t0=$(now)
-	echo "debootstrap $suite from $MIRROR into $root"
-	debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$CACHE/$name.debootstrap.log" 2>&1 ||
-		{ tail -n 30 "$CACHE/$name.debootstrap.log"; return 1; }
-	echo "debootstrap: $(( $(now) - t0 ))s"
+	if [ -f "$root/.changestream-debootstrap" ] && [ "${CS_CHROOT_REFRESH:-0}" != 1 ]; then
+		echo "reusing the debootstrap of $root (package installation did not finish)"
+	else
+		rm -rf --one-file-system "$root"
+		mkdir -p "$CACHE"
+		t0=$(now)
+		echo "debootstrap $suite from $MIRROR into $root"
+		debootstrap --variant=minbase "$suite" "$root" "$MIRROR" >"$CACHE/$name.debootstrap.log" 2>&1 ||
+			{ tail -n 30 "$CACHE/$name.debootstrap.log"; return 1; }
+		echo "debootstrap: $(( $(now) - t0 ))s"
+		date -u >"$root/.changestream-debootstrap"
+	fi
 
 	# no service starts in the chroot, no cluster is created by the packages
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
@@ -221,6 +226,11 @@ ensure_chroot() {
 	echo "create_main_cluster = false" >"$root/etc/postgresql-common/createcluster.d/00-changestream.conf"
 	printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
 		>"$root/etc/apt/apt.conf.d/90changestream"
+	# the host's apt may accept Release files past their Valid-Until date (a
+	# mirror that is a snapshot of the archive): so does the chroot's
+	if apt-config dump 2>/dev/null | grep -qi '^Acquire::Check-Valid-Until "false"'; then
+		echo 'Acquire::Check-Valid-Until "false";' >>"$root/etc/apt/apt.conf.d/90changestream"
+	fi
 	if [ "$v" = 19 ]; then
 		echo "deb $MIRROR experimental main" >"$root/etc/apt/sources.list.d/experimental.list"
 		cat >"$root/etc/apt/preferences.d/changestream-pg19" <<-EOF
