@@ -228,7 +228,7 @@ ensure_chroot() {
 		>"$root/etc/apt/apt.conf.d/90changestream"
 	# the host's apt may accept Release files past their Valid-Until date (a
 	# mirror that is a snapshot of the archive): so does the chroot's
-	if apt-config dump 2>/dev/null | grep -qi '^Acquire::Check-Valid-Until "false"'; then
+	if apt-config dump 2>/dev/null | grep -i '^Acquire::Check-Valid-Until "false"' >/dev/null; then
 		echo 'Acquire::Check-Valid-Until "false";' >>"$root/etc/apt/apt.conf.d/90changestream"
 	fi
 	if [ "$v" = 19 ]; then
