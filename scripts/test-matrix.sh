@@ -23,7 +23,7 @@
 #
 # Environment:
 #   CS_CHROOT_CACHE=DIR   chroot cache (default /var/cache/changestream-chroots)
-#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1500)
+#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1200)
 #   CS_HOST_LOCK=FILE     run the host (15) tests under "flock FILE"
 #   CS_MIRROR=URL         Debian mirror (default: read from the apt sources)
 #   CS_CHROOT_REFRESH=1   rebuild cached chroots from scratch
@@ -35,7 +35,7 @@ set -uo pipefail
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CS_CHROOT_CACHE:-/var/cache/changestream-chroots}
-CAP=${CS_VERSION_TIMEOUT:-1500}
+CAP=${CS_VERSION_TIMEOUT:-1200}
 
 usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
