@@ -28,6 +28,8 @@
 #   CS_MIRROR=URL         Debian mirror (default: read from the apt sources)
 #   CS_CHROOT_REFRESH=1   rebuild cached chroots from scratch
 #   CS_PREPARE_ONLY=1     only make (or check) the chroots, run no test
+#   CS_DEB=1              build the Debian package in the chroot, install it
+#                         there and CREATE EXTENSION with it (17, 18, 19)
 #   anything scripts/test.sh reads (PROVE_FLAGS, SKIP_REGRESS, ...) is passed on
 # Exits non-zero if any version fails; prints a table of results and times.
 
@@ -37,7 +39,7 @@ CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CS_CHROOT_CACHE:-/var/cache/changestream-chroots}
 CAP=${CS_VERSION_TIMEOUT:-1200}
 
-usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 now() { date +%s; }
 
@@ -254,11 +256,43 @@ ensure_chroot() {
 	return 0
 }
 
+# CS_DEB=1: the Debian package instead of the test suite.  In the chroot
+# (as root): install the build dependencies, dpkg-buildpackage (which runs
+# the regression test through pg_buildext installcheck), install the
+# package with apt, and CREATE EXTENSION on a pg_virtualenv instance that
+# preloads it.  The chroot keeps the extra packages.
+# shellcheck disable=SC2016
+DEB_CHECK='
+set -e
+v=$1
+cd /build/changestream
+apt-get install -y -qq dpkg-dev debhelper postgresql-server-dev-all postgresql-all \
+	zlib1g-dev >/tmp/deb-deps.log 2>&1 || { tail -n 30 /tmp/deb-deps.log; exit 1; }
+pg_buildext updatecontrol
+echo "debian/control lists: $(sed -n "s/^Package: //p" debian/control | tr "\n" " ")"
+dpkg-buildpackage -us -uc -b
+deb=$(ls ../postgresql-$v-changestream_*.deb)
+echo "built $deb"
+dpkg-deb --contents "$deb" | awk "{ print \$NF }" | grep -E "changestream(\.so|\.control|--)"
+apt-get install -y -qq "$PWD/$deb" >/tmp/deb-install.log 2>&1 || { cat /tmp/deb-install.log; exit 1; }
+dpkg -s postgresql-$v-changestream | grep -E "^(Package|Status|Version)"
+archive=$(mktemp -d /tmp/changestream-deb.XXXXXX)
+chmod 1777 "$archive"
+pg_virtualenv -v "$v" -o shared_preload_libraries=changestream -o wal_level=logical \
+	-o changestream.directory="$archive/archive" \
+	psql -X -v ON_ERROR_STOP=1 -c "CREATE EXTENSION changestream" \
+	-c "SELECT extversion FROM pg_extension WHERE extname = '"'"'changestream'"'"'" \
+	-c "SELECT pg_sleep(2)" -c "SELECT state, slot, generation IS NOT NULL AS has_generation FROM changestream.status()"
+'
+
 # Copy the checkout (without build products and git metadata) into the
 # chroot and run scripts/test.sh there.  Everything is inside the time cap.
 run_in_chroot() {
 	local v=$1 root
 	root=$CACHE/$(chroot_name_of "$v")
+	# a run killed with SIGKILL (no trap runs) may have left processes and
+	# mounts behind: remove them before anything else
+	cleanup_chroot "$root"
 	ensure_chroot "$v" || return 1
 	[ "${CS_PREPARE_ONLY:-0}" = 1 ] && return 0
 	# ensure_chroot leaves a new chroot mounted; a reused one is mounted here
@@ -266,9 +300,13 @@ run_in_chroot() {
 	rm -rf "$root/build"
 	mkdir -p "$root/build/changestream"
 	tar -C "$CS_ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' \
-		--exclude='*.bc' --exclude=./tmp_check --exclude=./results \
+		--exclude='*.bc' --exclude=./tmp_check --exclude=./tmp_regress --exclude=./results \
 		--exclude=./log --exclude='./regression.*' -cf - . |
 		tar -C "$root/build/changestream" -xf - || return 1
+	if [ "${CS_DEB:-0}" = 1 ]; then
+		in_chroot "$root" bash -c "$DEB_CHECK" deb-check "$v" </dev/null
+		return $?
+	fi
 	in_chroot "$root" env \
 		PG_CONFIG="/usr/lib/postgresql/$v/bin/pg_config" \
 		PROVE_FLAGS="${PROVE_FLAGS:-}" SKIP_REGRESS="${SKIP_REGRESS:-0}" \

@@ -75,7 +75,7 @@ cs_info "PostgreSQL $PG_MAJOR: $PG_CONFIG"
 WORK=$(cs_mkwork changestream-test)
 mkdir -p "$WORK/src"
 tar -C "$CS_ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' \
-	--exclude='*.bc' --exclude=./tmp_check --exclude=./results \
+	--exclude='*.bc' --exclude=./tmp_check --exclude=./tmp_regress --exclude=./results \
 	--exclude=./log --exclude='./regression.*' -cf - . | tar -C "$WORK/src" -xf -
 if cs_is_root; then
 	chown -R "$PG_OS_USER": "$WORK"
