@@ -440,6 +440,29 @@ cs_open_regular_file(const char *path, bool missing_ok)
 	return fd;
 }
 
+/*
+ * cs_open_counted_file
+ *	  cs_open_regular_file(), with the descriptor counted by fd.c as an
+ *	  external one (AcquireExternalFD()), for a descriptor that zlib or a
+ *	  reader owns: the caller calls ReleaseExternalFD() after closing it.
+ *	  Errors: as cs_open_regular_file(); 53000 when fd.c allows no more
+ *	  files.
+ */
+int
+cs_open_counted_file(const char *path, bool missing_ok)
+{
+	int			fd = cs_open_regular_file(path, missing_ok);
+
+	if (fd >= 0 && !AcquireExternalFD())
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not open file \"%s\": too many open files", path)));
+	}
+	return fd;
+}
+
 /* Check that fd is a regular file of at most max_bytes, and read it into out. */
 static void
 read_regular_fd(int fd, const char *path, Size max_bytes, StringInfo out)

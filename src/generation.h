@@ -30,6 +30,8 @@ extern void cs_format_utc(TimestampTz t, char *buf, size_t len);
 extern void cs_validate_generation_arg(const char *text, uint64 *generation);
 extern bool cs_read_identity(const char *directory, uint64 generation,
 							 CsIdentity *identity);
+extern void cs_require_identity(const char *directory, uint64 generation,
+								CsIdentity *identity);
 extern char *cs_generation_prepare(const char *directory, CsIdentity *identity);
 extern void cs_generation_commit(const char *directory, CsIdentity *identity,
 								 const char *tmpdir);

@@ -150,16 +150,9 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 	int			n;
 	struct stat st;
 
-	fd = cs_open_regular_file(path, missing_ok);
+	fd = cs_open_counted_file(path, missing_ok);
 	if (fd < 0)
 		return NULL;
-	if (!AcquireExternalFD())
-	{
-		close(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not open file \"%s\": too many open files", path)));
-	}
 	cxt = AllocSetContextCreate(CurrentMemoryContext,
 								"changestream segment reader",
 								ALLOCSET_SMALL_SIZES);

@@ -469,11 +469,7 @@ cs_writer_recover(const char *directory, uint64 generation,
 	CsSegmentScan scan;
 	ListCell   *lc;
 
-	if (!cs_read_identity(directory, generation, &identity))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no identity file",
-						(unsigned long long) generation)));
+	cs_require_identity(directory, generation, &identity);
 	cs_writer_reset();
 	set_target(directory, generation, identity.system_identifier,
 			   identity.timeline);
