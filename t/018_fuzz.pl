@@ -123,7 +123,7 @@ sub run_case
 		}
 	}
 	eval { $dec->finish; 1 } or push @bad, "case $case ($desc): cs_decode.py timed out";
-	my $rc = $dec->result;
+	my $rc = ($dec->results)[0] // -1;
 	$decode_rc{$rc}++;
 	if ($rc >= 2 || $derr =~ /Traceback/)
 	{
