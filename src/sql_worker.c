@@ -23,7 +23,9 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "guc.h"
+#include "shmem_status.h"
+#include "snapshot_worker.h"
 
 PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
