@@ -25,6 +25,9 @@ OBJS = \
 	src/archiver.o \
 	src/snapshot.o \
 	src/snapshot_worker.o \
+	src/walsender_reap.o \
+	src/message_filter.o \
+	src/conninfo_secret.o \
 	src/sql_functions.o \
 	src/sql_worker.o
 
@@ -43,7 +46,8 @@ include $(PGXS)
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
 $(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
-	src/archive_layout.h src/generation_reader.h
+	src/archive_layout.h src/generation_reader.h src/walsender_reap.h \
+	src/message_filter.h src/conninfo_secret.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

@@ -29,6 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "walsender_reap.h"
 
 /*
  * Why the newest generation's identity file cannot be used, or NULL when it
@@ -254,8 +255,8 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 	{
 		struct stat st;
 
-		if (snap_conn != NULL)
-			cs_disconnect(snap_conn);
+		/* a walsender still creating the slot would linger: end it */
+		cs_walsender_reap(snap_conn);
 		if (tmpdir != NULL && stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
 			ereport(WARNING,
 					(errmsg("could not remove directory \"%s\"", tmpdir)));

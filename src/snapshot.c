@@ -47,6 +47,7 @@
 
 #include "changestream.h"
 #include "compat.h"
+#include "walsender_reap.h"
 
 typedef struct SnapTable
 {
@@ -103,8 +104,11 @@ set_progress(const char *table, int64 rows, const char *waiting_for)
 }
 
 /*
- * Before a slot is created: what it will wait for (transactions running
- * now), for status() and the log.
+ * Before a slot is created: what it will wait for, for status() and the
+ * log.  CREATE_REPLICATION_SLOT waits for every transaction running now
+ * (SnapBuildWaitSnapshot()): those of backends, named by pid
+ * (pg_stat_activity.backend_xid), and prepared transactions, which no
+ * backend holds, named by gid (pg_prepared_xacts).
  */
 static void
 note_running_transactions(WalReceiverConn *conn)
@@ -112,24 +116,42 @@ note_running_transactions(WalReceiverConn *conn)
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *rows;
 	char	  **row;
-	char		msg[256];
+	StringInfoData msg;
 
 	StartTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 	rows = cs_exec_rows(conn,
-					  "SELECT count(*)::text, min(pid)::text, min(age(backend_xid))::text "
-					  "FROM pg_catalog.pg_stat_activity WHERE backend_xid IS NOT NULL "
-					  "AND pid <> pg_catalog.pg_backend_pid()", 3);
+						"SELECT (SELECT count(*) FROM pg_catalog.pg_stat_activity "
+						"        WHERE backend_xid IS NOT NULL "
+						"        AND pid <> pg_catalog.pg_backend_pid())::text, "
+						"  (SELECT min(pid) FROM pg_catalog.pg_stat_activity "
+						"   WHERE backend_xid IS NOT NULL "
+						"   AND pid <> pg_catalog.pg_backend_pid())::text, "
+						"  (SELECT count(*) FROM pg_catalog.pg_prepared_xacts)::text, "
+						"  (SELECT min(gid) FROM pg_catalog.pg_prepared_xacts)", 4);
 	row = linitial(rows);
-	if (row[0] != NULL && strcmp(row[0], "0") != 0)
-		snprintf(msg, sizeof(msg),
-				 "replication slot creation: waiting for %s running transaction(s) to finish (for example pid %s)",
-				 row[0], row[1] ? row[1] : "?");
-	else
-		snprintf(msg, sizeof(msg), "replication slot creation: waiting for a consistent point");
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
-	set_progress(NULL, 0, msg);
+
+	initStringInfo(&msg);
+	appendStringInfoString(&msg, "replication slot creation: waiting for ");
+	if (row[0] != NULL && strcmp(row[0], "0") != 0)
+		appendStringInfo(&msg, "%s running transaction(s) to finish (for example pid %s)",
+						 row[0], row[1] ? row[1] : "?");
+	if (row[2] != NULL && strcmp(row[2], "0") != 0)
+	{
+		if (row[0] != NULL && strcmp(row[0], "0") != 0)
+			appendStringInfoString(&msg, " and ");
+		appendStringInfo(&msg, "%s prepared transaction(s) to be committed or rolled back (for example gid ",
+						 row[2]);
+		appendStringInfoString(&msg, quote_literal_cstr(row[3] ? row[3] : "?"));
+		appendStringInfoString(&msg, " in pg_prepared_xacts)");
+	}
+	if ((row[0] == NULL || strcmp(row[0], "0") == 0) &&
+		(row[2] == NULL || strcmp(row[2], "0") == 0))
+		appendStringInfoString(&msg, "a consistent point");
+	set_progress(NULL, 0, msg.data);
+	pfree(msg.data);
 }
 
 static List *
@@ -490,6 +512,8 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	Assert(!IsTransactionState());
 	progress_slot = progress;
 	note_running_transactions(conn);
+	cs_walsender_remember(conn);	/* slot creation may wait: see
+									 * walsender_reap.c */
 	walrcv_clear_result(cs_exec(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
 								WALRCV_OK_COMMAND));
 	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
@@ -535,6 +559,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", data_path)));
 	walrcv_clear_result(cs_exec(conn, "COMMIT", WALRCV_OK_COMMAND));
+	cs_walsender_forget();
 
 	/* manifest member, then the table data member, as one file */
 	manifest = build_manifest(generation, lsn, when, tables, total);

@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "message_filter.h"
 #include "compat.h"
 
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
@@ -286,6 +287,9 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 						plen > 0 ? payload[0] : '?', plen)));
 
 	st.received_lsn = Max(st.received_lsn, Max(data_start, wal_end));
+	/* changestream.message_prefixes (message_filter.c): not archived */
+	if (info.type == 'M' && !cs_message_archived(payload, plen))
+		return;
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;

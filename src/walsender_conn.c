@@ -36,6 +36,7 @@
 
 #include "changestream.h"
 #include "compat.h"
+#include "conninfo_secret.h"
 
 /* session settings pinned so that text values never depend on them */
 static const struct
@@ -217,7 +218,7 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not open a replication connection: %s",
-						err ? err : "unknown error"),
+						cs_redact_password(err ? err : "unknown error", cs_conninfo)),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
 	sysid = walrcv_identify_system(conn, &tli);

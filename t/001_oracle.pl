@@ -17,6 +17,7 @@ use ChangestreamTest;
 
 my $node = cs_new_node('main', conf => qq(
 changestream.segment_size = '128kB'
+changestream.message_prefixes = 'cs'
 changestream.flush_interval = '100ms'
 ));
 $node->start;
