@@ -176,6 +176,7 @@ typedef struct CsIdentity
 	XLogRecPtr	start_lsn;
 	TimestampTz created_at;
 	char		reason[512];
+	char		encoding[NAMEDATALEN];	/* source database's; "" if unknown */
 } CsIdentity;
 
 extern void cs_format_utc(TimestampTz t, char *buf, size_t len);
@@ -377,6 +378,7 @@ typedef struct CsSnapshotResult
 	XLogRecPtr	lsn;
 	int			tables;
 	int64		rows;
+	char		encoding[NAMEDATALEN];	/* source database's encoding */
 } CsSnapshotResult;
 
 extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,

@@ -248,6 +248,7 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 			snap_conn = NULL;
 		}
 		identity.start_lsn = result.lsn;
+		strlcpy(identity.encoding, result.encoding, NAMEDATALEN);
 		cs_generation_commit(directory, &identity, tmpdir);
 		tmpdir = NULL;
 	}

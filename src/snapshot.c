@@ -8,12 +8,25 @@
  *	  is >= C.
  *
  *	  The method is tablesync's (src/backend/replication/logical/
- *	  tablesync.c): on a replication connection, BEGIN READ ONLY ISOLATION
- *	  LEVEL REPEATABLE READ, CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use'),
- *	  then COPY (SELECT published columns FROM table [WHERE row filter]) TO
- *	  STDOUT per table, then COMMIT.  The slot is the archiver's own slot
- *	  when it is being created (the opening snapshot of a generation), or a
- *	  temporary slot otherwise.
+ *	  tablesync.c) and pg_dump's for parallel workers: on a replication
+ *	  connection, CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export'); that
+ *	  connection then stays idle, which keeps the exported snapshot valid,
+ *	  while a second connection (the copy connection) copies the tables in
+ *	  batches, each batch in its own transaction BEGIN READ ONLY ISOLATION
+ *	  LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '<exported>'; LOCK
+ *	  the batch's tables; COPY (SELECT published columns FROM table [WHERE
+ *	  row filter]) TO STDOUT per table; COMMIT.  A batch holds at most
+ *	  max_locks_per_transaction / 4 tables (a table, its index and its
+ *	  TOAST table and index may each take a lock), so a snapshot works for
+ *	  any number of tables without "out of shared memory".  The slot is the
+ *	  archiver's own slot when it is being created (the opening snapshot of
+ *	  a generation), or a temporary slot otherwise.
+ *
+ *	  Encoding: the copy connection runs with client_encoding = UTF8, so
+ *	  the server converts names and rows to UTF-8 as COPY does for any
+ *	  client (a SQL_ASCII database is not converted: its bytes pass through
+ *	  as stored).  The source database's encoding is recorded in the
+ *	  manifest (docs/FORMAT.md, section 3.2).
  *
  *	  File: snapshots/<LSN as 16 hex digits>.snapshot.gz, one gzip stream
  *	  of two members: a manifest (SQL comment lines, one of them JSON), then
@@ -70,13 +83,15 @@ typedef struct SnapTable
  */
 static gzFile open_gz = NULL;
 static int	open_fd = -1;
+static WalReceiverConn *open_copy_conn = NULL;
 static char open_data_path[MAXPGPATH];
 static char open_tmp_path[MAXPGPATH];
 
 /*
  * cs_snapshot_cleanup
  *	  After an error: close the files of the snapshot that was being
- *	  written and remove them.  Never raises.
+ *	  written and remove them, and close its copy connection.  Never
+ *	  raises.
  */
 void
 cs_snapshot_cleanup(void)
@@ -91,6 +106,9 @@ cs_snapshot_cleanup(void)
 		unlink(open_data_path);
 	if (open_tmp_path[0])
 		unlink(open_tmp_path);
+	if (open_copy_conn != NULL)
+		cs_disconnect(open_copy_conn);
+	open_copy_conn = NULL;
 	open_data_path[0] = open_tmp_path[0] = '\0';
 }
 
@@ -398,8 +416,11 @@ copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
 
 static char *
 build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
-			   List *tables, int64 total_rows)
+			   List *tables, int64 total_rows, const char *source_encoding)
 {
+	/* the file's encoding: UTF-8, except a SQL_ASCII source's bytes */
+	const char *file_encoding = strcmp(source_encoding, "SQL_ASCII") == 0 ?
+		"SQL_ASCII" : "UTF8";
 	StringInfoData m;
 	StringInfoData json;
 	ListCell   *lc;
@@ -413,8 +434,10 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	initStringInfo(&json);
 	appendStringInfo(&json,
 					 "{\"format_version\": %d, \"generation\": \"%016llx\", "
-					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", \"tables\": [",
-					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts);
+					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", "
+					 "\"encoding\": \"%s\", \"source_encoding\": \"%s\", \"tables\": [",
+					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts,
+					 file_encoding, source_encoding);
 	foreach(lc, tables)
 	{
 		SnapTable  *t = lfirst(lc);
@@ -439,12 +462,15 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 					 "-- generation: %016llx\n"
 					 "-- lsn: %s\n"
 					 "-- snapshot_time: %s\n"
+					 "-- encoding: %s\n"
+					 "-- source_encoding: %s\n"
 					 "-- tables: %d\n"
 					 "-- rows: " INT64_FORMAT "\n"
 					 "-- manifest: %s\n"
 					 "-- end of manifest\n\n",
 					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text,
-					 ts, list_length(tables), total_rows, json.data);
+					 ts, file_encoding, source_encoding, list_length(tables),
+					 total_rows, json.data);
 	return m.data;
 }
 
@@ -476,13 +502,101 @@ append_file(int out, const char *out_path, const char *in_path)
 }
 
 /*
+ * On the copy connection: open a transaction in the exported snapshot.
+ * Its first statements are BEGIN ... REPEATABLE READ and SET TRANSACTION
+ * SNAPSHOT, as pg_dump's parallel workers do (SET TRANSACTION SNAPSHOT
+ * must come before any query).
+ */
+static void
+begin_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name)
+{
+	walrcv_clear_result(cs_exec(copy_conn,
+								"BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+								WALRCV_OK_COMMAND));
+	walrcv_clear_result(cs_exec(copy_conn,
+								psprintf("SET TRANSACTION SNAPSHOT %s",
+										 quote_literal_cstr(snapshot_name)),
+								WALRCV_OK_COMMAND));
+}
+
+/*
+ * In the exported snapshot: the published tables (as the snapshot sees the
+ * catalog), the source database's encoding, and how many tables a batch
+ * may lock.
+ */
+static List *
+list_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name,
+				 char *encoding, int *batch_size)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *tables;
+	char	  **row;
+	int			max_locks;
+
+	begin_in_snapshot(copy_conn, snapshot_name);
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	tables = published_tables(copy_conn);
+	row = linitial(cs_exec_rows(copy_conn,
+								"SELECT pg_catalog.getdatabaseencoding()::text, "
+								"pg_catalog.current_setting('max_locks_per_transaction')", 2));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
+
+	strlcpy(encoding, row[0] ? row[0] : "", NAMEDATALEN);
+	max_locks = row[1] ? atoi(row[1]) : 64;
+	*batch_size = Max(1, max_locks / 4);
+	return tables;
+}
+
+/*
+ * Copy tables[first .. first + count - 1] in one transaction of the
+ * exported snapshot: lock them, check none was rewritten, COPY each.
+ * Returns the rows copied.
+ */
+static int64
+copy_batch(WalReceiverConn *copy_conn, const char *snapshot_name,
+		   List *tables, int first, int count, gzFile gz, const char *path)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *batch = NIL;
+	int64		rows = 0;
+	int			i;
+
+	for (i = first; i < first + count; i++)
+		batch = lappend(batch, list_nth(tables, i));
+	begin_in_snapshot(copy_conn, snapshot_name);
+	/* catalog access for the result types only; results outlive it */
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	lock_and_check_tables(copy_conn, batch);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	for (i = 0; i < count; i++)
+	{
+		SnapTable  *t = list_nth(batch, i);
+
+		t->rows = copy_table(copy_conn, t, gz, path);
+		rows += t->rows;
+	}
+	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
+	list_free(batch);
+	return rows;
+}
+
+/*
  * cs_snapshot_take
- *	  Create slot_name (temporary or the archiver's permanent slot) with
- *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
- *	  table of changestream.publication in that snapshot, and write
- *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
- *	  streaming) and the caller must hold no transaction.  Fills *result
- *	  and returns the consistent point C (an XLogRecPtr).
+ *	  Create slot_name (temporary or the archiver's permanent slot) on conn
+ *	  with SNAPSHOT 'export', copy every table of changestream.publication
+ *	  in that snapshot over a second connection, in batches of
+ *	  max_locks_per_transaction / 4 tables each in its own transaction
+ *	  (SET TRANSACTION SNAPSHOT), and write
+ *	  <snapshots_dir>/<C>.snapshot.gz durably, in UTF-8.  conn must be idle
+ *	  (not streaming) and stays idle until this returns; the caller must
+ *	  hold no transaction.  Fills *result (consistent point, counts, the
+ *	  source database's encoding) and returns the consistent point C (an
+ *	  XLogRecPtr).
  *	  Raises connection_exception if a command fails on the server,
  *	  errcode_for_file_access() codes on I/O errors,
  *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
@@ -498,7 +612,6 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 {
 	XLogRecPtr	lsn = InvalidXLogRecPtr;
 	List	   *tables;
-	ListCell   *lc;
 	char		data_path[MAXPGPATH];
 	char		tmp_path[MAXPGPATH];
 	char		final_path[MAXPGPATH];
@@ -507,26 +620,36 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	int64		total = 0;
 	TimestampTz when;
 	char	   *manifest;
-	MemoryContext caller_cxt = CurrentMemoryContext;
+	char	   *snapshot_name;
+	char		encoding[NAMEDATALEN];
+	int			batch_size;
+	int			ntables;
+	int			i;
+	WalReceiverConn *copy_conn;
+	uint64		sysid;
+	uint32		tli;
 
 	Assert(!IsTransactionState());
 	progress_slot = progress;
 	note_running_transactions(conn);
 	cs_walsender_remember(conn);	/* slot creation may wait: see
 									 * walsender_reap.c */
-	walrcv_clear_result(cs_exec(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
-								WALRCV_OK_COMMAND));
-	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
+	snapshot_name = cs_walrcv_create_slot(conn, slot_name, temporary,
+										  CRS_EXPORT_SNAPSHOT, &lsn);
+	if (snapshot_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("replication slot \"%s\" was created without an exported snapshot",
+						slot_name)));
 	when = GetCurrentTimestamp();
 	set_progress(NULL, 0, "");
 
-	/* catalog access for the result types only; results outlive it */
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
-	tables = published_tables(conn);
-	lock_and_check_tables(conn, tables);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
+	/* conn now stays idle: its next command would end the export */
+	copy_conn = open_copy_conn = cs_connect(&sysid, &tli);
+	walrcv_clear_result(cs_exec(copy_conn, "SET client_encoding = 'UTF8'",
+								WALRCV_OK_COMMAND));
+	tables = list_in_snapshot(copy_conn, snapshot_name, encoding, &batch_size);
+	ntables = list_length(tables);
 
 	report_replica_identity(tables);
 
@@ -546,23 +669,20 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				 errmsg("could not create file \"%s\": %m", data_path)));
 	gzbuffer(gz, 256 * 1024);
 	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
-	foreach(lc, tables)
-	{
-		SnapTable  *t = lfirst(lc);
-
-		t->rows = copy_table(conn, t, gz, data_path);
-		total += t->rows;
-	}
+	for (i = 0; i < ntables; i += batch_size)
+		total += copy_batch(copy_conn, snapshot_name, tables, i,
+							Min(batch_size, ntables - i), gz, data_path);
 	open_gz = NULL;
 	if (gzclose(gz) != Z_OK)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", data_path)));
-	walrcv_clear_result(cs_exec(conn, "COMMIT", WALRCV_OK_COMMAND));
+	open_copy_conn = NULL;
+	cs_disconnect(copy_conn);
 	cs_walsender_forget();
 
 	/* manifest member, then the table data member, as one file */
-	manifest = build_manifest(generation, lsn, when, tables, total);
+	manifest = build_manifest(generation, lsn, when, tables, total, encoding);
 	out = open_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
 	if (out < 0)
 		ereport(ERROR,
@@ -597,10 +717,12 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		result->lsn = lsn;
 		result->tables = list_length(tables);
 		result->rows = total;
+		strlcpy(result->encoding, encoding, sizeof(result->encoding));
 	}
 	ereport(LOG,
-			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
-					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
+			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows in %d transactions",
+					LSN_FORMAT_ARGS(lsn), ntables, total,
+					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size),
 			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
 					   (unsigned long long) lsn, (unsigned long long) generation)));
 	return lsn;
