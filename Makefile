@@ -28,6 +28,7 @@ OBJS = \
 	src/walsender_reap.o \
 	src/message_filter.o \
 	src/conninfo_secret.o \
+	src/ri_monitor.o \
 	src/sql_functions.o \
 	src/sql_worker.o
 
@@ -47,7 +48,7 @@ include $(PGXS)
 # memory: all objects must agree on its layout)
 $(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
 	src/archive_layout.h src/generation_reader.h src/walsender_reap.h \
-	src/message_filter.h src/conninfo_secret.h
+	src/message_filter.h src/conninfo_secret.h src/ri_monitor.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "ri_monitor.h"
 
 #define ERROR_REPEAT_SECS	300
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
@@ -190,6 +191,7 @@ stream_loop(void)
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);
 		maybe_schedule_snapshot(now);
+		cs_ri_tick(now);		/* ri_monitor.c */
 		MemoryContextReset(loop_cxt);
 		if (idle)
 			cs_stream_wait(fd, now);

@@ -60,6 +60,7 @@
 
 #include "changestream.h"
 #include "compat.h"
+#include "ri_monitor.h"
 #include "walsender_reap.h"
 
 typedef struct SnapTable
@@ -223,12 +224,12 @@ published_tables(WalReceiverConn *conn)
 
 /*
  * Publish in status() the published tables that lack a replica identity
- * (UPDATE and DELETE on them fail), and warn when that list changes.
+ * (UPDATE and DELETE on them fail), and warn when that list changes
+ * (ri_monitor.c).
  */
 static void
 report_replica_identity(List *tables)
 {
-	static char last_warned[512];
 	StringInfoData missing;
 	ListCell   *lc;
 
@@ -241,15 +242,7 @@ report_replica_identity(List *tables)
 			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
 							 t->schema, t->name);
 	}
-	cs_status_set_no_replica_identity(missing.data);
-	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
-		ereport(WARNING,
-				(errmsg("published tables without a replica identity: %s",
-						missing.data),
-				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
-						   cs_publication),
-				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
-	strlcpy(last_warned, missing.data, sizeof(last_warned));
+	cs_ri_report(missing.data);
 	pfree(missing.data);
 }
 
@@ -720,9 +713,10 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		strlcpy(result->encoding, encoding, sizeof(result->encoding));
 	}
 	ereport(LOG,
-			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows in %d transactions",
+			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows in %d transactions, %ld ms after the slot's consistent point",
 					LSN_FORMAT_ARGS(lsn), ntables, total,
-					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size),
+					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size,
+					(long) ((GetCurrentTimestamp() - when) / 1000)),
 			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
 					   (unsigned long long) lsn, (unsigned long long) generation)));
 	return lsn;

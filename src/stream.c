@@ -36,6 +36,7 @@
 
 #include "changestream.h"
 #include "message_filter.h"
+#include "ri_monitor.h"
 #include "compat.h"
 
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
@@ -290,6 +291,8 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 	/* changestream.message_prefixes (message_filter.c): not archived */
 	if (info.type == 'M' && !cs_message_archived(payload, plen))
 		return;
+	if (info.type == 'R')
+		cs_ri_signal();			/* a relation changed: ri_monitor.c */
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;
