@@ -24,8 +24,8 @@
  *
  *	  Encoding: the copy connection runs with client_encoding = UTF8, so
  *	  the server converts names and rows to UTF-8 as COPY does for any
- *	  client (a SQL_ASCII database is not converted: its bytes pass through
- *	  as stored).  The source database's encoding is recorded in the
+ *	  client (a SQL_ASCII database is not converted: its client_encoding
+ *	  is SQL_ASCII and its bytes pass through as stored).  The source database's encoding is recorded in the
  *	  manifest (docs/FORMAT.md, section 3.2).
  *
  *	  File: snapshots/<LSN as 16 hex digits>.snapshot.gz, one gzip stream
@@ -513,13 +513,40 @@ begin_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name)
 }
 
 /*
+ * The source database's encoding into encoding[NAMEDATALEN], and the copy
+ * connection's client_encoding set to UTF8, so that the server converts
+ * what it sends as COPY does for a UTF-8 client; a SQL_ASCII database
+ * cannot be converted (the server would only check that its bytes are
+ * valid UTF-8), so its client_encoding is SQL_ASCII and its bytes pass
+ * through as stored.
+ */
+static void
+set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	char	  **row;
+
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	row = linitial(cs_exec_rows(copy_conn,
+								"SELECT pg_catalog.getdatabaseencoding()::text", 1));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	strlcpy(encoding, row[0] ? row[0] : "", NAMEDATALEN);
+	walrcv_clear_result(cs_exec(copy_conn,
+								strcmp(encoding, "SQL_ASCII") == 0 ?
+								"SET client_encoding = 'SQL_ASCII'" :
+								"SET client_encoding = 'UTF8'",
+								WALRCV_OK_COMMAND));
+}
+
+/*
  * In the exported snapshot: the published tables (as the snapshot sees the
- * catalog), the source database's encoding, and how many tables a batch
- * may lock.
+ * catalog) and how many tables a batch may lock.
  */
 static List *
 list_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name,
-				 char *encoding, int *batch_size)
+				 int *batch_size)
 {
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *tables;
@@ -531,14 +558,12 @@ list_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name,
 	MemoryContextSwitchTo(caller_cxt);
 	tables = published_tables(copy_conn);
 	row = linitial(cs_exec_rows(copy_conn,
-								"SELECT pg_catalog.getdatabaseencoding()::text, "
-								"pg_catalog.current_setting('max_locks_per_transaction')", 2));
+								"SELECT pg_catalog.current_setting('max_locks_per_transaction')", 1));
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
 
-	strlcpy(encoding, row[0] ? row[0] : "", NAMEDATALEN);
-	max_locks = row[1] ? atoi(row[1]) : 64;
+	max_locks = row[0] ? atoi(row[0]) : 64;
 	*batch_size = Max(1, max_locks / 4);
 	return tables;
 }
@@ -639,9 +664,8 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 
 	/* conn now stays idle: its next command would end the export */
 	copy_conn = open_copy_conn = cs_connect(&sysid, &tli);
-	walrcv_clear_result(cs_exec(copy_conn, "SET client_encoding = 'UTF8'",
-								WALRCV_OK_COMMAND));
-	tables = list_in_snapshot(copy_conn, snapshot_name, encoding, &batch_size);
+	set_copy_encoding(copy_conn, encoding);
+	tables = list_in_snapshot(copy_conn, snapshot_name, &batch_size);
 	ntables = list_length(tables);
 
 	report_replica_identity(tables);
