@@ -36,7 +36,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "guc.h"
+#include "shmem_status.h"
 #include "ri_monitor.h"
 
 /* tables lacking a replica identity, "schema.table, ..." or NULL */

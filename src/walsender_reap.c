@@ -36,7 +36,8 @@
 #include "replication/walreceiver.h"
 #include "storage/procarray.h"
 
-#include "changestream.h"
+#include "guc.h"
+#include "walsender_conn.h"
 #include "walsender_reap.h"
 
 /* the remembered walsender: its pid, and whether it runs on this server */
