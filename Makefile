@@ -30,6 +30,10 @@ OBJS = \
 	src/archiver.o \
 	src/snapshot.o \
 	src/snapshot_worker.o \
+	src/walsender_reap.o \
+	src/message_filter.o \
+	src/conninfo_secret.o \
+	src/ri_monitor.o \
 	src/sql_functions.o \
 	src/sql_worker.o
 

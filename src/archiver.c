@@ -51,6 +51,7 @@
 #include "generation_policy.h"
 #include "generation_reader.h"
 #include "guc.h"
+#include "ri_monitor.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
 #include "snapshot.h"
@@ -203,6 +204,7 @@ stream_loop(void)
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);
 		maybe_schedule_snapshot(now);
+		cs_ri_tick(now);		/* ri_monitor.c */
 		MemoryContextReset(loop_cxt);
 		if (idle)
 			cs_stream_wait(fd, now);

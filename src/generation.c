@@ -162,6 +162,8 @@ identity_key(CsIdentity *identity, const char *key, const char *val)
 		strlcpy(identity->plugin_options, val, sizeof(identity->plugin_options));
 	else if (strcmp(key, "reason") == 0)
 		strlcpy(identity->reason, val, sizeof(identity->reason));
+	else if (strcmp(key, "encoding") == 0)
+		strlcpy(identity->encoding, val, NAMEDATALEN);	/* optional */
 	return 0;
 }
 
@@ -357,6 +359,7 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 					 "plugin = %s\n"
 					 "plugin_options = %s\n"
 					 "session_settings = %s\n"
+					 "encoding = %s\n"
 					 "start_lsn = %s\n"
 					 "created_at = %s\n"
 					 "reason = %s\n",
@@ -369,6 +372,7 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 					 identity->plugin,
 					 identity->plugin_options,
 					 cs_session_settings(),
+					 identity->encoding,
 					 lsn, when, identity->reason);
 	identity_path(tmpdir, path);
 	write_text_file(path, buf.data);

@@ -24,6 +24,7 @@ typedef struct CsIdentity
 	XLogRecPtr	start_lsn;
 	TimestampTz created_at;
 	char		reason[512];
+	char		encoding[NAMEDATALEN];	/* source database's; "" if unknown */
 } CsIdentity;
 
 extern void cs_format_utc(TimestampTz t, char *buf, size_t len);

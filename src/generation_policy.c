@@ -38,6 +38,7 @@
 #include "shmem_status.h"
 #include "snapshot.h"
 #include "walsender_conn.h"
+#include "walsender_reap.h"
 
 /*
  * Why the newest generation's identity file cannot be used, or NULL when it
@@ -256,6 +257,7 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 			snap_conn = NULL;
 		}
 		identity.start_lsn = result.lsn;
+		strlcpy(identity.encoding, result.encoding, NAMEDATALEN);
 		cs_generation_commit(directory, &identity, tmpdir);
 		tmpdir = NULL;
 	}
@@ -263,8 +265,8 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 	{
 		struct stat st;
 
-		if (snap_conn != NULL)
-			cs_disconnect(snap_conn);
+		/* a walsender still creating the slot would linger: end it */
+		cs_walsender_reap(snap_conn);
 		if (tmpdir != NULL && stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
 			ereport(WARNING,
 					(errmsg("could not remove directory \"%s\"", tmpdir)));

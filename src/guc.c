@@ -18,12 +18,14 @@
 #include "utils/guc.h"
 
 #include "guc.h"
+#include "message_filter.h"
 
 char	   *cs_directory = NULL;
 char	   *cs_database = NULL;
 char	   *cs_slot_name = NULL;
 char	   *cs_publication = NULL;
 char	   *cs_conninfo = NULL;
+char	   *cs_message_prefixes = NULL;
 int			cs_status_interval_ms = 10000;
 int			cs_flush_interval_ms = 200;
 int			cs_segment_size_kb = 16 * 1024;
@@ -50,6 +52,8 @@ check_directory(char **newval, void **extra, GucSource source)
 	if (strlen(*newval) > MAXPGPATH - 128)
 	{
 		GUC_check_errmsg("changestream.directory is too long");
+		GUC_check_errdetail("It is %zu bytes; at most %d are allowed.",
+							strlen(*newval), MAXPGPATH - 128);
 		return false;
 	}
 	return true;
@@ -64,8 +68,10 @@ check_slot_name(char **newval, void **extra, GucSource source)
 	if (*newval == NULL || (*newval)[0] == '\0' ||
 		strlen(*newval) >= NAMEDATALEN)
 	{
-		GUC_check_errmsg("replication slot name must be 1 to %d characters",
+		GUC_check_errcode(ERRCODE_INVALID_NAME);
+		GUC_check_errmsg("changestream.slot_name must be 1 to %d characters",
 						 NAMEDATALEN - 1);
+		GUC_check_errdetail("It is %zu characters.", *newval ? strlen(*newval) : 0);
 		return false;
 	}
 	for (p = *newval; *p; p++)
@@ -73,7 +79,7 @@ check_slot_name(char **newval, void **extra, GucSource source)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
 		{
 			GUC_check_errcode(ERRCODE_INVALID_NAME);
-			GUC_check_errmsg("replication slot name \"%s\" contains invalid character", *newval);
+			GUC_check_errmsg("changestream.slot_name \"%s\" contains invalid character", *newval);
 			GUC_check_errhint("Replication slot names may only contain lower case letters, numbers, and the underscore character.");
 			return false;
 		}
@@ -81,14 +87,50 @@ check_slot_name(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-/* A publication or database name must fit in a NameData. */
+/*
+ * A publication or database name must fit in a NameData; the message
+ * names the setting (GUC check hooks are not told which one they check).
+ */
 static bool
-check_name(char **newval, void **extra, GucSource source)
+check_name(const char *setting, const char *value)
 {
-	if (*newval == NULL || (*newval)[0] == '\0' ||
-		strlen(*newval) >= NAMEDATALEN)
+	if (value == NULL || value[0] == '\0' || strlen(value) >= NAMEDATALEN)
 	{
-		GUC_check_errmsg("name must be 1 to %d characters", NAMEDATALEN - 1);
+		GUC_check_errcode(ERRCODE_INVALID_NAME);
+		GUC_check_errmsg("%s must be 1 to %d characters", setting, NAMEDATALEN - 1);
+		GUC_check_errdetail("It is %zu characters.", value ? strlen(value) : 0);
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_database(char **newval, void **extra, GucSource source)
+{
+	return check_name("changestream.database", *newval);
+}
+
+static bool
+check_publication(char **newval, void **extra, GucSource source)
+{
+	return check_name("changestream.publication", *newval);
+}
+
+/*
+ * changestream.message_prefixes: a comma-separated list of prefixes
+ * (message_filter.c).
+ */
+static bool
+check_message_prefixes(char **newval, void **extra, GucSource source)
+{
+	const char *problem = cs_message_prefixes_check(*newval);
+
+	if (problem != NULL)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("changestream.message_prefixes is not a valid list of prefixes");
+		GUC_check_errdetail("%s", problem);
+		GUC_check_errhint("List prefixes separated by commas, for example 'audit, app.'; '*' archives every message, an empty list none.");
 		return false;
 	}
 	return true;
@@ -114,7 +156,7 @@ cs_define_gucs(void)
 							   NULL,
 							   &cs_database, "postgres",
 							   PGC_POSTMASTER, 0,
-							   check_name, NULL, NULL);
+							   check_database, NULL, NULL);
 	DefineCustomStringVariable("changestream.slot_name",
 							   "Logical replication slot the archiver consumes.",
 							   "Created by the archiver when it does not exist.",
@@ -126,13 +168,19 @@ cs_define_gucs(void)
 							   "Create it with CREATE PUBLICATION.",
 							   &cs_publication, "changestream",
 							   PGC_SIGHUP, 0,
-							   check_name, NULL, NULL);
+							   check_publication, NULL, NULL);
 	DefineCustomStringVariable("changestream.conninfo",
 							   "Connection string of the server to archive.",
 							   "Empty means the local server over its Unix socket.",
 							   &cs_conninfo, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+	DefineCustomStringVariable("changestream.message_prefixes",
+							   "Prefixes of the logical decoding messages (pg_logical_emit_message()) that are archived.",
+							   "A comma-separated list; empty archives none, '*' archives all.",
+							   &cs_message_prefixes, "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   check_message_prefixes, NULL, NULL);
 	DefineCustomIntVariable("changestream.status_interval",
 							"Maximum time between standby status updates.",
 							NULL,

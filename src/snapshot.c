@@ -8,12 +8,25 @@
  *	  is >= C.
  *
  *	  The method is tablesync's (src/backend/replication/logical/
- *	  tablesync.c): on a replication connection, BEGIN READ ONLY ISOLATION
- *	  LEVEL REPEATABLE READ, CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use'),
- *	  then COPY (SELECT published columns FROM table [WHERE row filter]) TO
- *	  STDOUT per table, then COMMIT.  The slot is the archiver's own slot
- *	  when it is being created (the opening snapshot of a generation), or a
- *	  temporary slot otherwise.
+ *	  tablesync.c) and pg_dump's for parallel workers: on a replication
+ *	  connection, CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export'); that
+ *	  connection then stays idle, which keeps the exported snapshot valid,
+ *	  while a second connection (the copy connection) copies the tables in
+ *	  batches, each batch in its own transaction BEGIN READ ONLY ISOLATION
+ *	  LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '<exported>'; LOCK
+ *	  the batch's tables; COPY (SELECT published columns FROM table [WHERE
+ *	  row filter]) TO STDOUT per table; COMMIT.  A batch holds at most
+ *	  max_locks_per_transaction / 4 tables (a table, its index and its
+ *	  TOAST table and index may each take a lock), so a snapshot works for
+ *	  any number of tables without "out of shared memory".  The slot is the
+ *	  archiver's own slot when it is being created (the opening snapshot of
+ *	  a generation), or a temporary slot otherwise.
+ *
+ *	  Encoding: the copy connection runs with client_encoding = UTF8, so
+ *	  the server converts names and rows to UTF-8 as COPY does for any
+ *	  client (a SQL_ASCII database is not converted: its client_encoding
+ *	  is SQL_ASCII and its bytes pass through as stored).  The source database's encoding is recorded in the
+ *	  manifest (docs/FORMAT.md, section 3.2).
  *
  *	  File: snapshots/<LSN as 16 hex digits>.snapshot.gz, one gzip stream
  *	  of two members: a manifest (SQL comment lines, one of them JSON), then
@@ -53,6 +66,8 @@
 #include "snapshot.h"
 #include "walsender_conn.h"
 #include "compat.h"
+#include "ri_monitor.h"
+#include "walsender_reap.h"
 
 typedef struct SnapTable
 {
@@ -75,13 +90,15 @@ typedef struct SnapTable
  */
 static gzFile open_gz = NULL;
 static int	open_fd = -1;
+static WalReceiverConn *open_copy_conn = NULL;
 static char open_data_path[MAXPGPATH];
 static char open_tmp_path[MAXPGPATH];
 
 /*
  * cs_snapshot_cleanup
  *	  After an error: close the files of the snapshot that was being
- *	  written and remove them.  Never raises.
+ *	  written and remove them, and close its copy connection.  Never
+ *	  raises.
  */
 void
 cs_snapshot_cleanup(void)
@@ -96,6 +113,9 @@ cs_snapshot_cleanup(void)
 		unlink(open_data_path);
 	if (open_tmp_path[0])
 		unlink(open_tmp_path);
+	if (open_copy_conn != NULL)
+		cs_disconnect(open_copy_conn);
+	open_copy_conn = NULL;
 	open_data_path[0] = open_tmp_path[0] = '\0';
 }
 
@@ -109,8 +129,11 @@ set_progress(const char *table, int64 rows, const char *waiting_for)
 }
 
 /*
- * Before a slot is created: what it will wait for (transactions running
- * now), for status() and the log.
+ * Before a slot is created: what it will wait for, for status() and the
+ * log.  CREATE_REPLICATION_SLOT waits for every transaction running now
+ * (SnapBuildWaitSnapshot()): those of backends, named by pid
+ * (pg_stat_activity.backend_xid), and prepared transactions, which no
+ * backend holds, named by gid (pg_prepared_xacts).
  */
 static void
 note_running_transactions(WalReceiverConn *conn)
@@ -118,24 +141,42 @@ note_running_transactions(WalReceiverConn *conn)
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *rows;
 	char	  **row;
-	char		msg[256];
+	StringInfoData msg;
 
 	StartTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
 	rows = cs_exec_rows(conn,
-					  "SELECT count(*)::text, min(pid)::text, min(age(backend_xid))::text "
-					  "FROM pg_catalog.pg_stat_activity WHERE backend_xid IS NOT NULL "
-					  "AND pid <> pg_catalog.pg_backend_pid()", 3);
+						"SELECT (SELECT count(*) FROM pg_catalog.pg_stat_activity "
+						"        WHERE backend_xid IS NOT NULL "
+						"        AND pid <> pg_catalog.pg_backend_pid())::text, "
+						"  (SELECT min(pid) FROM pg_catalog.pg_stat_activity "
+						"   WHERE backend_xid IS NOT NULL "
+						"   AND pid <> pg_catalog.pg_backend_pid())::text, "
+						"  (SELECT count(*) FROM pg_catalog.pg_prepared_xacts)::text, "
+						"  (SELECT min(gid) FROM pg_catalog.pg_prepared_xacts)", 4);
 	row = linitial(rows);
-	if (row[0] != NULL && strcmp(row[0], "0") != 0)
-		snprintf(msg, sizeof(msg),
-				 "replication slot creation: waiting for %s running transaction(s) to finish (for example pid %s)",
-				 row[0], row[1] ? row[1] : "?");
-	else
-		snprintf(msg, sizeof(msg), "replication slot creation: waiting for a consistent point");
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
-	set_progress(NULL, 0, msg);
+
+	initStringInfo(&msg);
+	appendStringInfoString(&msg, "replication slot creation: waiting for ");
+	if (row[0] != NULL && strcmp(row[0], "0") != 0)
+		appendStringInfo(&msg, "%s running transaction(s) to finish (for example pid %s)",
+						 row[0], row[1] ? row[1] : "?");
+	if (row[2] != NULL && strcmp(row[2], "0") != 0)
+	{
+		if (row[0] != NULL && strcmp(row[0], "0") != 0)
+			appendStringInfoString(&msg, " and ");
+		appendStringInfo(&msg, "%s prepared transaction(s) to be committed or rolled back (for example gid ",
+						 row[2]);
+		appendStringInfoString(&msg, quote_literal_cstr(row[3] ? row[3] : "?"));
+		appendStringInfoString(&msg, " in pg_prepared_xacts)");
+	}
+	if ((row[0] == NULL || strcmp(row[0], "0") == 0) &&
+		(row[2] == NULL || strcmp(row[2], "0") == 0))
+		appendStringInfoString(&msg, "a consistent point");
+	set_progress(NULL, 0, msg.data);
+	pfree(msg.data);
 }
 
 static List *
@@ -189,12 +230,12 @@ published_tables(WalReceiverConn *conn)
 
 /*
  * Publish in status() the published tables that lack a replica identity
- * (UPDATE and DELETE on them fail), and warn when that list changes.
+ * (UPDATE and DELETE on them fail), and warn when that list changes
+ * (ri_monitor.c).
  */
 static void
 report_replica_identity(List *tables)
 {
-	static char last_warned[512];
 	StringInfoData missing;
 	ListCell   *lc;
 
@@ -207,15 +248,7 @@ report_replica_identity(List *tables)
 			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
 							 t->schema, t->name);
 	}
-	cs_status_set_no_replica_identity(missing.data);
-	if (missing.len > 0 && strncmp(missing.data, last_warned, sizeof(last_warned) - 1) != 0)
-		ereport(WARNING,
-				(errmsg("published tables without a replica identity: %s",
-						missing.data),
-				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
-						   cs_publication),
-				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
-	strlcpy(last_warned, missing.data, sizeof(last_warned));
+	cs_ri_report(missing.data);
 	pfree(missing.data);
 }
 
@@ -382,8 +415,11 @@ copy_table(WalReceiverConn *conn, SnapTable *t, gzFile gz, const char *path)
 
 static char *
 build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
-			   List *tables, int64 total_rows)
+			   List *tables, int64 total_rows, const char *source_encoding)
 {
+	/* the file's encoding: UTF-8, except a SQL_ASCII source's bytes */
+	const char *file_encoding = strcmp(source_encoding, "SQL_ASCII") == 0 ?
+		"SQL_ASCII" : "UTF8";
 	StringInfoData m;
 	StringInfoData json;
 	ListCell   *lc;
@@ -397,8 +433,10 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	initStringInfo(&json);
 	appendStringInfo(&json,
 					 "{\"format_version\": %d, \"generation\": \"%016llx\", "
-					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", \"tables\": [",
-					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts);
+					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", "
+					 "\"encoding\": \"%s\", \"source_encoding\": \"%s\", \"tables\": [",
+					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts,
+					 file_encoding, source_encoding);
 	foreach(lc, tables)
 	{
 		SnapTable  *t = lfirst(lc);
@@ -423,12 +461,15 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 					 "-- generation: %016llx\n"
 					 "-- lsn: %s\n"
 					 "-- snapshot_time: %s\n"
+					 "-- encoding: %s\n"
+					 "-- source_encoding: %s\n"
 					 "-- tables: %d\n"
 					 "-- rows: " INT64_FORMAT "\n"
 					 "-- manifest: %s\n"
 					 "-- end of manifest\n\n",
 					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text,
-					 ts, list_length(tables), total_rows, json.data);
+					 ts, file_encoding, source_encoding, list_length(tables),
+					 total_rows, json.data);
 	return m.data;
 }
 
@@ -460,13 +501,126 @@ append_file(int out, const char *out_path, const char *in_path)
 }
 
 /*
+ * On the copy connection: open a transaction in the exported snapshot.
+ * Its first statements are BEGIN ... REPEATABLE READ and SET TRANSACTION
+ * SNAPSHOT, as pg_dump's parallel workers do (SET TRANSACTION SNAPSHOT
+ * must come before any query).
+ */
+static void
+begin_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name)
+{
+	walrcv_clear_result(cs_exec(copy_conn,
+								"BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
+								WALRCV_OK_COMMAND));
+	walrcv_clear_result(cs_exec(copy_conn,
+								psprintf("SET TRANSACTION SNAPSHOT %s",
+										 quote_literal_cstr(snapshot_name)),
+								WALRCV_OK_COMMAND));
+}
+
+/*
+ * The source database's encoding into encoding[NAMEDATALEN], and the copy
+ * connection's client_encoding set to UTF8, so that the server converts
+ * what it sends as COPY does for a UTF-8 client; a SQL_ASCII database
+ * cannot be converted (the server would only check that its bytes are
+ * valid UTF-8), so its client_encoding is SQL_ASCII and its bytes pass
+ * through as stored.
+ */
+static void
+set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	char	  **row;
+
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	row = linitial(cs_exec_rows(copy_conn,
+								"SELECT pg_catalog.getdatabaseencoding()::text", 1));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	strlcpy(encoding, row[0] ? row[0] : "", NAMEDATALEN);
+	walrcv_clear_result(cs_exec(copy_conn,
+								strcmp(encoding, "SQL_ASCII") == 0 ?
+								"SET client_encoding = 'SQL_ASCII'" :
+								"SET client_encoding = 'UTF8'",
+								WALRCV_OK_COMMAND));
+}
+
+/*
+ * In the exported snapshot: the published tables (as the snapshot sees the
+ * catalog) and how many tables a batch may lock.
+ */
+static List *
+list_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name,
+				 int *batch_size)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *tables;
+	char	  **row;
+	int			max_locks;
+
+	begin_in_snapshot(copy_conn, snapshot_name);
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	tables = published_tables(copy_conn);
+	row = linitial(cs_exec_rows(copy_conn,
+								"SELECT pg_catalog.current_setting('max_locks_per_transaction')", 1));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
+
+	max_locks = row[0] ? atoi(row[0]) : 64;
+	*batch_size = Max(1, max_locks / 4);
+	return tables;
+}
+
+/*
+ * Copy tables[first .. first + count - 1] in one transaction of the
+ * exported snapshot: lock them, check none was rewritten, COPY each.
+ * Returns the rows copied.
+ */
+static int64
+copy_batch(WalReceiverConn *copy_conn, const char *snapshot_name,
+		   List *tables, int first, int count, gzFile gz, const char *path)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *batch = NIL;
+	int64		rows = 0;
+	int			i;
+
+	for (i = first; i < first + count; i++)
+		batch = lappend(batch, list_nth(tables, i));
+	begin_in_snapshot(copy_conn, snapshot_name);
+	/* catalog access for the result types only; results outlive it */
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	lock_and_check_tables(copy_conn, batch);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	for (i = 0; i < count; i++)
+	{
+		SnapTable  *t = list_nth(batch, i);
+
+		t->rows = copy_table(copy_conn, t, gz, path);
+		rows += t->rows;
+	}
+	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
+	list_free(batch);
+	return rows;
+}
+
+/*
  * cs_snapshot_take
- *	  Create slot_name (temporary or the archiver's permanent slot) with
- *	  SNAPSHOT 'use' inside a REPEATABLE READ transaction on conn, copy every
- *	  table of changestream.publication in that snapshot, and write
- *	  <snapshots_dir>/<C>.snapshot.gz durably.  conn must be idle (not
- *	  streaming) and the caller must hold no transaction.  Fills *result
- *	  and returns the consistent point C (an XLogRecPtr).
+ *	  Create slot_name (temporary or the archiver's permanent slot) on conn
+ *	  with SNAPSHOT 'export', copy every table of changestream.publication
+ *	  in that snapshot over a second connection, in batches of
+ *	  max_locks_per_transaction / 4 tables each in its own transaction
+ *	  (SET TRANSACTION SNAPSHOT), and write
+ *	  <snapshots_dir>/<C>.snapshot.gz durably, in UTF-8.  conn must be idle
+ *	  (not streaming) and stays idle until this returns; the caller must
+ *	  hold no transaction.  Fills *result (consistent point, counts, the
+ *	  source database's encoding) and returns the consistent point C (an
+ *	  XLogRecPtr).
  *	  Raises connection_exception if a command fails on the server,
  *	  errcode_for_file_access() codes on I/O errors,
  *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
@@ -482,7 +636,6 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 {
 	XLogRecPtr	lsn = InvalidXLogRecPtr;
 	List	   *tables;
-	ListCell   *lc;
 	char		data_path[MAXPGPATH];
 	char		tmp_path[MAXPGPATH];
 	char		final_path[MAXPGPATH];
@@ -491,24 +644,35 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	int64		total = 0;
 	TimestampTz when;
 	char	   *manifest;
-	MemoryContext caller_cxt = CurrentMemoryContext;
+	char	   *snapshot_name;
+	char		encoding[NAMEDATALEN];
+	int			batch_size;
+	int			ntables;
+	int			i;
+	WalReceiverConn *copy_conn;
+	uint64		sysid;
+	uint32		tli;
 
 	Assert(!IsTransactionState());
 	progress_slot = progress;
 	note_running_transactions(conn);
-	walrcv_clear_result(cs_exec(conn, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ",
-								WALRCV_OK_COMMAND));
-	cs_walrcv_create_slot(conn, slot_name, temporary, CRS_USE_SNAPSHOT, &lsn);
+	cs_walsender_remember(conn);	/* slot creation may wait: see
+									 * walsender_reap.c */
+	snapshot_name = cs_walrcv_create_slot(conn, slot_name, temporary,
+										  CRS_EXPORT_SNAPSHOT, &lsn);
+	if (snapshot_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("replication slot \"%s\" was created without an exported snapshot",
+						slot_name)));
 	when = GetCurrentTimestamp();
 	set_progress(NULL, 0, "");
 
-	/* catalog access for the result types only; results outlive it */
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
-	tables = published_tables(conn);
-	lock_and_check_tables(conn, tables);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
+	/* conn now stays idle: its next command would end the export */
+	copy_conn = open_copy_conn = cs_connect(&sysid, &tli);
+	set_copy_encoding(copy_conn, encoding);
+	tables = list_in_snapshot(copy_conn, snapshot_name, &batch_size);
+	ntables = list_length(tables);
 
 	report_replica_identity(tables);
 
@@ -528,22 +692,20 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				 errmsg("could not create file \"%s\": %m", data_path)));
 	gzbuffer(gz, 256 * 1024);
 	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
-	foreach(lc, tables)
-	{
-		SnapTable  *t = lfirst(lc);
-
-		t->rows = copy_table(conn, t, gz, data_path);
-		total += t->rows;
-	}
+	for (i = 0; i < ntables; i += batch_size)
+		total += copy_batch(copy_conn, snapshot_name, tables, i,
+							Min(batch_size, ntables - i), gz, data_path);
 	open_gz = NULL;
 	if (gzclose(gz) != Z_OK)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", data_path)));
-	walrcv_clear_result(cs_exec(conn, "COMMIT", WALRCV_OK_COMMAND));
+	open_copy_conn = NULL;
+	cs_disconnect(copy_conn);
+	cs_walsender_forget();
 
 	/* manifest member, then the table data member, as one file */
-	manifest = build_manifest(generation, lsn, when, tables, total);
+	manifest = build_manifest(generation, lsn, when, tables, total, encoding);
 	out = open_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
 	if (out < 0)
 		ereport(ERROR,
@@ -578,10 +740,13 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		result->lsn = lsn;
 		result->tables = list_length(tables);
 		result->rows = total;
+		strlcpy(result->encoding, encoding, sizeof(result->encoding));
 	}
 	ereport(LOG,
-			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows",
-					LSN_FORMAT_ARGS(lsn), list_length(tables), total),
+			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows in %d transactions, %ld ms after the slot's consistent point",
+					LSN_FORMAT_ARGS(lsn), ntables, total,
+					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size,
+					(long) ((GetCurrentTimestamp() - when) / 1000)),
 			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
 					   (unsigned long long) lsn, (unsigned long long) generation)));
 	return lsn;

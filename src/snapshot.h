@@ -18,6 +18,7 @@ typedef struct CsSnapshotResult
 	XLogRecPtr	lsn;
 	int			tables;
 	int64		rows;
+	char		encoding[NAMEDATALEN];	/* source database's encoding */
 } CsSnapshotResult;
 
 extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,

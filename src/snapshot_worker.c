@@ -33,6 +33,7 @@
 #include "snapshot.h"
 #include "snapshot_worker.h"
 #include "walsender_conn.h"
+#include "walsender_reap.h"
 
 /*
  * cs_launch_snapshot_worker
@@ -76,6 +77,26 @@ snapshot_exit(int code, Datum arg)
 	cs_status_snapshot_worker_exited();
 }
 
+/* the worker's replication connection, for snapshot_abandon() */
+static struct WalReceiverConn *snapshot_conn = NULL;
+
+/*
+ * On the way out after an error, or after SIGTERM (a cancelled
+ * take_snapshot()), whose FATAL does not pass through PG_CATCH: end the
+ * walsender that may still wait in CREATE_REPLICATION_SLOT, so that it
+ * frees its max_wal_senders slot and drops its temporary slot now rather
+ * than when the transactions it waits for end.  Registered after the
+ * database connection, so it runs before its shutdown callback.
+ */
+static void
+snapshot_abandon(int code, Datum arg)
+{
+	struct WalReceiverConn *conn = snapshot_conn;
+
+	snapshot_conn = NULL;
+	cs_walsender_reap(conn);
+}
+
 /*
  * changestream_snapshot_main
  *	  Entry point of a "changestream snapshot" worker: takes one snapshot
@@ -100,16 +121,18 @@ changestream_snapshot_main(Datum main_arg)
 
 	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
 	load_file("libpqwalreceiver", false);
+	before_shmem_exit(snapshot_abandon, (Datum) 0);
 
 	PG_TRY();
 	{
 		snapshots_dir = psprintf("%s/snapshots",
 								 cs_generation_path(cs_require_directory(), generation));
 		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
-		conn = cs_connect(&sysid, &tli);
+		conn = snapshot_conn = cs_connect(&sysid, &tli);
 		cs_check_publication(conn);
 		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation,
 						 CS_PROGRESS_SNAPSHOT, &result);
+		snapshot_conn = NULL;
 		cs_disconnect(conn);
 		cs_status_snapshot_done(result.lsn);
 	}

@@ -196,10 +196,36 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 }
 
 /*
+ * After a cancel: wait up to timeout_ms for the terminated snapshot worker
+ * to exit (it ends its walsender on the way out, walsender_reap.c), so
+ * that the cancelled call returns with nothing left behind and the next
+ * call finds the snapshot slot free.  Interrupts are held: the call is
+ * already being cancelled.  Never raises.
+ */
+static void
+wait_worker_gone(BackgroundWorkerHandle *handle, int timeout_ms)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	pid_t		pid;
+
+	HOLD_INTERRUPTS();
+	while (GetBackgroundWorkerPid(handle, &pid) != BGWH_STOPPED &&
+		   !TimestampDifferenceExceeds(start, GetCurrentTimestamp(), timeout_ms))
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	RESUME_INTERRUPTS();
+}
+
+/*
  * changestream.take_snapshot(), returning pg_lsn
  *	  Start a "changestream snapshot" worker for the current generation and
  *	  wait for it; returns the snapshot's consistent LSN once its file is
- *	  durable.  Cancelling the call terminates the worker.  Errors: the
+ *	  durable.  Cancelling the call terminates the worker, which ends its
+ *	  walsender (and so its temporary slot) on the way out, and waits up
+ *	  to 5 s for it to exit.  Errors: the
  *	  archiver is not streaming, or a snapshot is already running (class
  *	  55); no worker slot is free (class 53); the calling transaction holds
  *	  a transaction id, which slot creation would wait for forever (class
@@ -249,6 +275,7 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 	PG_CATCH();
 	{
 		TerminateBackgroundWorker(handle);
+		wait_worker_gone(handle, 5000);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

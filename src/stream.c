@@ -37,7 +37,9 @@
 #include "compress.h"
 #include "generation_reader.h"
 #include "guc.h"
+#include "message_filter.h"
 #include "pgoutput_parse.h"
+#include "ri_monitor.h"
 #include "segment_format.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
@@ -294,6 +296,11 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 						plen > 0 ? payload[0] : '?', plen)));
 
 	st.received_lsn = Max(st.received_lsn, Max(data_start, wal_end));
+	/* changestream.message_prefixes (message_filter.c): not archived */
+	if (info.type == 'M' && !cs_message_archived(payload, plen))
+		return;
+	if (info.type == 'R')
+		cs_ri_signal();			/* a relation changed: ri_monitor.c */
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;

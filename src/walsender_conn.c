@@ -37,6 +37,7 @@
 #include "guc.h"
 #include "walsender_conn.h"
 #include "compat.h"
+#include "conninfo_secret.h"
 
 /* session settings pinned so that text values never depend on them */
 static const struct
@@ -196,6 +197,41 @@ cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
 }
 
 /*
+ * walrcv_connect(), with its own errors re-raised with any password of
+ * changestream.conninfo masked: libpqwalreceiver raises some libpq errors
+ * itself (with libpq's text, which may quote the connection string, in
+ * errdetail) instead of returning them in *err.
+ */
+static WalReceiverConn *
+connect_redacted(const char *conninfo, char **err)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	WalReceiverConn *conn = NULL;
+
+	PG_TRY();
+	{
+		conn = cs_walrcv_connect(conninfo, "changestream", err);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller_cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not open a replication connection: %s",
+						cs_redact_password(edata->message, cs_conninfo)),
+				 edata->detail ?
+				 errdetail_internal("%s", cs_redact_password(edata->detail, cs_conninfo)) : 0,
+				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
+	}
+	PG_END_TRY();
+	return conn;
+}
+
+/*
  * cs_connect
  *	  Open the logical replication connection, run IDENTIFY_SYSTEM and pin
  *	  DateStyle, IntervalStyle, TimeZone and extra_float_digits for the
@@ -213,12 +249,12 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 	TimeLineID	tli;
 	int			i;
 
-	conn = cs_walrcv_connect(conninfo, "changestream", &err);
+	conn = connect_redacted(conninfo, &err);
 	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not open a replication connection: %s",
-						err ? err : "unknown error"),
+						cs_redact_password(err ? err : "unknown error", cs_conninfo)),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
 	sysid = walrcv_identify_system(conn, &tli);

@@ -11,6 +11,7 @@ use ChangestreamTest;
 
 my $node = cs_setup('main', conf => qq(
 changestream.segment_size = '128kB'
+changestream.message_prefixes = 'cs'
 changestream.flush_interval = '100ms'
 ),
 	pgbench => 2,

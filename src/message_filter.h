@@ -1,0 +1,17 @@
+/*-------------------------------------------------------------------------
+ *
+ * message_filter.h
+ *	  changestream.message_prefixes: which logical decoding messages are
+ *	  archived (message_filter.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_MESSAGE_FILTER_H
+#define CS_MESSAGE_FILTER_H
+
+extern PGDLLIMPORT char *cs_message_prefixes;
+
+extern const char *cs_message_prefixes_check(const char *value);
+extern bool cs_message_archived(const char *payload, uint32 len);
+
+#endif							/* CS_MESSAGE_FILTER_H */

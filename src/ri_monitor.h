@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * ri_monitor.h
+ *	  Keeping status().tables_without_replica_identity and its warning
+ *	  true while the archiver streams (ri_monitor.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_RI_MONITOR_H
+#define CS_RI_MONITOR_H
+
+#include "datatype/timestamp.h"
+
+extern void cs_ri_report(const char *missing);
+extern void cs_ri_signal(void);
+extern void cs_ri_tick(TimestampTz now);
+
+#endif							/* CS_RI_MONITOR_H */
