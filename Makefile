@@ -34,6 +34,7 @@ OBJS = \
 	src/message_filter.o \
 	src/conninfo_secret.o \
 	src/ri_monitor.o \
+	src/guc_rejected.o \
 	src/sql_functions.o \
 	src/sql_worker.o
 

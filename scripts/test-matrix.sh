@@ -267,7 +267,7 @@ DEB_CHECK='
 set -e
 v=$1
 cd /build/changestream
-apt-get install -y -qq dpkg-dev debhelper postgresql-server-dev-all postgresql-all \
+apt-get install -y -qq build-essential dpkg-dev debhelper postgresql-server-dev-all postgresql-all \
 	zlib1g-dev >/tmp/deb-deps.log 2>&1 || { tail -n 30 /tmp/deb-deps.log; exit 1; }
 pg_buildext updatecontrol
 echo "debian/control lists: $(sed -n "s/^Package: //p" debian/control | tr "\n" " ")"

@@ -51,6 +51,7 @@
 #include "generation_policy.h"
 #include "generation_reader.h"
 #include "guc.h"
+#include "guc_rejected.h"
 #include "ri_monitor.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
@@ -383,6 +384,7 @@ run_session(void)
 	cs_status_set_state(CS_STATE_CONNECTING);
 	cs_status_set_slot(cs_slot_name);
 	cs_stream_reset();
+	cs_guc_require_accepted();	/* no silent default: guc_rejected.c */
 	cs_writer_reset();
 	cs_compress_reset();
 

@@ -18,6 +18,7 @@
 #include "utils/guc.h"
 
 #include "guc.h"
+#include "guc_rejected.h"
 #include "message_filter.h"
 
 char	   *cs_directory = NULL;
@@ -61,7 +62,7 @@ check_directory(char **newval, void **extra, GucSource source)
 
 /* A slot name follows the rules of ReplicationSlotValidateName(). */
 static bool
-check_slot_name(char **newval, void **extra, GucSource source)
+check_slot_name_value(char **newval)
 {
 	const char *p;
 
@@ -87,6 +88,13 @@ check_slot_name(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+static bool
+check_slot_name(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.slot_name", check_slot_name_value(newval),
+						  source, *newval, false);
+}
+
 /*
  * A publication or database name must fit in a NameData; the message
  * names the setting (GUC check hooks are not told which one they check).
@@ -107,13 +115,17 @@ check_name(const char *setting, const char *value)
 static bool
 check_database(char **newval, void **extra, GucSource source)
 {
-	return check_name("changestream.database", *newval);
+	return cs_guc_checked("changestream.database",
+						  check_name("changestream.database", *newval),
+						  source, *newval, true);
 }
 
 static bool
 check_publication(char **newval, void **extra, GucSource source)
 {
-	return check_name("changestream.publication", *newval);
+	return cs_guc_checked("changestream.publication",
+						  check_name("changestream.publication", *newval),
+						  source, *newval, false);
 }
 
 /*
@@ -121,7 +133,7 @@ check_publication(char **newval, void **extra, GucSource source)
  * (message_filter.c).
  */
 static bool
-check_message_prefixes(char **newval, void **extra, GucSource source)
+check_message_prefixes_value(char **newval)
 {
 	const char *problem = cs_message_prefixes_check(*newval);
 
@@ -134,6 +146,14 @@ check_message_prefixes(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+static bool
+check_message_prefixes(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.message_prefixes",
+						  check_message_prefixes_value(newval), source, *newval,
+						  false);
 }
 
 /*

@@ -25,8 +25,9 @@
  *	  Encoding: the copy connection runs with client_encoding = UTF8, so
  *	  the server converts names and rows to UTF-8 as COPY does for any
  *	  client (a SQL_ASCII database is not converted: its client_encoding
- *	  is SQL_ASCII and its bytes pass through as stored).  The source database's encoding is recorded in the
- *	  manifest (docs/FORMAT.md, section 3.2).
+ *	  is SQL_ASCII and its bytes pass through as stored).  The source
+ *	  database's encoding is recorded in the manifest (docs/FORMAT.md,
+ *	  sections 3.2 and 3.3).
  *
  *	  File: snapshots/<LSN as 16 hex digits>.snapshot.gz, one gzip stream
  *	  of two members: a manifest (SQL comment lines, one of them JSON), then

@@ -242,5 +242,19 @@ for my $key (sort keys %bad)
 	  or diag($err);
 }
 
+# A bad value in postgresql.conf at server start: PostgreSQL warns and
+# keeps the default; the archiver must not run silently on the default.
+$node->append_conf('postgresql.conf',
+	"changestream.publication = '" . ('q' x 64) . "'");
+$node->restart;
+cs_poll_or_diag($node, 'postgres',
+	"SELECT state = 'error' AND last_error LIKE 'changestream.publication was rejected at server start%' FROM changestream.status()",
+	't', 30, 'a publication rejected at start stops the archiver with an error naming the setting');
+like(slurp_file($node->logfile), qr/changestream\.publication must be 1 to 63 characters/,
+	'the log says why it was rejected');
+$node->append_conf('postgresql.conf', "changestream.publication = 'changestream'");
+$node->reload;
+cs_wait_state($node, 'streaming', timeout => 60);
+
 $node->stop;
 done_testing();
