@@ -18,6 +18,8 @@ OBJS = \
 	src/segment_writer.o \
 	src/segment_reader.o \
 	src/compress.o \
+	src/compressor.o \
+	src/log_once.o \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
 	src/stream.o \

@@ -241,6 +241,8 @@ remove_tmp_below(const char *path, int depth)
 		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
 		if (lstat(child, &st) != 0)
 			continue;
+		if (has_suffix(de->d_name, ".wal.gz.tmp"))
+			continue;			/* the compressor's, which replaces it */
 		if (has_suffix(de->d_name, ".tmp"))
 		{
 			if (S_ISDIR(st.st_mode))

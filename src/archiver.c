@@ -44,8 +44,8 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "log_once.h"
 
-#define ERROR_REPEAT_SECS	300
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
 #define BACKOFF_MIN_MS		1000
 #define BACKOFF_MAX_MS		30000
@@ -64,9 +64,7 @@ static char *sess_publication = NULL;
 static char *sess_conninfo = NULL;
 
 /* across sessions: error log rate limiting and backoff */
-static char last_logged_error[CS_ERROR_LEN];
-static TimestampTz last_logged_at;
-static int	suppressed_repeats;
+static CsLogOnce log_once;
 static bool logged_disabled = false;
 static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 											 * longjmp */
@@ -200,8 +198,7 @@ stream_loop(void)
 
 /*
  * Close what a session holds outside fd.c's tracking: the connection, the
- * active segment, the compressor's files, the snapshot's files and the
- * lock file.
+ * active segment, the snapshot's files and the lock file.
  */
 static void
 session_cleanup(void)
@@ -213,7 +210,6 @@ session_cleanup(void)
 	cs_snapshot_cleanup();
 	cs_status_clear_progress(CS_PROGRESS_ARCHIVER);
 	cs_writer_reset();
-	cs_compress_reset();
 	if (lock_fd >= 0)
 		close(lock_fd);
 	lock_fd = -1;
@@ -369,7 +365,6 @@ run_session(void)
 	cs_status_set_slot(cs_slot_name);
 	cs_stream_reset();
 	cs_writer_reset();
-	cs_compress_reset();
 
 	slot_event = session_connect(&sysid, &tli, &slot);
 	position = choose_generation(sysid, tli, &slot, slot_event);
@@ -381,13 +376,12 @@ run_session(void)
 	cs_status_set_state(CS_STATE_STREAMING);
 	if (last_session_failed)
 	{
+		int			failed = cs_log_once_reset(&log_once) + 1;
+
 		ereport(LOG,
 				(errmsg_plural("streaming again at %X/%X after %d failed attempt",
 							   "streaming again at %X/%X after %d failed attempts",
-							   suppressed_repeats + 1,
-							   LSN_FORMAT_ARGS(position), suppressed_repeats + 1)));
-		suppressed_repeats = 0;
-		last_logged_error[0] = '\0';
+							   failed, LSN_FORMAT_ARGS(position), failed)));
 	}
 	last_session_failed = false;
 	backoff_ms = BACKOFF_MIN_MS;
@@ -426,40 +420,6 @@ static void
 startup_exit(int code, Datum arg)
 {
 	cs_status_archiver_startup_failed(cs_database);
-}
-
-/*
- * Whether to log an error: not when it repeats the last one logged (same
- * SQLSTATE and the same text up to the first quoted name, so that a fresh
- * temporary file name does not make it new) within ERROR_REPEAT_SECS.
- */
-static bool
-should_log_error(int sqlerrcode, const char *message)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	char		key[CS_ERROR_LEN];
-	char	   *quote;
-
-	snprintf(key, sizeof(key), "%d:%s", sqlerrcode, message);
-	quote = strchr(key, '"');
-	if (quote)
-		quote[1] = '\0';
-	message = key;
-
-	if (strncmp(message, last_logged_error, CS_ERROR_LEN - 1) == 0 &&
-		!TimestampDifferenceExceeds(last_logged_at, now, ERROR_REPEAT_SECS * 1000))
-	{
-		suppressed_repeats++;
-		return false;
-	}
-	if (suppressed_repeats > 0)
-		ereport(LOG,
-				(errmsg("the previous error repeated %d more times",
-						suppressed_repeats)));
-	suppressed_repeats = 0;
-	strlcpy(last_logged_error, message, CS_ERROR_LEN);
-	last_logged_at = now;
-	return true;
 }
 
 /*
@@ -506,7 +466,7 @@ session_failed(void)
 	MemoryContextSwitchTo(TopMemoryContext);
 	edata = CopyErrorData();
 	note_stream_error(edata->message, was_streaming);
-	if (should_log_error(edata->sqlerrcode, edata->message))
+	if (cs_log_once_should_log(&log_once, edata->sqlerrcode, edata->message))
 		EmitErrorReport();
 	FlushErrorState();
 

@@ -311,13 +311,6 @@ extern bool cs_scan_segment(const char *path, bool compressed,
 							bool may_be_torn, CsSegmentScan *scan,
 							CsSchemaCallback schema_cb, void *arg);
 
-/* ---------- compress.c ---------- */
-
-extern void cs_compress_reset(void);
-extern void cs_compress_enqueue(const char *wal_dir, int64 index);
-extern bool cs_compress_step(long budget_bytes);
-extern bool cs_compress_pending(void);
-extern int	cs_compress_backlog(void);
 
 /* ---------- segment_writer.c ---------- */
 

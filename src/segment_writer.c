@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "compressor.h"
 #include "generation_reader.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
@@ -397,24 +398,6 @@ open_active(int64 index, bool has_data)
 }
 
 /*
- * A .gz renamed into place is complete (it was fsynced first); a raw twin
- * beside it is what compression had not yet removed.
- */
-static void
-remove_compressed_twin(const CsSegmentFile *sf)
-{
-	char		raw[MAXPGPATH];
-	struct stat st;
-
-	strlcpy(raw, sf->path, sizeof(raw));
-	raw[strlen(raw) - strlen(".gz")] = '\0';
-	if (lstat(raw, &st) == 0 && unlink(raw) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", raw)));
-}
-
-/*
  * A torn tail may be cut only above what the server already counts as
  * archived: below the slot's confirmed_flush_lsn the cut transactions
  * could never be streamed again.  A torn write below it is damage.
@@ -438,8 +421,7 @@ check_cut_allowed(const char *path, const CsSegmentScan *scan,
 /*
  * cs_writer_recover
  *	  Makes the newest segment of a generation the active one after a
- *	  restart: removes raw twins of compressed segments, queues sealed raw
- *	  segments for compression, rebuilds the schema in force, and returns
+ *	  restart: rebuilds the schema in force, and returns
  *	  in *position the archive's position of record (docs/DESIGN.md,
  *	  durability rule 4).  A torn tail of the newest raw segment (its last
  *	  write, with no valid frame after it) is cut back to the last safe
@@ -458,7 +440,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 	List	   *segments;
 	CsSegmentFile *newest;
 	CsSegmentScan scan;
-	ListCell   *lc;
 
 	if (!cs_read_identity(directory, generation, &identity))
 		ereport(ERROR,
@@ -496,17 +477,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 							generation, &identity);
 	if (scan.torn)
 		check_cut_allowed(newest->path, &scan, confirmed_flush);
-
-	/* the newest segment is sound: now tidy the sealed ones */
-	foreach(lc, segments)
-	{
-		CsSegmentFile *sf = lfirst(lc);
-
-		if (sf->compressed)
-			remove_compressed_twin(sf);
-		else if (sf != newest)
-			cs_compress_enqueue(wal_dir, sf->index);
-	}
 
 	*position = scan.position;
 	if (newest->compressed)
@@ -622,8 +592,9 @@ cs_writer_should_rotate(TimestampTz now)
 
 /*
  * cs_writer_rotate
- *	  Seal the active segment (flush, close, queue for compression) and
- *	  start the next one at position, the current position of record.
+ *	  Seal the active segment (flush, close), start the next one at
+ *	  position, the current position of record, and wake the compressor,
+ *	  which compresses the sealed one.
  */
 void
 cs_writer_rotate(XLogRecPtr position)
@@ -634,7 +605,7 @@ cs_writer_rotate(XLogRecPtr position)
 	close(seg_fd);
 	seg_fd = -1;
 	create_segment(sealed + 1, position);
-	cs_compress_enqueue(wal_dir, sealed);
+	cs_compressor_wake();
 }
 
 /*

@@ -12,8 +12,9 @@
  *	  The receive loop is cut as LogicalRepApplyLoop() cuts its own:
  *	  cs_stream_receive() takes a batch of messages, cs_stream_periodic()
  *	  does what is due after it (flush, rotation, status update, keepalive
- *	  position), and cs_stream_wait() computes the idle timeout (and
- *	  compresses sealed segments while idle) and waits.
+ *	  position), and cs_stream_wait() computes the idle timeout and waits.
+ *	  Sealed segments are compressed beside it by the compressor worker
+ *	  (compressor.c).
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -37,9 +38,6 @@
 #include "changestream.h"
 #include "compat.h"
 
-#define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
-#define COMPRESS_BACKLOG	4	/* sealed raw segments tolerated while busy */
-#define QUIET_MS			50	/* idle this long before compressing */
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
 #define MAX_BATCH_MESSAGES	10000
 #define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
@@ -69,8 +67,6 @@ typedef struct StreamState
 	TimestampTz last_position_record;
 	TimestampTz unsynced_since;
 	TimestampTz last_published;
-	TimestampTz quiet_since;	/* when the stream last went idle */
-	long		compress_credit;	/* segment bytes arrived since a step */
 
 	CsStreamCounters counters;	/* what status() shows */
 } StreamState;
@@ -289,7 +285,6 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;
-	st.compress_credit += CS_ENTRY_HEADER_SIZE + plen;	/* bytes of segment */
 	archive_message(&info, data_start, wal_end, send_time, payload, plen, now);
 }
 
@@ -372,9 +367,8 @@ dispatch(char *buf, int len, TimestampTz now)
 }
 
 /*
- * Duties inside a long batch: flush what is due, keep the server informed,
- * and, when sealed segments pile up, compress at the pace of what arrives
- * so that raw segments stay bounded.
+ * Duties inside a long batch: flush what is due and keep the server
+ * informed.  Sealed segments are compressed by the compressor worker.
  */
 static void
 batch_duties(TimestampTz now)
@@ -382,13 +376,6 @@ batch_duties(TimestampTz now)
 	flush_if_due(now);
 	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
 		send_status(now);
-	if (st.compress_credit >= COMPRESS_SLICE)
-	{
-		/* twice what arrived, so that a backlog shrinks */
-		if (cs_compress_backlog() > COMPRESS_BACKLOG)
-			cs_compress_step(2 * st.compress_credit);
-		st.compress_credit = 0;
-	}
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
 }
@@ -478,7 +465,6 @@ cs_stream_receive(pgsocket *fd)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("the server ended the replication stream"),
 					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
-		st.quiet_since = 0;
 		if ((++n & 31) == 0)
 			now = GetCurrentTimestamp();
 		dispatch(buf, len, now);
@@ -519,19 +505,13 @@ cs_stream_periodic(TimestampTz now, bool idle)
 
 /*
  * How long the idle stream may wait (ms): until status_interval, the next
- * keepalive position record or the end of the flush window.  Compresses a
- * slice of a sealed segment once the stream has been quiet for QUIET_MS (a
- * momentary lull while the walsender decodes is not idle time, and
- * compressing then would stall it on a full socket buffer), and then asks
- * not to wait at all while more is pending.
+ * keepalive position record or the end of the flush window.
  */
 static long
 idle_timeout(TimestampTz now)
 {
 	long		timeout = cs_status_interval_ms;
 
-	if (st.quiet_since == 0)
-		st.quiet_since = now;
 	if (st.unrecorded_keepalive > st.pending_position && !st.in_txn)
 	{
 		long		left = cs_status_interval_ms -
@@ -546,21 +526,13 @@ idle_timeout(TimestampTz now)
 
 		timeout = Min(timeout, Max(window - elapsed, 1));
 	}
-	if (cs_compress_pending())
-	{
-		st.compress_credit = 0;
-		if (!TimestampDifferenceExceeds(st.quiet_since, now, QUIET_MS))
-			timeout = Min(timeout, QUIET_MS);
-		else if (cs_compress_step(COMPRESS_SLICE))
-			timeout = 0;
-	}
 	return timeout;
 }
 
 /*
  * cs_stream_wait
- *	  The stream is idle: compress if it is quiet, then wait for the
- *	  socket fd, the latch or the idle timeout.  One wait event set for the
+ *	  The stream is idle: wait for the socket fd, the latch or the idle
+ *	  timeout.  One wait event set for the
  *	  whole session: WaitLatchOrSocket() would build and tear down an epoll
  *	  set at every wait, and the stream waits thousands of times a second
  *	  while catching up.
