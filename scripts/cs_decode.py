@@ -410,6 +410,7 @@ def read_segment(path, out, show_entries, show_values, state):
     position = h["start_lsn"]
     in_txn = False
     txn_final = None
+    relations = set()             # relids with a Relation message so far
     gen = iter_frames(buf)
     while True:
         try:
@@ -435,11 +436,19 @@ def read_segment(path, out, show_entries, show_values, state):
                 r.preamble_types[m["type"]] = r.preamble_types.get(m["type"], 0) + 1
                 if m["type"] not in ("R", "Y"):
                     r.problems.append("preamble entry of type %r" % m["type"])
-                if in_txn:
-                    r.problems.append("preamble entry inside a transaction")
+                elif m["type"] == "R":
+                    relations.add(m["oid"])
             elif kind == "w":
                 t = m["type"]
                 r.types[t] = r.types.get(t, 0) + 1
+                # a segment decodes on its own: each change's relation has
+                # its Relation message (preamble or streamed) before it
+                if t == "R":
+                    relations.add(m["oid"])
+                for relid in ([m["relid"]] if "relid" in m else m.get("relids", [])):
+                    if relid not in relations:
+                        r.problems.append("%s of relation %d at frame %d has no Relation "
+                                          "message before it in this segment" % (t, relid, foff))
                 if t == "B":
                     if in_txn:
                         r.problems.append("BEGIN inside a transaction at frame %d" % foff)

@@ -3,8 +3,8 @@
  * segment_writer.c
  *	  The active changestream segment of the current generation:
  *	  appending framed entries, write + fdatasync (the only thing that
- *	  makes data durable), rotation at transaction boundaries with the
- *	  schema preamble, and crash recovery of the newest segment
+ *	  makes data durable), rotation at transaction boundaries, the schema
+ *	  preamble each change needs (segment_schema.c), and crash recovery of the newest segment
  *	  (durability rules 1, 4 and 5 of docs/DESIGN.md).
  *
  *	  Entries accumulate in one frame in memory; a frame is written when it
@@ -29,19 +29,11 @@
 #include "changestream.h"
 #include "compressor.h"
 #include "generation_reader.h"
+#include "segment_schema.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
-typedef struct SchemaEntry
-{
-	char		type;			/* 'R' or 'Y' */
-	Oid			oid;
-	uint32		len;
-	char	   *data;
-} SchemaEntry;
-
 static MemoryContext writer_cxt = NULL;
-static List *schema = NIL;		/* SchemaEntry *, in first-seen order */
 
 static char wal_dir[MAXPGPATH];
 static char seg_path[MAXPGPATH];
@@ -51,6 +43,7 @@ static uint32 cur_tli;
 static int	seg_fd = -1;
 static int64 seg_index = -1;
 static int64 seg_size;			/* bytes written to the file */
+static int64 seg_preamble;		/* bytes of preamble entries in it */
 static int64 durable_size;		/* bytes known to be fsynced */
 static TimestampTz seg_opened_at;
 static bool seg_has_data;
@@ -87,7 +80,7 @@ cs_writer_reset(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	else
 		MemoryContextReset(writer_cxt);
-	schema = NIL;
+	cs_schema_reset(writer_cxt);
 	{
 		MemoryContext old = MemoryContextSwitchTo(writer_cxt);
 
@@ -100,46 +93,22 @@ cs_writer_reset(void)
 
 /*
  * cs_writer_note_schema
- *	  Remember a Relation or Type message as the one in force for its OID,
- *	  for the preamble of later segments.
+ *	  Remember a Relation or Type message (data, len bytes; info from
+ *	  cs_parse_pgoutput()) as the one in force for its OID.  in_segment:
+ *	  it is being written to the active segment (not skipped), so the
+ *	  segment holds it from here on.
  */
 void
-cs_writer_note_schema(const char *data, uint32 len, const CsMessageInfo *info)
+cs_writer_note_schema(const char *data, uint32 len, const CsMessageInfo *info,
+					  bool in_segment)
 {
-	ListCell   *lc;
-	SchemaEntry *se = NULL;
-	MemoryContext old;
-
-	foreach(lc, schema)
-	{
-		SchemaEntry *s = lfirst(lc);
-
-		if (s->type == info->type && s->oid == info->oid)
-		{
-			se = s;
-			break;
-		}
-	}
-	old = MemoryContextSwitchTo(writer_cxt);
-	if (se == NULL)
-	{
-		se = palloc0(sizeof(SchemaEntry));
-		se->type = info->type;
-		se->oid = info->oid;
-		schema = lappend(schema, se);
-	}
-	else
-		pfree(se->data);
-	se->data = palloc(len);
-	memcpy(se->data, data, len);
-	se->len = len;
-	MemoryContextSwitchTo(old);
+	cs_schema_note(data, len, info->type, info->oid, in_segment);
 }
 
 static void
 schema_from_scan(const CsEntry *entry, const CsMessageInfo *info, void *arg)
 {
-	cs_writer_note_schema(entry->data, entry->len, info);
+	cs_writer_note_schema(entry->data, entry->len, info, true);
 }
 
 static void
@@ -174,8 +143,6 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	char		buf[CS_SEGMENT_HEADER_SIZE];
 	char		tmp[MAXPGPATH];
 	char	   *name;
-	StringInfoData pre;
-	ListCell   *lc;
 
 	name = cs_segment_file_name(index, false);
 	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
@@ -198,23 +165,8 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
 	write_all(seg_fd, buf, CS_SEGMENT_HEADER_SIZE, tmp);
 	seg_size = CS_SEGMENT_HEADER_SIZE;
-
-	if (schema != NIL)
-	{
-		initStringInfo(&pre);
-		cs_frame_begin(&pre);
-		foreach(lc, schema)
-		{
-			SchemaEntry *se = lfirst(lc);
-
-			cs_append_entry(&pre, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
-							InvalidXLogRecPtr, 0, se->data, se->len);
-		}
-		cs_frame_finish(&pre);
-		write_all(seg_fd, pre.data, pre.len, tmp);
-		seg_size += pre.len;
-		pfree(pre.data);
-	}
+	seg_preamble = 0;
+	cs_schema_new_segment();
 	cs_durable_rename(tmp, seg_path, wal_dir);
 
 	durable_size = seg_size;
@@ -388,6 +340,7 @@ open_active(int64 index, bool has_data)
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", seg_path)));
 	seg_size = st.st_size;
+	seg_preamble = 0;			/* not known: rotation counts it as data */
 	durable_size = seg_size;
 	seg_index = index;
 	seg_opened_at = GetCurrentTimestamp();
@@ -497,14 +450,31 @@ cs_writer_recover(const char *directory, uint64 generation,
 }
 
 /*
+ * A copy of a Relation or Type message the next change needs, as a
+ * preamble entry; its bytes do not count towards segment_size.
+ */
+static void
+add_preamble(const char *data, uint32 len, void *arg)
+{
+	cs_append_entry(&frame, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
+					InvalidXLogRecPtr, 0, data, len);
+	frame_entries++;
+	seg_preamble += CS_ENTRY_HEADER_SIZE + len;
+}
+
+/*
  * cs_writer_add
- *	  Append one entry to the frame being built; writes the frame (without
- *	  fsync) once it reaches CS_FRAME_TARGET bytes.
+ *	  Append one entry to the frame being built, preceded, for a change, by
+ *	  the Relation and Type messages of its relations that the segment does
+ *	  not hold yet (segment_schema.c); writes the frame (without fsync) once
+ *	  it reaches CS_FRAME_TARGET bytes.
  */
 void
 cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 			  TimestampTz send_time, const char *data, uint32 len)
 {
+	if (kind == CS_ENTRY_MESSAGE)
+		cs_schema_require(data, len, add_preamble, NULL);
 	cs_append_entry(&frame, kind, data_start, wal_end, send_time, data, len);
 	frame_entries++;
 	if (kind == CS_ENTRY_MESSAGE)
@@ -574,7 +544,8 @@ cs_writer_unsynced(void)
 /*
  * cs_writer_should_rotate
  *	  At a transaction boundary: is the segment past changestream.segment_size
- *	  or, holding data, older than changestream.segment_timeout?
+ *	  (not counting its preamble entries) or, holding data, older than
+ *	  changestream.segment_timeout?
  *	  Returns bool.
  */
 bool
@@ -582,7 +553,7 @@ cs_writer_should_rotate(TimestampTz now)
 {
 	if (!seg_has_data)
 		return false;
-	if (seg_size + frame.len >= (int64) cs_segment_size_kb * 1024)
+	if (seg_size + frame.len - seg_preamble >= (int64) cs_segment_size_kb * 1024)
 		return true;
 	if (cs_segment_timeout_s > 0 &&
 		TimestampDifferenceExceeds(seg_opened_at, now, cs_segment_timeout_s * 1000))

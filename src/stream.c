@@ -245,10 +245,11 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 					  payload, plen, now);
 			break;
 		default:
+			/* noted even when skipped: a later change may need it */
+			if (info->type == 'R' || info->type == 'Y')
+				cs_writer_note_schema(payload, plen, info, !st.skipping);
 			if (st.skipping)
 				break;
-			if (info->type == 'R' || info->type == 'Y')
-				cs_writer_note_schema(payload, plen, info);
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 					  payload, plen, now);
 			break;
