@@ -50,6 +50,8 @@
 #   QUIET_BUSY=0.3 QUIET_WAIT=600   before each measurement, wait up to
 #                          QUIET_WAIT s while other processes keep at least
 #                          QUIET_BUSY CPUs busy (QUIET_WAIT=0: do not wait)
+#   PGBIN=/usr/lib/postgresql/15/bin   PostgreSQL programs to run (a private
+#                          copy with the extension installed: use --skip-build)
 #   QUIET_RETRIES=2        repeat a TPS run that other work disturbed (it
 #                          kept QUIET_BUSY CPUs busy on average); drain
 #                          medians use only the undisturbed rounds if >= 3
@@ -59,7 +61,7 @@ set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
 PG_MAJOR=15
-PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PGBIN=${PGBIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_OS_USER=postgres
 
 QUICK=0

@@ -57,12 +57,17 @@ static SchemaEntry *
 lookup(char type, Oid oid, bool create)
 {
 	SchemaKey	key;
+	SchemaEntry *se;
 	bool		found;
 
 	memset(&key, 0, sizeof(key));
 	key.type = type;
 	key.oid = oid;
-	return hash_search(schema, &key, create ? HASH_ENTER : HASH_FIND, &found);
+	se = hash_search(schema, &key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (se != NULL && !found)
+		memset((char *) se + sizeof(SchemaKey), 0,
+			   sizeof(SchemaEntry) - sizeof(SchemaKey));
+	return se;
 }
 
 /* Skip a NUL-terminated string at *pos; false if it does not end in time. */
