@@ -13,8 +13,8 @@
  *	  files are closed explicitly), the error is logged once (repeats of
  *	  the same message are counted, not logged, for five minutes) and shown
  *	  in status(), and a new session starts after a delay that doubles
- *	  from 1 s to 30 s; the next success is logged with the number of
- *	  failed attempts.  A failed session never opens a generation by
+ *	  from 1 s to 30 s; the next session that makes something durable
+ *	  resets both and is logged with the number of failed attempts.  A failed session never opens a generation by
  *	  itself: a damaged archive stays as it is until an operator acts.
  *
  * Sources: the error recovery pattern of src/backend/postmaster/
@@ -69,6 +69,7 @@ static bool logged_disabled = false;
 static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 											 * longjmp */
 static bool last_session_failed = false;
+static XLogRecPtr session_start;	/* where the session began streaming */
 static bool slot_undecodable = false;	/* see note_stream_error() */
 
 /*
@@ -163,6 +164,26 @@ session_should_end(void)
 }
 
 /*
+ * After failed sessions, a session has recovered once it has made
+ * something durable: only then are the backoff and the log-once rule reset
+ * and the recovery logged.  A session that reaches START_REPLICATION but
+ * fails at its first write (a full disk) thus keeps backing off instead of
+ * retrying once a second.
+ */
+static void
+note_recovered(void)
+{
+	int			failed = cs_log_once_reset(&log_once) + 1;
+
+	ereport(LOG,
+			(errmsg_plural("streaming again at %X/%X after %d failed attempt",
+						   "streaming again at %X/%X after %d failed attempts",
+						   failed, LSN_FORMAT_ARGS(session_start), failed)));
+	last_session_failed = false;
+	backoff_ms = BACKOFF_MIN_MS;
+}
+
+/*
  * Stream until the configuration asks for a new session: receive a batch,
  * do what is due, and wait when idle.  Errors leave through the worker's
  * sigsetjmp.
@@ -187,6 +208,8 @@ stream_loop(void)
 		idle = cs_stream_receive(&fd);
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);
+		if (last_session_failed && cs_stream_made_durable())
+			note_recovered();
 		maybe_schedule_snapshot(now);
 		MemoryContextReset(loop_cxt);
 		if (idle)
@@ -374,17 +397,7 @@ run_session(void)
 	cs_start_replication(conn, position);
 	cs_stream_started(conn);
 	cs_status_set_state(CS_STATE_STREAMING);
-	if (last_session_failed)
-	{
-		int			failed = cs_log_once_reset(&log_once) + 1;
-
-		ereport(LOG,
-				(errmsg_plural("streaming again at %X/%X after %d failed attempt",
-							   "streaming again at %X/%X after %d failed attempts",
-							   failed, LSN_FORMAT_ARGS(position), failed)));
-	}
-	last_session_failed = false;
-	backoff_ms = BACKOFF_MIN_MS;
+	session_start = position;
 
 	stream_loop();
 

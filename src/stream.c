@@ -62,6 +62,7 @@ typedef struct StreamState
 	XLogRecPtr	unrecorded_keepalive;	/* eligible, not yet recorded */
 	bool		in_txn;
 	bool		skipping;
+	bool		made_durable;	/* a flush succeeded in this session */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
@@ -141,6 +142,7 @@ static void
 flush_and_report(TimestampTz now)
 {
 	cs_writer_flush();
+	st.made_durable = true;
 	st.position = st.pending_position;
 	st.unsynced_since = 0;
 	st.counters.last_flush_at = now;
@@ -185,6 +187,7 @@ maybe_rotate(TimestampTz now)
 	if (!st.in_txn && cs_writer_should_rotate(now))
 	{
 		cs_writer_rotate(st.pending_position);
+		st.made_durable = true;
 		st.position = st.pending_position;
 		st.unsynced_since = 0;
 		st.counters.last_flush_at = now;
@@ -421,6 +424,17 @@ bool
 cs_stream_is_streaming(void)
 {
 	return st.conn != NULL;
+}
+
+/*
+ * cs_stream_made_durable
+ *	  Has this session made anything durable (a flush or a rotation
+ *	  succeeded)?  Until then it has not proved that it can archive.
+ */
+bool
+cs_stream_made_durable(void)
+{
+	return st.made_durable;
 }
 
 /*
