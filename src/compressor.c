@@ -23,6 +23,11 @@
  *	  receive loop (issues 12 and 13) can join it without a second
  *	  process.
  *
+ *	  It holds its own lock file in the archive directory
+ *	  (changestream.compressor.lock), as the archiver holds
+ *	  changestream.lock, so that the compressor of a second cluster
+ *	  pointed at the same directory stays out.
+ *
  *	  A failure (a full disk, an unwritable directory) never touches the
  *	  archiver's session: the error is logged once (log_once.c), shown in
  *	  status() (last_compress_error), the job's .tmp removed, and the next
@@ -36,6 +41,7 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "libpq/pqsignal.h"
@@ -69,9 +75,21 @@ typedef struct Candidate
 
 static MemoryContext job_cxt = NULL;	/* the job in progress and its scan */
 static CsCompressJob *job = NULL;
+static int	lock_fd = -1;		/* changestream.compressor.lock */
+static char locked_dir[MAXPGPATH];	/* the directory it locks */
 static CsLogOnce log_once;
 static long backoff_ms = BACKOFF_MIN_MS;
 static bool last_attempt_failed = false;
+
+/* Release the compressor's lock of the archive directory, if held. */
+static void
+release_lock(void)
+{
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
+	locked_dir[0] = '\0';
+}
 
 /*
  * Remove the raw twin of a compressed segment: the .gz is renamed into
@@ -141,6 +159,28 @@ find_work(const char *directory, Candidate *next)
 }
 
 /*
+ * Hold the compressor's lock of the archive directory: a compressor of
+ * another cluster pointed at the same directory must never compress the
+ * same segment.  Returns false when the directory does not exist yet
+ * (nothing to compress).  Raises object_in_use when another compressor
+ * holds it.
+ */
+static bool
+lock_directory(const char *directory)
+{
+	struct stat st;
+
+	if (lock_fd >= 0 && strcmp(locked_dir, directory) == 0)
+		return true;
+	release_lock();
+	if (stat(directory, &st) != 0 && errno == ENOENT)
+		return false;
+	lock_fd = cs_lock_archive_compressor(directory);
+	strlcpy(locked_dir, directory, sizeof(locked_dir));
+	return true;
+}
+
+/*
  * The compression duty: one slice of the segment in progress, or, with
  * none in progress, a look for the next one.  Returns true while work
  * remains (the caller does not sleep).
@@ -153,6 +193,8 @@ compress_duty(void)
 
 	if (job == NULL)
 	{
+		if (!lock_directory(cs_directory))
+			return false;
 		MemoryContextReset(job_cxt);
 		old = MemoryContextSwitchTo(job_cxt);
 		if (find_work(cs_directory, &next))
@@ -295,6 +337,8 @@ changestream_compressor_main(Datum main_arg)
 				cs_compress_abort();
 				job = NULL;
 			}
+			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
+				release_lock();
 		}
 		if (cs_directory == NULL || cs_directory[0] == '\0')
 		{
