@@ -137,11 +137,11 @@ cs_durable_rename(const char *from, const char *to, const char *dir)
 }
 
 /*
- * Take an exclusive flock() on <directory>/<name>, for "who" (the
- * archiver or the compressor); see cs_lock_archive().
+ * Take an exclusive flock() on <directory>/<name>, for the archiver or the
+ * compressor; see cs_lock_archive().
  */
 static int
-lock_file(const char *directory, const char *name, const char *who)
+lock_file(const char *directory, const char *name, bool compressor)
 {
 	char		path[MAXPGPATH];
 	char		content[MAXPGPATH + 64];
@@ -178,7 +178,9 @@ lock_file(const char *directory, const char *name, const char *who)
 		if (save_errno == EWOULDBLOCK)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("archive directory \"%s\" is locked by another %s", directory, who),
+					 compressor ?
+					 errmsg("archive directory \"%s\" is locked by another compressor", directory) :
+					 errmsg("archive directory \"%s\" is locked by another archiver", directory),
 					 errdetail("Lock file \"%s\" says: %s", path, content),
 					 errhint("Give each cluster its own changestream.directory.")));
 		ereport(ERROR,
@@ -213,12 +215,12 @@ int
 cs_lock_archive(const char *directory)
 {
 	cs_make_dir(directory);
-	return lock_file(directory, "changestream.lock", "archiver");
+	return lock_file(directory, "changestream.lock", false);
 }
 
 /*
- * cs_lock_archive_compressor(directory) -> int (file descriptor)
- *	  The compressor's own lock, <directory>/changestream.compressor.lock,
+ * cs_lock_archive_compressor
+ *	  Returns a file descriptor (int) holding the compressor's own lock, <directory>/changestream.compressor.lock,
  *	  taken as cs_lock_archive() takes the archiver's, so that the
  *	  compressor of a second cluster pointed at the same directory never
  *	  works on the same segment (the directory must exist).  Errors as
@@ -227,7 +229,7 @@ cs_lock_archive(const char *directory)
 int
 cs_lock_archive_compressor(const char *directory)
 {
-	return lock_file(directory, "changestream.compressor.lock", "compressor");
+	return lock_file(directory, "changestream.compressor.lock", true);
 }
 
 static bool
