@@ -21,8 +21,11 @@ OBJS = \
 	src/generation.o \
 	src/segment_format.o \
 	src/segment_writer.o \
+	src/segment_schema.o \
 	src/segment_reader.o \
 	src/compress.o \
+	src/compressor.o \
+	src/log_once.o \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
 	src/stream.o \

@@ -507,6 +507,7 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
     in_txn = False
     txn_final = None
     txn_offset = None
+    relations = set()             # relids with a Relation message so far
     off = SEGMENT_HEADER_SIZE
     while off < len(buf):
         blen, reason = check_frame(buf, off)
@@ -546,11 +547,19 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                 r.preamble_types[m["type"]] = r.preamble_types.get(m["type"], 0) + 1
                 if m["type"] not in ("R", "Y"):
                     problems.add(path, at, "preamble entry of type %r" % m["type"])
-                if in_txn:
-                    problems.add(path, at, "preamble entry inside a transaction")
+                elif m["type"] == "R":
+                    relations.add(m["oid"])
             elif kind == "w" and not m.get("malformed"):
                 t = m["type"]
                 r.types[t] = r.types.get(t, 0) + 1
+                # a segment decodes on its own: each change's relation has
+                # its Relation message (preamble or streamed) before it
+                if t == "R":
+                    relations.add(m["oid"])
+                for relid in ([m["relid"]] if "relid" in m else m.get("relids", [])):
+                    if relid not in relations:
+                        problems.add(path, at, "%s of relation %d has no Relation "
+                                     "message before it in this segment" % (t, relid))
                 if t == "B":
                     if in_txn:
                         problems.add(path, at, "BEGIN inside a transaction")

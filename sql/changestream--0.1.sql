@@ -94,6 +94,8 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   One row describing the archiver worker, read from shared memory.
  *   lag_bytes: bytes of WAL the server has flushed that are not yet durable
  *   in the archive (local server), or received minus flushed (remote).
+ *   compressor_pid .. last_compress_error_at: the compressor worker;
+ *   raw_sealed_segments is what it found at its last look (NULL before).
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -116,7 +118,12 @@ CREATE FUNCTION status(
 	OUT snapshot_table text,
 	OUT snapshot_rows bigint,
 	OUT waiting_for text,
-	OUT tables_without_replica_identity text)
+	OUT tables_without_replica_identity text,
+	OUT compressor_pid int,
+	OUT raw_sealed_segments bigint,
+	OUT compressed_segments bigint,
+	OUT last_compress_error text,
+	OUT last_compress_error_at timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -139,22 +139,17 @@ cs_durable_rename(const char *from, const char *to, const char *dir)
 }
 
 /*
- * cs_lock_archive(directory) -> int (file descriptor)
- *	  Create the directory if needed and take an exclusive flock() on
- *	  <directory>/changestream.lock; the kernel releases it when the
- *	  process exits, even on kill -9.  The file records who holds it.
- *	  Raises 55006 (object_in_use) when another process holds it, 58030 on
- *	  I/O errors.  The caller closes the descriptor to release the lock.
+ * Take an exclusive flock() on <directory>/<name>, for the archiver or the
+ * compressor; see cs_lock_archive().
  */
-int
-cs_lock_archive(const char *directory)
+static int
+lock_file(const char *directory, const char *name, bool compressor)
 {
 	char		path[MAXPGPATH];
 	char		content[MAXPGPATH + 64];
 	int			fd;
 
-	cs_make_dir(directory);
-	snprintf(path, sizeof(path), "%s/changestream.lock", directory);
+	snprintf(path, sizeof(path), "%s/%s", directory, name);
 	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
 			  S_IRUSR | S_IWUSR);
 	if (fd < 0)
@@ -185,6 +180,8 @@ cs_lock_archive(const char *directory)
 		if (save_errno == EWOULDBLOCK)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
+					 compressor ?
+					 errmsg("archive directory \"%s\" is locked by another compressor", directory) :
 					 errmsg("archive directory \"%s\" is locked by another archiver", directory),
 					 errdetail("Lock file \"%s\" says: %s", path, content),
 					 errhint("Give each cluster its own changestream.directory.")));
@@ -206,6 +203,35 @@ cs_lock_archive(const char *directory)
 				 errmsg("could not write lock file \"%s\": %m", path)));
 	}
 	return fd;
+}
+
+/*
+ * cs_lock_archive(directory) -> int (file descriptor)
+ *	  Create the directory if needed and take an exclusive flock() on
+ *	  <directory>/changestream.lock; the kernel releases it when the
+ *	  process exits, even on kill -9.  The file records who holds it.
+ *	  Raises 55006 (object_in_use) when another process holds it, 58030 on
+ *	  I/O errors.  The caller closes the descriptor to release the lock.
+ */
+int
+cs_lock_archive(const char *directory)
+{
+	cs_make_dir(directory);
+	return lock_file(directory, "changestream.lock", false);
+}
+
+/*
+ * cs_lock_archive_compressor
+ *	  Returns a file descriptor (int) holding the compressor's own lock, <directory>/changestream.compressor.lock,
+ *	  taken as cs_lock_archive() takes the archiver's, so that the
+ *	  compressor of a second cluster pointed at the same directory never
+ *	  works on the same segment (the directory must exist).  Errors as
+ *	  cs_lock_archive().
+ */
+int
+cs_lock_archive_compressor(const char *directory)
+{
+	return lock_file(directory, "changestream.compressor.lock", true);
 }
 
 static bool
@@ -251,6 +277,8 @@ remove_tmp_below(const char *path, int depth)
 		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
 		if (lstat(child, &st) != 0)
 			continue;
+		if (has_suffix(de->d_name, ".wal.gz.tmp"))
+			continue;			/* the compressor's, which replaces it */
 		if (has_suffix(de->d_name, ".tmp"))
 		{
 			if (S_ISDIR(st.st_mode))

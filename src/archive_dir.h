@@ -14,6 +14,7 @@ extern void cs_fsync_path(const char *path, bool isdir);
 extern void cs_fsync_fd(int fd, const char *path);
 extern void cs_make_dir(const char *path);
 extern int	cs_lock_archive(const char *directory);
+extern int	cs_lock_archive_compressor(const char *directory);
 extern void cs_remove_tmp_files(const char *directory);
 extern void cs_durable_rename(const char *from, const char *to,
 							  const char *dir);

@@ -307,12 +307,17 @@ cs_list_segments(const char *directory, uint64 generation)
 				sf = o;
 		}
 		if (sf != NULL && !compressed)
+		{
+			sf->raw_twin = true;
 			continue;
+		}
 		if (sf == NULL)
 		{
-			sf = palloc(sizeof(CsSegmentFile));
+			sf = palloc0(sizeof(CsSegmentFile));
 			result = lappend(result, sf);
 		}
+		else
+			sf->raw_twin = true;	/* the raw one was listed first */
 		sf->index = idx;
 		sf->compressed = compressed;
 		strlcpy(sf->path, path, MAXPGPATH);

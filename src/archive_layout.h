@@ -20,6 +20,7 @@ typedef struct CsSegmentFile
 {
 	int64		index;			/* from the file name */
 	bool		compressed;		/* *.wal.gz */
+	bool		raw_twin;		/* compressed, and *.wal exists too */
 	char		path[MAXPGPATH];
 	int64		size;			/* bytes on disk */
 	TimestampTz mtime;

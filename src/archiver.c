@@ -13,8 +13,8 @@
  *	  files are closed explicitly), the error is logged once (repeats of
  *	  the same message are counted, not logged, for five minutes) and shown
  *	  in status(), and a new session starts after a delay that doubles
- *	  from 1 s to 30 s; the next success is logged with the number of
- *	  failed attempts.  A failed session never opens a generation by
+ *	  from 1 s to 30 s; the next session that makes something durable
+ *	  resets both and is logged with the number of failed attempts.  A failed session never opens a generation by
  *	  itself: a damaged archive stays as it is until an operator acts.
  *
  * Sources: the error recovery pattern of src/backend/postmaster/
@@ -46,12 +46,13 @@
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "archiver.h"
-#include "compress.h"
+#include "compressor.h"
 #include "generation.h"
 #include "generation_policy.h"
 #include "generation_reader.h"
 #include "guc.h"
 #include "guc_rejected.h"
+#include "log_once.h"
 #include "ri_monitor.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
@@ -60,7 +61,6 @@
 #include "stream.h"
 #include "walsender_conn.h"
 
-#define ERROR_REPEAT_SECS	300
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
 #define BACKOFF_MIN_MS		1000
 #define BACKOFF_MAX_MS		30000
@@ -79,13 +79,12 @@ static char *sess_publication = NULL;
 static char *sess_conninfo = NULL;
 
 /* across sessions: error log rate limiting and backoff */
-static char last_logged_error[CS_ERROR_LEN];
-static TimestampTz last_logged_at;
-static int	suppressed_repeats;
+static CsLogOnce log_once;
 static bool logged_disabled = false;
 static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 											 * longjmp */
 static bool last_session_failed = false;
+static XLogRecPtr session_start;	/* where the session began streaming */
 static bool slot_undecodable = false;	/* see note_stream_error() */
 
 /*
@@ -180,6 +179,26 @@ session_should_end(void)
 }
 
 /*
+ * After failed sessions, a session has recovered once it has made
+ * something durable: only then are the backoff and the log-once rule reset
+ * and the recovery logged.  A session that reaches START_REPLICATION but
+ * fails at its first write (a full disk) thus keeps backing off instead of
+ * retrying once a second.
+ */
+static void
+note_recovered(void)
+{
+	int			failed = cs_log_once_reset(&log_once) + 1;
+
+	ereport(LOG,
+			(errmsg_plural("streaming again at %X/%X after %d failed attempt",
+						   "streaming again at %X/%X after %d failed attempts",
+						   failed, LSN_FORMAT_ARGS(session_start), failed)));
+	last_session_failed = false;
+	backoff_ms = BACKOFF_MIN_MS;
+}
+
+/*
  * Stream until the configuration asks for a new session: receive a batch,
  * do what is due, and wait when idle.  Errors leave through the worker's
  * sigsetjmp.
@@ -204,6 +223,8 @@ stream_loop(void)
 		idle = cs_stream_receive(&fd);
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);
+		if (last_session_failed && cs_stream_made_durable())
+			note_recovered();
 		maybe_schedule_snapshot(now);
 		cs_ri_tick(now);		/* ri_monitor.c */
 		MemoryContextReset(loop_cxt);
@@ -216,8 +237,7 @@ stream_loop(void)
 
 /*
  * Close what a session holds outside fd.c's tracking: the connection, the
- * active segment, the compressor's files, the snapshot's files and the
- * lock file.
+ * active segment, the snapshot's files and the lock file.
  */
 static void
 session_cleanup(void)
@@ -229,7 +249,6 @@ session_cleanup(void)
 	cs_snapshot_cleanup();
 	cs_status_clear_progress(CS_PROGRESS_ARCHIVER);
 	cs_writer_reset();
-	cs_compress_reset();
 	if (lock_fd >= 0)
 		close(lock_fd);
 	lock_fd = -1;
@@ -386,7 +405,6 @@ run_session(void)
 	cs_stream_reset();
 	cs_guc_require_accepted();	/* no silent default: guc_rejected.c */
 	cs_writer_reset();
-	cs_compress_reset();
 
 	slot_event = session_connect(&sysid, &tli, &slot);
 	position = choose_generation(sysid, tli, &slot, slot_event);
@@ -396,18 +414,7 @@ run_session(void)
 	cs_start_replication(conn, position);
 	cs_stream_started(conn);
 	cs_status_set_state(CS_STATE_STREAMING);
-	if (last_session_failed)
-	{
-		ereport(LOG,
-				(errmsg_plural("streaming again at %X/%X after %d failed attempt",
-							   "streaming again at %X/%X after %d failed attempts",
-							   suppressed_repeats + 1,
-							   LSN_FORMAT_ARGS(position), suppressed_repeats + 1)));
-		suppressed_repeats = 0;
-		last_logged_error[0] = '\0';
-	}
-	last_session_failed = false;
-	backoff_ms = BACKOFF_MIN_MS;
+	session_start = position;
 
 	stream_loop();
 
@@ -443,40 +450,6 @@ static void
 startup_exit(int code, Datum arg)
 {
 	cs_status_archiver_startup_failed(cs_database);
-}
-
-/*
- * Whether to log an error: not when it repeats the last one logged (same
- * SQLSTATE and the same text up to the first quoted name, so that a fresh
- * temporary file name does not make it new) within ERROR_REPEAT_SECS.
- */
-static bool
-should_log_error(int sqlerrcode, const char *message)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	char		key[CS_ERROR_LEN];
-	char	   *quote;
-
-	snprintf(key, sizeof(key), "%d:%s", sqlerrcode, message);
-	quote = strchr(key, '"');
-	if (quote)
-		quote[1] = '\0';
-	message = key;
-
-	if (strncmp(message, last_logged_error, CS_ERROR_LEN - 1) == 0 &&
-		!TimestampDifferenceExceeds(last_logged_at, now, ERROR_REPEAT_SECS * 1000))
-	{
-		suppressed_repeats++;
-		return false;
-	}
-	if (suppressed_repeats > 0)
-		ereport(LOG,
-				(errmsg("the previous error repeated %d more times",
-						suppressed_repeats)));
-	suppressed_repeats = 0;
-	strlcpy(last_logged_error, message, CS_ERROR_LEN);
-	last_logged_at = now;
-	return true;
 }
 
 /*
@@ -523,7 +496,7 @@ session_failed(void)
 	MemoryContextSwitchTo(TopMemoryContext);
 	edata = CopyErrorData();
 	note_stream_error(edata->message, was_streaming);
-	if (should_log_error(edata->sqlerrcode, edata->message))
+	if (cs_log_once_should_log(&log_once, edata->sqlerrcode, edata->message))
 		EmitErrorReport();
 	FlushErrorState();
 

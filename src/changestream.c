@@ -16,6 +16,7 @@
 #include "storage/ipc.h"
 
 #include "archiver.h"
+#include "compressor.h"
 #include "guc.h"
 #include "shmem_status.h"
 
@@ -46,8 +47,9 @@ changestream_shmem_startup(void)
  * _PG_init() -> void
  *	  Called when the library is loaded.  Registers one archiver worker
  *	  (BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, started
- *	  once recovery has finished, restarted 5 s after an unexpected exit).
- *	  Mirrors the registration in contrib/worker_spi.
+ *	  once recovery has finished, restarted 5 s after an unexpected exit)
+ *	  and the compressor (compressor.c).  Mirrors the registration in
+ *	  contrib/worker_spi.
  */
 void
 _PG_init(void)
@@ -81,4 +83,6 @@ _PG_init(void)
 	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream archiver");
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
+
+	cs_register_compressor();
 }

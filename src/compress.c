@@ -1,15 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * compress.c
- *	  gzip compression of sealed WAL segments, in slices, so that the
- *	  archiver's receive loop never stalls on it: cs_compress_step()
- *	  compresses at most a given number of input bytes and returns.
+ *	  gzip compression of one sealed changestream segment, in slices, for
+ *	  the compressor worker (compressor.c): cs_compress_begin() opens the
+ *	  raw segment and its .gz.tmp, cs_compress_step() compresses at most a
+ *	  given number of input bytes, and when the input ends it writes the
+ *	  gzip trailer, fsyncs the .tmp, renames it to <index>.wal.gz, fsyncs
+ *	  the directory, removes <index>.wal and fsyncs the directory again
+ *	  (docs/DESIGN.md, "Archive layout").  A crash at any point leaves
+ *	  either the raw segment or a complete .gz (plus, perhaps, a raw twin
+ *	  or a .tmp, which the compressor removes).
  *
- *	  Each segment is written as <index>.wal.gz.tmp, fsynced, renamed to
- *	  <index>.wal.gz, the directory fsynced, then <index>.wal removed and
- *	  the directory fsynced again (docs/DESIGN.md, "Archive layout").  A crash at
- *	  any point leaves either the raw segment or a complete .gz (plus,
- *	  perhaps, a raw copy or a .tmp that the next start cleans up).
+ *	  zlib's deflate() is driven directly (gzip wrapper, windowBits 15 + 16)
+ *	  and its output written with write(), so an I/O error is reported with
+ *	  errno in core's wording, never with gzerror()'s "<fd:N>:" prefix.
+ *
+ * Sources: zlib.h (deflateInit2(), deflate(), deflateEnd()); the gzip
+ * format of RFC 1952 as zlib writes it.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,217 +27,223 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "nodes/pg_list.h"
-#include "utils/memutils.h"
+#include "storage/fd.h"
 
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "compress.h"
+#include "compressor.h"
 #include "guc.h"
 
-typedef struct CompressJob
+#define OUT_BUF_SIZE	(128 * 1024)
+
+struct CsCompressJob
 {
-	char	   *wal_dir;
-	int64		index;
-} CompressJob;
+	char		wal_dir[MAXPGPATH];
+	char		raw_path[MAXPGPATH];
+	char		gz_path[MAXPGPATH];
+	char		tmp_path[MAXPGPATH];
+	int			in_fd;			/* cs_open_regular_file(): closed here */
+	int			out_fd;			/* OpenTransientFile() */
+	z_stream	zs;
+	bool		zs_live;		/* deflateInit2() succeeded */
+	int64		in_bytes;		/* read so far */
+	int64		out_bytes;		/* written so far */
+	char	   *in_buf;
+	char	   *out_buf;
+};
 
-static MemoryContext compress_cxt = NULL;
-static List *queue = NIL;
+/* the one job in progress, for cs_compress_abort() */
+static CsCompressJob *current = NULL;
 
-/* the job in progress */
-static CompressJob *active = NULL;
-static int	in_fd = -1;
-static int	out_fd = -1;
-static gzFile out_gz = NULL;
-static char raw_path[MAXPGPATH];
-static char gz_path[MAXPGPATH];
-static char tmp_path[MAXPGPATH];
-
+/* write(2) all of buf to the job's .tmp; errors in core's wording */
 static void
-close_active(bool remove_tmp)
+write_out(CsCompressJob *job, const char *buf, size_t len)
 {
-	if (out_gz != NULL)
-		gzclose(out_gz);
-	out_gz = NULL;
-	if (out_fd >= 0)
-		close(out_fd);
-	out_fd = -1;
-	if (in_fd >= 0)
-		close(in_fd);
-	in_fd = -1;
-	if (remove_tmp && active != NULL)
-		unlink(tmp_path);
-	active = NULL;
-}
-
-/*
- * cs_compress_reset
- *	  Abandon the job in progress (its .tmp is removed) and empty the queue.
- *	  Used at session start and after an error.
- */
-void
-cs_compress_reset(void)
-{
-	close_active(true);
-	queue = NIL;
-	if (compress_cxt == NULL)
-		compress_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "changestream compression",
-											 ALLOCSET_SMALL_SIZES);
-	else
-		MemoryContextReset(compress_cxt);
-}
-
-/*
- * cs_compress_enqueue
- *	  Queue sealed segment <wal_dir>/<index>.wal for compression.
- */
-void
-cs_compress_enqueue(const char *wal_dir, int64 index)
-{
-	MemoryContext old;
-	CompressJob *job;
-
-	if (compress_cxt == NULL)
-		cs_compress_reset();
-	old = MemoryContextSwitchTo(compress_cxt);
-	job = palloc(sizeof(CompressJob));
-	job->wal_dir = pstrdup(wal_dir);
-	job->index = index;
-	queue = lappend(queue, job);
-	MemoryContextSwitchTo(old);
-}
-
-/* cs_compress_backlog: sealed segments waiting or in progress (returns int) */
-int
-cs_compress_backlog(void)
-{
-	return list_length(queue) + (active != NULL ? 1 : 0);
-}
-
-/* cs_compress_pending: is there work queued or in progress? (returns bool) */
-bool
-cs_compress_pending(void)
-{
-	return active != NULL || queue != NIL;
-}
-
-static void
-start_next(void)
-{
-	char	   *name;
-
-	active = linitial(queue);
-	queue = list_delete_first(queue);
-
-	name = cs_segment_file_name(active->index, false);
-	snprintf(raw_path, MAXPGPATH, "%s/%s", active->wal_dir, name);
-	snprintf(gz_path, MAXPGPATH, "%s.gz", raw_path);
-	snprintf(tmp_path, MAXPGPATH, "%s.gz.tmp", raw_path);
-	pfree(name);
-
-	in_fd = cs_open_regular_file(raw_path, true);
-	if (in_fd < 0)
+	while (len > 0)
 	{
-		struct stat st;
+		ssize_t		n;
 
-		if (stat(gz_path, &st) == 0)
+		errno = 0;
+		n = write(job->out_fd, buf, len);
+		if (n <= 0)
 		{
-			active = NULL;		/* already compressed */
-			return;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (errno == 0)
+				errno = ENOSPC; /* a short write without an error: no space */
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write to file \"%s\": %m", job->tmp_path),
+					 errdetail("Sealed changestream segment \"%s\" stays uncompressed until this succeeds.",
+							   job->raw_path),
+					 errhint("Check free space in changestream.directory; streaming is not affected.")));
 		}
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", raw_path)));
+		buf += n;
+		len -= n;
+		job->out_bytes += n;
 	}
-	out_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY,
-				  S_IRUSR | S_IWUSR);
-	if (out_fd < 0)
+}
+
+/* Run deflate() with the given flush mode until its input is consumed. */
+static void
+deflate_all(CsCompressJob *job, int flush)
+{
+	int			rc;
+
+	do
+	{
+		job->zs.next_out = (Bytef *) job->out_buf;
+		job->zs.avail_out = OUT_BUF_SIZE;
+		rc = deflate(&job->zs, flush);
+		if (rc == Z_STREAM_ERROR)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not compress file \"%s\": %s", job->raw_path,
+							job->zs.msg ? job->zs.msg : "zlib stream error")));
+		write_out(job, job->out_buf, OUT_BUF_SIZE - job->zs.avail_out);
+	} while (job->zs.avail_out == 0 ||
+			 (flush == Z_FINISH && rc != Z_STREAM_END));
+}
+
+/*
+ * cs_compress_begin
+ *	  Start compressing sealed raw segment <wal_dir>/<index>.wal at zlib
+ *	  level "level" (0..9) into <index>.wal.gz.tmp (a leftover .tmp is
+ *	  replaced).  Returns the job (allocated in CurrentMemoryContext), or
+ *	  NULL when the raw segment no longer exists (compressed meanwhile).
+ *	  Only one job may be in progress per process.
+ *	  Errors: file access SQLSTATEs (class 58 or 42) when a file cannot be
+ *	  opened, created or replaced, XX001 when the segment is not a regular
+ *	  file, 53200 (out_of_memory) when zlib cannot start.
+ */
+CsCompressJob *
+cs_compress_begin(const char *wal_dir, int64 index, int level)
+{
+	CsCompressJob *job = palloc0(sizeof(CsCompressJob));
+	char	   *name = cs_segment_file_name(index, false);
+	int			fd;
+
+	strlcpy(job->wal_dir, wal_dir, MAXPGPATH);
+	snprintf(job->raw_path, MAXPGPATH, "%s/%s", wal_dir, name);
+	snprintf(job->gz_path, MAXPGPATH, "%s.gz", job->raw_path);
+	snprintf(job->tmp_path, MAXPGPATH, "%s.gz.tmp", job->raw_path);
+	pfree(name);
+	job->in_fd = job->out_fd = -1;
+
+	fd = cs_open_regular_file(job->raw_path, true);
+	if (fd < 0)
+	{
+		pfree(job);
+		return NULL;
+	}
+	job->in_fd = fd;
+	current = job;
+
+	if (unlink(job->tmp_path) != 0 && errno != ENOENT)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp_path)));
-	out_gz = gzdopen(dup(out_fd), "wb");
-	if (out_gz == NULL)
+				 errmsg("could not remove file \"%s\": %m", job->tmp_path),
+				 errdetail("Sealed changestream segment \"%s\" stays uncompressed until this succeeds.",
+						   job->raw_path)));
+	job->out_fd = OpenTransientFile(job->tmp_path,
+									O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+	if (job->out_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", job->tmp_path),
+				 errdetail("Sealed changestream segment \"%s\" stays uncompressed until this succeeds.",
+						   job->raw_path)));
+	job->in_buf = palloc(CS_COMPRESS_SLICE);
+	job->out_buf = palloc(OUT_BUF_SIZE);
+	if (deflateInit2(&job->zs, level, Z_DEFLATED, 15 + 16, 8,
+					 Z_DEFAULT_STRATEGY) != Z_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("could not start gzip stream for \"%s\"", tmp_path)));
-	gzbuffer(out_gz, 256 * 1024);
-	if (gzsetparams(out_gz, cs_compression_level, Z_DEFAULT_STRATEGY) != Z_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not set gzip level %d", cs_compression_level)));
+				 errmsg("out of memory"),
+				 errdetail("zlib could not start compressing \"%s\".", job->raw_path)));
+	job->zs_live = true;
+	return job;
 }
 
+/* The input ended: trailer, fsync, rename into place, remove the raw. */
 static void
-finish_active(void)
+finish(CsCompressJob *job)
 {
-	int			rc = gzclose(out_gz);
-
-	out_gz = NULL;
-	if (rc != Z_OK)
+	deflate_all(job, Z_FINISH);
+	deflateEnd(&job->zs);
+	job->zs_live = false;
+	cs_fsync_fd(job->out_fd, job->tmp_path);
+	CloseTransientFile(job->out_fd);
+	job->out_fd = -1;
+	close(job->in_fd);
+	job->in_fd = -1;
+	cs_durable_rename(job->tmp_path, job->gz_path, job->wal_dir);
+	if (unlink(job->raw_path) != 0 && errno != ENOENT)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\" (zlib error %d): %m",
-						tmp_path, rc)));
-	close(out_fd);
-	out_fd = -1;
-	close(in_fd);
-	in_fd = -1;
-	cs_durable_rename(tmp_path, gz_path, active->wal_dir);
-	if (unlink(raw_path) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", raw_path)));
-	cs_fsync_path(active->wal_dir, true);
-	active = NULL;
+				 errmsg("could not remove file \"%s\": %m", job->raw_path)));
+	cs_fsync_path(job->wal_dir, true);
+	current = NULL;
 }
 
 /*
  * cs_compress_step
- *	  Compress up to budget_bytes of input (bytes) of the queued segments,
- *	  finishing a segment (fsync, rename, remove raw) when its input ends.
- *	  Raises errcode_for_file_access() codes on I/O errors; the caller's error path calls
- *	  cs_compress_reset().
- *	  Returns bool (true if work remains).
+ *	  Compress up to budget_bytes (bytes, at most CS_COMPRESS_SLICE) of the
+ *	  job's input; when the input ends, finish the job (see the file
+ *	  header) and free it.  Returns true while input remains, false once
+ *	  the segment is compressed (the job is then gone).
+ *	  Errors: file access SQLSTATEs on read, write, fsync, rename or
+ *	  removal failures, XX000 on a zlib stream error; the caller's error
+ *	  path calls cs_compress_abort().
  */
 bool
-cs_compress_step(long budget_bytes)
+cs_compress_step(CsCompressJob *job, long budget_bytes)
 {
-	static char buf[128 * 1024];
+	ssize_t		n;
 
-	while (budget_bytes > 0)
+	n = read(job->in_fd, job->in_buf, Min(budget_bytes, CS_COMPRESS_SLICE));
+	if (n < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", job->raw_path)));
+	if (n == 0)
 	{
-		ssize_t		n;
-
-		if (active == NULL)
-		{
-			if (queue == NIL)
-				return false;
-			start_next();
-			if (active == NULL)
-				continue;
-		}
-		n = read(in_fd, buf, Min((long) sizeof(buf), budget_bytes));
-		if (n < 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", raw_path)));
-		if (n == 0)
-		{
-			finish_active();
-			continue;
-		}
-		if (gzwrite(out_gz, buf, (unsigned) n) != (int) n)
-		{
-			int			errnum;
-
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not write file \"%s\": %s", tmp_path,
-							gzerror(out_gz, &errnum))));
-		}
-		budget_bytes -= n;
+		finish(job);
+		pfree(job->in_buf);
+		pfree(job->out_buf);
+		pfree(job);
+		return false;
 	}
-	return cs_compress_pending();
+	job->in_bytes += n;
+	job->zs.next_in = (Bytef *) job->in_buf;
+	job->zs.avail_in = (uInt) n;
+	deflate_all(job, Z_NO_FLUSH);
+	return true;
 }
 
+/*
+ * cs_compress_abort
+ *	  The error path: release the job in progress, if any (zlib's state,
+ *	  its files, its .tmp when that is a file).  Its memory belongs to the
+ *	  caller's context.  Never raises.
+ */
+void
+cs_compress_abort(void)
+{
+	CsCompressJob *job = current;
+	struct stat st;
+
+	current = NULL;
+	if (job == NULL)
+		return;
+	if (job->zs_live)
+		deflateEnd(&job->zs);
+	job->zs_live = false;
+	if (job->out_fd >= 0)
+		CloseTransientFile(job->out_fd);
+	if (job->in_fd >= 0)
+		close(job->in_fd);
+	job->in_fd = job->out_fd = -1;
+	if (lstat(job->tmp_path, &st) == 0 && S_ISREG(st.st_mode))
+		(void) unlink(job->tmp_path);
+}

@@ -535,7 +535,8 @@ note_safe_point(CsSegmentReader *r, CsSegmentScan *scan)
  *	  safe point, where that safe point lies, and whether it ends in a torn
  *	  tail.  may_be_torn says the segment is the newest raw one of its
  *	  generation.  schema_cb, if given, sees each Relation/Type message
- *	  (preamble or streamed) that lies before the safe point, in order.
+ *	  (preamble or streamed) that lies before the safe point, in order;
+ *	  those inside a transaction once the transaction is complete.
  *	  Returns false if the file is missing.
  *	  Errors: as cs_reader_open(); XX001 naming file and offset for a frame
  *	  that does not validate (other than a torn tail), a malformed pgoutput
@@ -574,8 +575,11 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 				problem = cs_track_entry(&track, &e, NULL);
 			else if (e.kind == CS_ENTRY_PREAMBLE)
 			{
+				/* inside a transaction: only once it is complete */
 				parse_or_damage(r, &e, &info);
-				if (schema_cb)
+				if (schema_cb && track.in_txn)
+					pending = add_pending(pending, scan_cxt, &e, &info);
+				else if (schema_cb)
 					schema_cb(&e, &info, arg);
 			}
 			else if (e.kind == CS_ENTRY_MESSAGE)

@@ -3,8 +3,8 @@
  * segment_writer.c
  *	  The active changestream segment of the current generation:
  *	  appending framed entries, write + fdatasync (the only thing that
- *	  makes data durable), rotation at transaction boundaries with the
- *	  schema preamble, and crash recovery of the newest segment
+ *	  makes data durable), rotation at transaction boundaries, the schema
+ *	  preamble each change needs (segment_schema.c), and crash recovery of the newest segment
  *	  (durability rules 1, 4 and 5 of docs/DESIGN.md).
  *
  *	  Entries accumulate in one frame in memory; a frame is written when it
@@ -28,28 +28,20 @@
 
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "compress.h"
+#include "compressor.h"
 #include "generation.h"
 #include "generation_reader.h"
 #include "guc.h"
 #include "pgoutput_parse.h"
 #include "segment_format.h"
 #include "segment_reader.h"
+#include "segment_schema.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
-typedef struct SchemaEntry
-{
-	char		type;			/* 'R' or 'Y' */
-	Oid			oid;
-	uint32		len;
-	char	   *data;
-} SchemaEntry;
-
 static MemoryContext writer_cxt = NULL;
-static List *schema = NIL;		/* SchemaEntry *, in first-seen order */
 
 static char wal_dir[MAXPGPATH];
 static char seg_path[MAXPGPATH];
@@ -59,6 +51,7 @@ static uint32 cur_tli;
 static int	seg_fd = -1;
 static int64 seg_index = -1;
 static int64 seg_size;			/* bytes written to the file */
+static int64 seg_preamble;		/* bytes of preamble entries in it */
 static int64 durable_size;		/* bytes known to be fsynced */
 static TimestampTz seg_opened_at;
 static bool seg_has_data;
@@ -95,7 +88,7 @@ cs_writer_reset(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	else
 		MemoryContextReset(writer_cxt);
-	schema = NIL;
+	cs_schema_reset(writer_cxt);
 	{
 		MemoryContext old = MemoryContextSwitchTo(writer_cxt);
 
@@ -108,46 +101,22 @@ cs_writer_reset(void)
 
 /*
  * cs_writer_note_schema
- *	  Remember a Relation or Type message as the one in force for its OID,
- *	  for the preamble of later segments.
+ *	  Remember a Relation or Type message (data, len bytes; info from
+ *	  cs_parse_pgoutput()) as the one in force for its OID.  in_segment:
+ *	  it is being written to the active segment (not skipped), so the
+ *	  segment holds it from here on.
  */
 void
-cs_writer_note_schema(const char *data, uint32 len, const CsMessageInfo *info)
+cs_writer_note_schema(const char *data, uint32 len, const CsMessageInfo *info,
+					  bool in_segment)
 {
-	ListCell   *lc;
-	SchemaEntry *se = NULL;
-	MemoryContext old;
-
-	foreach(lc, schema)
-	{
-		SchemaEntry *s = lfirst(lc);
-
-		if (s->type == info->type && s->oid == info->oid)
-		{
-			se = s;
-			break;
-		}
-	}
-	old = MemoryContextSwitchTo(writer_cxt);
-	if (se == NULL)
-	{
-		se = palloc0(sizeof(SchemaEntry));
-		se->type = info->type;
-		se->oid = info->oid;
-		schema = lappend(schema, se);
-	}
-	else
-		pfree(se->data);
-	se->data = palloc(len);
-	memcpy(se->data, data, len);
-	se->len = len;
-	MemoryContextSwitchTo(old);
+	cs_schema_note(data, len, info->type, info->oid, in_segment);
 }
 
 static void
 schema_from_scan(const CsEntry *entry, const CsMessageInfo *info, void *arg)
 {
-	cs_writer_note_schema(entry->data, entry->len, info);
+	cs_writer_note_schema(entry->data, entry->len, info, true);
 }
 
 static void
@@ -182,8 +151,6 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	char		buf[CS_SEGMENT_HEADER_SIZE];
 	char		tmp[MAXPGPATH];
 	char	   *name;
-	StringInfoData pre;
-	ListCell   *lc;
 
 	name = cs_segment_file_name(index, false);
 	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
@@ -206,23 +173,8 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
 	write_all(seg_fd, buf, CS_SEGMENT_HEADER_SIZE, tmp);
 	seg_size = CS_SEGMENT_HEADER_SIZE;
-
-	if (schema != NIL)
-	{
-		initStringInfo(&pre);
-		cs_frame_begin(&pre);
-		foreach(lc, schema)
-		{
-			SchemaEntry *se = lfirst(lc);
-
-			cs_append_entry(&pre, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
-							InvalidXLogRecPtr, 0, se->data, se->len);
-		}
-		cs_frame_finish(&pre);
-		write_all(seg_fd, pre.data, pre.len, tmp);
-		seg_size += pre.len;
-		pfree(pre.data);
-	}
+	seg_preamble = 0;
+	cs_schema_new_segment();
 	cs_durable_rename(tmp, seg_path, wal_dir);
 
 	durable_size = seg_size;
@@ -396,6 +348,7 @@ open_active(int64 index, bool has_data)
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", seg_path)));
 	seg_size = st.st_size;
+	seg_preamble = 0;			/* not known: rotation counts it as data */
 	durable_size = seg_size;
 	seg_index = index;
 	seg_opened_at = GetCurrentTimestamp();
@@ -403,24 +356,6 @@ open_active(int64 index, bool has_data)
 	unsynced = false;
 
 	cs_status_set_segment(index);
-}
-
-/*
- * A .gz renamed into place is complete (it was fsynced first); a raw twin
- * beside it is what compression had not yet removed.
- */
-static void
-remove_compressed_twin(const CsSegmentFile *sf)
-{
-	char		raw[MAXPGPATH];
-	struct stat st;
-
-	strlcpy(raw, sf->path, sizeof(raw));
-	raw[strlen(raw) - strlen(".gz")] = '\0';
-	if (lstat(raw, &st) == 0 && unlink(raw) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", raw)));
 }
 
 /*
@@ -447,8 +382,7 @@ check_cut_allowed(const char *path, const CsSegmentScan *scan,
 /*
  * cs_writer_recover
  *	  Makes the newest segment of a generation the active one after a
- *	  restart: removes raw twins of compressed segments, queues sealed raw
- *	  segments for compression, rebuilds the schema in force, and returns
+ *	  restart: rebuilds the schema in force, and returns
  *	  in *position the archive's position of record (docs/DESIGN.md,
  *	  durability rule 4).  A torn tail of the newest raw segment (its last
  *	  write, with no valid frame after it) is cut back to the last safe
@@ -467,7 +401,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 	List	   *segments;
 	CsSegmentFile *newest;
 	CsSegmentScan scan;
-	ListCell   *lc;
 
 	cs_require_identity(directory, generation, &identity);
 	cs_writer_reset();
@@ -502,17 +435,6 @@ cs_writer_recover(const char *directory, uint64 generation,
 	if (scan.torn)
 		check_cut_allowed(newest->path, &scan, confirmed_flush);
 
-	/* the newest segment is sound: now tidy the sealed ones */
-	foreach(lc, segments)
-	{
-		CsSegmentFile *sf = lfirst(lc);
-
-		if (sf->compressed)
-			remove_compressed_twin(sf);
-		else if (sf != newest)
-			cs_compress_enqueue(wal_dir, sf->index);
-	}
-
 	*position = scan.position;
 	if (newest->compressed)
 	{
@@ -532,14 +454,31 @@ cs_writer_recover(const char *directory, uint64 generation,
 }
 
 /*
+ * A copy of a Relation or Type message the next change needs, as a
+ * preamble entry; its bytes do not count towards segment_size.
+ */
+static void
+add_preamble(const char *data, uint32 len, void *arg)
+{
+	cs_append_entry(&frame, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
+					InvalidXLogRecPtr, 0, data, len);
+	frame_entries++;
+	seg_preamble += CS_ENTRY_HEADER_SIZE + len;
+}
+
+/*
  * cs_writer_add
- *	  Append one entry to the frame being built; writes the frame (without
- *	  fsync) once it reaches CS_FRAME_TARGET bytes.
+ *	  Append one entry to the frame being built, preceded, for a change, by
+ *	  the Relation and Type messages of its relations that the segment does
+ *	  not hold yet (segment_schema.c); writes the frame (without fsync) once
+ *	  it reaches CS_FRAME_TARGET bytes.
  */
 void
 cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 			  TimestampTz send_time, const char *data, uint32 len)
 {
+	if (kind == CS_ENTRY_MESSAGE)
+		cs_schema_require(data, len, add_preamble, NULL);
 	cs_append_entry(&frame, kind, data_start, wal_end, send_time, data, len);
 	frame_entries++;
 	if (kind == CS_ENTRY_MESSAGE)
@@ -609,7 +548,8 @@ cs_writer_unsynced(void)
 /*
  * cs_writer_should_rotate
  *	  At a transaction boundary: is the segment past changestream.segment_size
- *	  or, holding data, older than changestream.segment_timeout?
+ *	  (not counting its preamble entries) or, holding data, older than
+ *	  changestream.segment_timeout?
  *	  Returns bool.
  */
 bool
@@ -617,7 +557,7 @@ cs_writer_should_rotate(TimestampTz now)
 {
 	if (!seg_has_data)
 		return false;
-	if (seg_size + frame.len >= (int64) cs_segment_size_kb * 1024)
+	if (seg_size + frame.len - seg_preamble >= (int64) cs_segment_size_kb * 1024)
 		return true;
 	if (cs_segment_timeout_s > 0 &&
 		TimestampDifferenceExceeds(seg_opened_at, now, cs_segment_timeout_s * 1000))
@@ -627,8 +567,9 @@ cs_writer_should_rotate(TimestampTz now)
 
 /*
  * cs_writer_rotate
- *	  Seal the active segment (flush, close, queue for compression) and
- *	  start the next one at position, the current position of record.
+ *	  Seal the active segment (flush, close), start the next one at
+ *	  position, the current position of record, and wake the compressor,
+ *	  which compresses the sealed one.
  */
 void
 cs_writer_rotate(XLogRecPtr position)
@@ -639,7 +580,7 @@ cs_writer_rotate(XLogRecPtr position)
 	close(seg_fd);
 	seg_fd = -1;
 	create_segment(sealed + 1, position);
-	cs_compress_enqueue(wal_dir, sealed);
+	cs_compressor_wake();
 }
 
 /*

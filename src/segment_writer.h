@@ -24,7 +24,7 @@ extern void cs_writer_open_first(const char *directory, uint64 generation,
 extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 						  TimestampTz send_time, const char *data, uint32 len);
 extern void cs_writer_note_schema(const char *data, uint32 len,
-								  const CsMessageInfo *info);
+								  const CsMessageInfo *info, bool in_segment);
 extern void cs_writer_flush(void);
 extern bool cs_writer_unsynced(void);
 extern bool cs_writer_should_rotate(TimestampTz now);

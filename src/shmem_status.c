@@ -26,11 +26,29 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "compressor.h"
 #include "shmem_status.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 
 CsStatus   *cs_status = NULL;
+
+/*
+ * The compressor's status: scalars under its own spinlock, the error text
+ * under the status LWLock.
+ */
+typedef struct CsCompressorShared
+{
+	slock_t		mutex;
+	pid_t		pid;
+	Latch	   *latch;			/* set by the archiver after sealing */
+	int64		raw_sealed_segments;
+	uint64		segments_compressed;
+	TimestampTz last_error_at;
+	char		last_error[CS_ERROR_LEN];	/* under cs_status->lock */
+} CsCompressorShared;
+
+static CsCompressorShared *cs_compressor = NULL;
 
 /*
  * cs_shmem_request
@@ -41,6 +59,7 @@ void
 cs_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsCompressorShared)));
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
 
@@ -63,6 +82,14 @@ cs_shmem_startup(void)
 		cs_status->state = CS_STATE_NOT_RUNNING;
 		cs_status->segment_index = -1;
 		cs_status->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
+	}
+	cs_compressor = ShmemInitStruct("changestream compressor status",
+									sizeof(CsCompressorShared), &found);
+	if (!found)
+	{
+		memset(cs_compressor, 0, sizeof(CsCompressorShared));
+		SpinLockInit(&cs_compressor->mutex);
+		cs_compressor->raw_sealed_segments = -1;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -526,4 +553,112 @@ cs_status_set_no_replica_identity(const char *tables)
 {
 	set_text(cs_status->no_replica_identity, tables,
 			 sizeof(cs_status->no_replica_identity));
+}
+
+/*
+ * cs_compressor_status_copy
+ *	  Copy the compressor's status into *copy (pid 0 when it does not run;
+ *	  raw_sealed_segments -1 before its first look at the archive).
+ */
+void
+cs_compressor_status_copy(CsCompressorStatus *copy)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	copy->pid = cs_compressor->pid;
+	copy->raw_sealed_segments = cs_compressor->raw_sealed_segments;
+	copy->segments_compressed = cs_compressor->segments_compressed;
+	copy->last_error_at = cs_compressor->last_error_at;
+	SpinLockRelease(&cs_compressor->mutex);
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	strlcpy(copy->last_error, cs_compressor->last_error, sizeof(copy->last_error));
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_compressor_status_started
+ *	  The compressor process starts: its PID and the latch the archiver
+ *	  sets after sealing a segment.
+ */
+void
+cs_compressor_status_started(Latch *latch)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->pid = MyProcPid;
+	cs_compressor->latch = latch;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_exited
+ *	  The compressor process is gone.
+ */
+void
+cs_compressor_status_exited(void)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->pid = 0;
+	cs_compressor->latch = NULL;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_backlog
+ *	  The number of sealed raw segments the compressor found (-1: it has no
+ *	  archive to look at).
+ */
+void
+cs_compressor_status_set_backlog(int64 raw_sealed_segments)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->raw_sealed_segments = raw_sealed_segments;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_compressed
+ *	  One more segment compressed; the backlog found is one smaller.
+ */
+void
+cs_compressor_status_compressed(void)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->segments_compressed++;
+	if (cs_compressor->raw_sealed_segments > 0)
+		cs_compressor->raw_sealed_segments--;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_error
+ *	  Record the compressor's last error (truncated to CS_ERROR_LEN - 1
+ *	  bytes) and when.  It stays visible until the next one.
+ */
+void
+cs_compressor_status_set_error(const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	set_text(cs_compressor->last_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->last_error_at = now;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_wake
+ *	  Wake the compressor (a segment was sealed); nothing when it does not
+ *	  run.  The latch is set after the spinlock is released.
+ */
+void
+cs_compressor_wake(void)
+{
+	Latch	   *latch;
+
+	if (cs_compressor == NULL)
+		return;
+	SpinLockAcquire(&cs_compressor->mutex);
+	latch = cs_compressor->latch;
+	SpinLockRelease(&cs_compressor->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
 }

@@ -23,6 +23,7 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
+#include "compressor.h"
 #include "guc.h"
 #include "shmem_status.h"
 #include "snapshot_worker.h"
@@ -31,7 +32,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		21
+#define STATUS_COLS		26
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -86,7 +87,9 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  last_message_at, last_flush_at timestamptz, messages, transactions,
  *	  bytes bigint, last_error text, last_error_at timestamptz,
  *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
- *	  tables_without_replica_identity text)
+ *	  tables_without_replica_identity text, compressor_pid int,
+ *	  raw_sealed_segments, compressed_segments bigint,
+ *	  last_compress_error text, last_compress_error_at timestamptz)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
@@ -97,6 +100,7 @@ Datum
 changestream_status(PG_FUNCTION_ARGS)
 {
 	CsStatus	s;
+	CsCompressorStatus c;
 	TupleDesc	tupdesc;
 	Datum		values[STATUS_COLS];
 	bool		nulls[STATUS_COLS];
@@ -112,6 +116,7 @@ changestream_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	cs_status_copy(&s);
+	cs_compressor_status_copy(&c);
 
 	if (local && s.slot[0] != '\0')
 		confirmed = local_confirmed_flush(s.slot);
@@ -157,6 +162,15 @@ changestream_status(PG_FUNCTION_ARGS)
 	progress_values(&s, values + 17, nulls + 17);
 	values[20] = CStringGetTextDatum(s.no_replica_identity);
 	nulls[20] = s.no_replica_identity[0] == '\0';
+	values[21] = Int32GetDatum(c.pid);
+	nulls[21] = c.pid == 0;
+	values[22] = Int64GetDatum(c.raw_sealed_segments);
+	nulls[22] = c.raw_sealed_segments < 0;
+	values[23] = Int64GetDatum((int64) c.segments_compressed);
+	values[24] = CStringGetTextDatum(c.last_error);
+	nulls[24] = c.last_error[0] == '\0';
+	values[25] = TimestampTzGetDatum(c.last_error_at);
+	nulls[25] = c.last_error_at == 0;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

@@ -12,8 +12,9 @@
  *	  The receive loop is cut as LogicalRepApplyLoop() cuts its own:
  *	  cs_stream_receive() takes a batch of messages, cs_stream_periodic()
  *	  does what is due after it (flush, rotation, status update, keepalive
- *	  position), and cs_stream_wait() computes the idle timeout (and
- *	  compresses sealed segments while idle) and waits.
+ *	  position), and cs_stream_wait() computes the idle timeout and waits.
+ *	  Sealed segments are compressed beside it by the compressor worker
+ *	  (compressor.c).
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -34,7 +35,7 @@
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 
-#include "compress.h"
+#include "compressor.h"
 #include "generation_reader.h"
 #include "guc.h"
 #include "message_filter.h"
@@ -47,9 +48,6 @@
 #include "walsender_conn.h"
 #include "compat.h"
 
-#define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */
-#define COMPRESS_BACKLOG	4	/* sealed raw segments tolerated while busy */
-#define QUIET_MS			50	/* idle this long before compressing */
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
 #define MAX_BATCH_MESSAGES	10000
 #define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
@@ -74,13 +72,12 @@ typedef struct StreamState
 	XLogRecPtr	unrecorded_keepalive;	/* eligible, not yet recorded */
 	bool		in_txn;
 	bool		skipping;
+	bool		made_durable;	/* a flush succeeded in this session */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
 	TimestampTz unsynced_since;
 	TimestampTz last_published;
-	TimestampTz quiet_since;	/* when the stream last went idle */
-	long		compress_credit;	/* segment bytes arrived since a step */
 
 	CsStreamCounters counters;	/* what status() shows */
 } StreamState;
@@ -155,6 +152,7 @@ static void
 flush_and_report(TimestampTz now)
 {
 	cs_writer_flush();
+	st.made_durable = true;
 	st.position = st.pending_position;
 	st.unsynced_since = 0;
 	st.counters.last_flush_at = now;
@@ -199,6 +197,7 @@ maybe_rotate(TimestampTz now)
 	if (!st.in_txn && cs_writer_should_rotate(now))
 	{
 		cs_writer_rotate(st.pending_position);
+		st.made_durable = true;
 		st.position = st.pending_position;
 		st.unsynced_since = 0;
 		st.counters.last_flush_at = now;
@@ -259,10 +258,11 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 					  payload, plen, now);
 			break;
 		default:
+			/* noted even when skipped: a later change may need it */
+			if (info->type == 'R' || info->type == 'Y')
+				cs_writer_note_schema(payload, plen, info, !st.skipping);
 			if (st.skipping)
 				break;
-			if (info->type == 'R' || info->type == 'Y')
-				cs_writer_note_schema(payload, plen, info);
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 					  payload, plen, now);
 			break;
@@ -304,7 +304,6 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;
-	st.compress_credit += CS_ENTRY_HEADER_SIZE + plen;	/* bytes of segment */
 	archive_message(&info, data_start, wal_end, send_time, payload, plen, now);
 }
 
@@ -387,9 +386,8 @@ dispatch(char *buf, int len, TimestampTz now)
 }
 
 /*
- * Duties inside a long batch: flush what is due, keep the server informed,
- * and, when sealed segments pile up, compress at the pace of what arrives
- * so that raw segments stay bounded.
+ * Duties inside a long batch: flush what is due and keep the server
+ * informed.  Sealed segments are compressed by the compressor worker.
  */
 static void
 batch_duties(TimestampTz now)
@@ -397,13 +395,6 @@ batch_duties(TimestampTz now)
 	flush_if_due(now);
 	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
 		send_status(now);
-	if (st.compress_credit >= COMPRESS_SLICE)
-	{
-		/* twice what arrived, so that a backlog shrinks */
-		if (cs_compress_backlog() > COMPRESS_BACKLOG)
-			cs_compress_step(2 * st.compress_credit);
-		st.compress_credit = 0;
-	}
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
 }
@@ -451,6 +442,17 @@ cs_stream_is_streaming(void)
 }
 
 /*
+ * cs_stream_made_durable
+ *	  Has this session made anything durable (a flush or a rotation
+ *	  succeeded)?  Until then it has not proved that it can archive.
+ */
+bool
+cs_stream_made_durable(void)
+{
+	return st.made_durable;
+}
+
+/*
  * cs_stream_started
  *	  START_REPLICATION succeeded on conn: from now on status updates go to
  *	  it.  Publishes the position and sends a first status update.
@@ -493,7 +495,6 @@ cs_stream_receive(pgsocket *fd)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("the server ended the replication stream"),
 					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
-		st.quiet_since = 0;
 		if ((++n & 31) == 0)
 			now = GetCurrentTimestamp();
 		dispatch(buf, len, now);
@@ -534,19 +535,13 @@ cs_stream_periodic(TimestampTz now, bool idle)
 
 /*
  * How long the idle stream may wait (ms): until status_interval, the next
- * keepalive position record or the end of the flush window.  Compresses a
- * slice of a sealed segment once the stream has been quiet for QUIET_MS (a
- * momentary lull while the walsender decodes is not idle time, and
- * compressing then would stall it on a full socket buffer), and then asks
- * not to wait at all while more is pending.
+ * keepalive position record or the end of the flush window.
  */
 static long
 idle_timeout(TimestampTz now)
 {
 	long		timeout = cs_status_interval_ms;
 
-	if (st.quiet_since == 0)
-		st.quiet_since = now;
 	if (st.unrecorded_keepalive > st.pending_position && !st.in_txn)
 	{
 		long		left = cs_status_interval_ms -
@@ -561,21 +556,13 @@ idle_timeout(TimestampTz now)
 
 		timeout = Min(timeout, Max(window - elapsed, 1));
 	}
-	if (cs_compress_pending())
-	{
-		st.compress_credit = 0;
-		if (!TimestampDifferenceExceeds(st.quiet_since, now, QUIET_MS))
-			timeout = Min(timeout, QUIET_MS);
-		else if (cs_compress_step(COMPRESS_SLICE))
-			timeout = 0;
-	}
 	return timeout;
 }
 
 /*
  * cs_stream_wait
- *	  The stream is idle: compress if it is quiet, then wait for the
- *	  socket fd, the latch or the idle timeout.  One wait event set for the
+ *	  The stream is idle: wait for the socket fd, the latch or the idle
+ *	  timeout.  One wait event set for the
  *	  whole session: WaitLatchOrSocket() would build and tear down an epoll
  *	  set at every wait, and the stream waits thousands of times a second
  *	  while catching up.

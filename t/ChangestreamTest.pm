@@ -334,7 +334,9 @@ sub cs_status
 	my ($node, $db) = @_;
 	my @cols = qw(pid state database slot generation segment_index
 	  received_lsn flushed_lsn confirmed_flush_lsn lag_bytes last_message_at
-	  last_flush_at messages transactions bytes last_error last_error_at);
+	  last_flush_at messages transactions bytes last_error last_error_at
+	  compressor_pid raw_sealed_segments compressed_segments
+	  last_compress_error last_compress_error_at);
 	return $node->query_hash($db // 'postgres',
 		'SELECT __COLUMNS__ FROM changestream.status()', @cols);
 }

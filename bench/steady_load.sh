@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/steady_load.sh: raw segments under a steady load (issue 9, item 1).
+# NOT part of CI or of the test suite: it takes minutes.
+#
+#   bash bench/steady_load.sh [SECONDS]      (default 600)
+#
+# Starts a throwaway cluster from PG_BINDIR (default the host's PostgreSQL
+# 15; point it at a private copy with the extension installed), with
+# changestream preloaded and archiving the pgbench tables with default
+# settings, then runs pgbench (8 clients, 2 threads, scale 10) for SECONDS
+# and every 10 s prints: elapsed seconds, raw segments (*.wal, the active
+# one included), compressed segments (*.wal.gz), the archiver's lag behind
+# the server's flush position in bytes, and the TPS of the run at the end.
+# As root it runs every PostgreSQL program as the "postgres" user.
+#
+# Environment: PG_BINDIR, CLIENTS=8, SCALE=10, SAMPLE=10 (seconds),
+#              SEGMENT_SIZE (default: the setting's default).
+
+set -euo pipefail
+
+SECS=${1:-600}
+BIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+CLIENTS=${CLIENTS:-8}
+SCALE=${SCALE:-10}
+SAMPLE=${SAMPLE:-10}
+WORK=$(mktemp -d /tmp/cs-steady.XXXXXX)
+PORT=$((20000 + RANDOM % 20000))
+
+as_pg() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+chmod 777 "$WORK"
+cleanup() {
+	as_pg "$BIN/pg_ctl" -D "$WORK/data" -m fast -w stop >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_pg "$BIN/initdb" -D "$WORK/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+as_pg tee -a "$WORK/data/postgresql.conf" >/dev/null <<EOF
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+wal_level = logical
+max_wal_size = 2GB
+shared_preload_libraries = 'changestream'
+changestream.database = 'postgres'
+changestream.directory = '$WORK/archive'
+${SEGMENT_SIZE:+changestream.segment_size = '$SEGMENT_SIZE'}
+EOF
+as_pg "$BIN/pg_ctl" -D "$WORK/data" -l "$WORK/postgres.log" -w start >/dev/null
+PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qAtX)
+as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -i -s "$SCALE" -q postgres >/dev/null 2>&1
+"${PSQL[@]}" -c "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" >/dev/null
+"${PSQL[@]}" -c "CREATE EXTENSION changestream" >/dev/null
+for _ in $(seq 120); do
+	[ "$("${PSQL[@]}" -c "SELECT state FROM changestream.status()")" = streaming ] && break
+	sleep 1
+done
+
+count() { find "$WORK/archive/generations" -name "$1" 2>/dev/null | wc -l; }
+lag() {
+	"${PSQL[@]}" -c "SELECT pg_current_wal_flush_lsn() - flushed_lsn FROM changestream.status()"
+}
+
+echo "seconds raw_segments gz_segments lag_bytes"
+as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECS" -n postgres \
+	>"$WORK/pgbench.log" 2>&1 &
+PGB=$!
+start=$(date +%s)
+while kill -0 "$PGB" 2>/dev/null; do
+	echo "$(($(date +%s) - start)) $(count '*.wal') $(count '*.wal.gz') $(lag)"
+	sleep "$SAMPLE"
+done
+wait "$PGB" || true
+echo "$(($(date +%s) - start)) $(count '*.wal') $(count '*.wal.gz') $(lag)"
+grep -E "^tps" "$WORK/pgbench.log" || tail -3 "$WORK/pgbench.log"
+grep -cE "streaming again|started generation" "$WORK/postgres.log" | sed 's/^/session restarts or generations logged: /'
