@@ -5,7 +5,8 @@
  *	  supports (15 through 18) is absorbed here, and only here.
  *
  * Sources: src/include/replication/walreceiver.h of each branch (the
- * walrcv_connect and walrcv_create_slot signatures changed in 16 and 17).
+ * walrcv_connect and walrcv_create_slot signatures changed in 16 and 17,
+ * walrcv_identify_system's in 19).
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +49,24 @@
 #define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
 	walrcv_create_slot((conn), (name), (temporary), false, (action), (lsn))
 #endif
+
+/*
+ * cs_walrcv_identify_system(conn, primary_tli)
+ *	  IDENTIFY_SYSTEM: returns the system identifier (text, palloc'd) and
+ *	  sets *primary_tli.  19 added a server_lsn output (the sender's current
+ *	  WAL position), which changestream does not use.
+ */
+static inline char *
+cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
+{
+#if PG_VERSION_NUM >= 190000
+	XLogRecPtr	server_lsn;
+
+	return walrcv_identify_system(conn, primary_tli, &server_lsn);
+#else
+	return walrcv_identify_system(conn, primary_tli);
+#endif
+}
 
 /*
  * cs_create_wait_event_set(nevents) -> WaitEventSet *

@@ -237,7 +237,7 @@ close_current(CsGenerationReader *gr)
 
 	if (!gr->limited)
 		(void) cs_reader_finish(gr->reader, may_be_torn);
-	if (!gr->newest && gr->track.in_txn)
+	if ((!gr->newest || gr->cur->compressed) && gr->track.in_txn)
 		cs_segment_damage(gr->cur->path, cs_reader_valid_end(gr->reader),
 						  "The segment ends inside a transaction; segments are only sealed between transactions.");
 	cs_reader_close(gr->reader);

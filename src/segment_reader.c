@@ -429,8 +429,14 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 {
 	if (info == NULL)
 	{
-		if (!t->in_txn && e->wal_end > t->position)
-			t->position = e->wal_end;
+		/* the writer records a keepalive only outside a transaction, and
+		 * only when it advances the position */
+		if (t->in_txn)
+			return "A keepalive position is recorded inside a transaction.";
+		if (e->wal_end <= t->position)
+			return psprintf("The keepalive position %X/%X does not advance the position of record %X/%X.",
+							LSN_FORMAT_ARGS(e->wal_end), LSN_FORMAT_ARGS(t->position));
+		t->position = e->wal_end;
 		return NULL;
 	}
 	switch (info->type)
@@ -458,8 +464,20 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 			t->transactions++;
 			break;
 		case 'M':
+			if (info->transactional && !t->in_txn)
+				return "A transactional logical message lies outside a transaction.";
 			if (!info->transactional && !t->in_txn)
 				t->position = Max(t->position, info->lsn + 1);
+			break;
+		case 'I':
+		case 'U':
+		case 'D':
+		case 'T':
+		case 'R':
+		case 'Y':
+			if (!t->in_txn)
+				return psprintf("A message of type \"%c\" lies outside a transaction.",
+								info->type);
 			break;
 		default:
 			break;

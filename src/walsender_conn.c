@@ -257,7 +257,7 @@ cs_connect(uint64 *system_identifier, uint32 *timeline)
 						cs_redact_password(err ? err : "unknown error", cs_conninfo)),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
-	sysid = walrcv_identify_system(conn, &tli);
+	sysid = cs_walrcv_identify_system(conn, &tli);
 	*system_identifier = strtou64(sysid, NULL, 10);
 	*timeline = tli;
 
