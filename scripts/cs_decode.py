@@ -916,7 +916,7 @@ def main():
         sections.append(("generation %s" % gen_name, results))
     else:
         # a single segment: a raw one may be the newest of its generation
-        r = read_segment(path, problems, show, show, args.values, new_state(),
+        r = read_segment(path, problems, show, args.values, new_state(),
                          torn_ok=not path.endswith(".gz"))
         sections.append(("segment %s" % path, [r]))
 
