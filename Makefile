@@ -26,7 +26,11 @@ OBJS = \
 	src/snapshot.o \
 	src/snapshot_worker.o \
 	src/sql_functions.o \
-	src/sql_worker.o
+	src/sql_worker.o \
+	src/decoder.o \
+	src/snapshot_reader.o \
+	src/sql_changes.o \
+	src/sql_verify.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql
@@ -43,7 +47,8 @@ include $(PGXS)
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
 $(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
-	src/archive_layout.h src/generation_reader.h
+	src/archive_layout.h src/generation_reader.h src/decoder.h \
+	src/snapshot_reader.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with
