@@ -97,6 +97,8 @@ names_array(List *names)
 	ArrayBuildState *astate = NULL;
 	ListCell   *lc;
 
+	if (names == NIL)
+		return PointerGetDatum(construct_empty_array(TEXTOID));
 	foreach(lc, names)
 		astate = accumArrayResult(astate, CStringGetTextDatum(lfirst(lc)),
 								  false, TEXTOID, CurrentMemoryContext);
