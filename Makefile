@@ -30,7 +30,9 @@ OBJS = \
 	src/decoder.o \
 	src/snapshot_reader.o \
 	src/sql_changes.o \
-	src/sql_verify.o
+	src/sql_verify.o \
+	src/restore.o \
+	src/restore_apply.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql
@@ -48,7 +50,7 @@ include $(PGXS)
 # memory: all objects must agree on its layout)
 $(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
 	src/archive_layout.h src/generation_reader.h src/decoder.h \
-	src/snapshot_reader.h
+	src/snapshot_reader.h src/restore.h
 
 # pg_regress test of the SQL surface (sql/changestream.sql, expected/).
 # It needs the library preloaded and an archive directory: run it with

@@ -248,8 +248,47 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_verify'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
+/*
+ * restore(target_schema, generation, target_lsn, target_time, tables,
+ *         archive_directory) -> record
+ *   Restores archived tables (tables: "schema.table" or "table"; NULL for
+ *   all) as of the last transaction that committed at or before target_lsn
+ *   or target_time (at most one; NULL: everything archived), into
+ *   target_schema.<table> (NULL: each table's own schema), in the caller's
+ *   transaction.  The newest snapshot not after the target is loaded with
+ *   COPY, then the archived transactions after it are applied in commit
+ *   order (session_replication_role = replica; column changes followed).
+ *   Existing target tables must be empty and have the archived columns;
+ *   missing ones are created.  archive_directory (superuser only) reads a
+ *   copy of an archive, for disaster recovery.  NOTICEs report progress.
+ *   Errors: 22023 target outside the generation (range in DETAIL), or both
+ *           targets given; 42P07 two tables would share a target; 55000 a
+ *           target table is not empty; 42703 a target lacks a column;
+ *           42501 archive_directory without superuser; 42704 no such
+ *           generation; XX001 damaged archive (file and offset named).
+ */
+CREATE FUNCTION restore(
+	target_schema text,
+	generation text DEFAULT NULL,
+	target_lsn pg_lsn DEFAULT NULL,
+	target_time timestamptz DEFAULT NULL,
+	tables text[] DEFAULT NULL,
+	archive_directory text DEFAULT NULL,
+	OUT generation text,
+	OUT snapshot_lsn pg_lsn,
+	OUT restored_lsn pg_lsn,
+	OUT restored_commit_time timestamptz,
+	OUT tables int,
+	OUT snapshot_rows bigint,
+	OUT transactions bigint,
+	OUT changes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_restore'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
 REVOKE ALL ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION verify(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text) FROM PUBLIC;
 -- changes() returns row data like wal_records(): superusers only, or by
 -- explicit GRANT.  verify() returns file names and problems only.
 GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;

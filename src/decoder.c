@@ -59,6 +59,8 @@ struct CsDecoder
 	TimestampTz commit_time;
 	TransactionId xid;
 	int			ordinal;
+	XLogRecPtr	position;		/* position of record reached */
+	TimestampTz last_send_time; /* newest send time of an entry read */
 };
 
 /*
@@ -413,6 +415,11 @@ cs_decoder_next(CsDecoder *d, CsChange *change)
 			MemoryContextSwitchTo(old);
 			return false;
 		}
+		if (item.entry.kind == CS_ENTRY_MESSAGE ||
+			item.entry.kind == CS_ENTRY_POSITION)
+			d->last_send_time = Max(d->last_send_time, item.entry.send_time);
+		if (item.entry.kind == CS_ENTRY_POSITION)
+			d->position = Max(d->position, item.entry.wal_end);
 		if (item.entry.kind != CS_ENTRY_MESSAGE &&
 			item.entry.kind != CS_ENTRY_PREAMBLE)
 			continue;
@@ -451,7 +458,12 @@ cs_decoder_next(CsDecoder *d, CsChange *change)
 		change->ordinal = 1;
 	}
 	if (change->kind == CS_CHANGE_COMMIT)
+	{
 		d->in_txn = false;
+		d->position = Max(d->position, change->end_lsn);
+	}
+	else if (change->kind == CS_CHANGE_MESSAGE && !change->in_txn)
+		d->position = Max(d->position, change->commit_lsn + 1);
 	return true;
 }
 
@@ -487,6 +499,20 @@ cs_decoder_typmods(CsDecoder *d, LogicalRepRelation *rel)
 	RelEntry   *e = hash_search(d->rels, &rel->remoteid, HASH_FIND, NULL);
 
 	return (e != NULL && e->rel == rel) ? e->typmods : NULL;
+}
+
+/*
+ * cs_decoder_reached
+ *	  What the archive proves about the stream read so far: *position, the
+ *	  position of record (every transaction committing before it has been
+ *	  read), and *send_time, the newest send time of an entry read (the
+ *	  server had sent everything up to *position by then).
+ */
+void
+cs_decoder_reached(CsDecoder *d, XLogRecPtr *position, TimestampTz *send_time)
+{
+	*position = d->position;
+	*send_time = d->last_send_time;
 }
 
 /*

@@ -67,6 +67,8 @@ extern char *cs_decoder_type_name(CsDecoder *decoder, Oid typid,
 								  int32 typmod);
 extern const int32 *cs_decoder_typmods(CsDecoder *decoder,
 									   LogicalRepRelation *rel);
+extern void cs_decoder_reached(CsDecoder *decoder, XLogRecPtr *position,
+							   TimestampTz *send_time);
 extern void cs_decoder_close(CsDecoder *decoder);
 extern uint64 cs_newest_generation(const char *directory);
 extern uint64 cs_resolve_generation(const char *directory,

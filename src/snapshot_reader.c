@@ -377,3 +377,13 @@ cs_snapreader_read(CsSnapshotReader *r, char *buf, int maxread)
 	}
 	return copied;
 }
+
+/*
+ * cs_snapreader_close
+ *	  Closes the file and frees the reader.
+ */
+void
+cs_snapreader_close(CsSnapshotReader *r)
+{
+	MemoryContextDelete(r->cxt);
+}
