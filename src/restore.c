@@ -37,6 +37,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
+#include "parser/parse_relation.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -561,6 +562,9 @@ copy_section(RestoreState *rs, CsRestoreTable *t)
 	ListCell   *lc;
 	CopyFromState cstate;
 
+	/* as tablesync.c's copy_table() */
+	(void) addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
+										 false, false);
 	foreach(lc, t->columns)
 		attnames = lappend(attnames, makeString(lfirst(lc)));
 	rs->progress_table = psprintf("%s.%s", t->target_schema, t->name);
