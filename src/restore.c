@@ -333,8 +333,8 @@ create_target(CsRestoreTable *t, List *pairs)
 	bool		first = true;
 	bool		full = false;
 
-	run_sql(psprintf("CREATE SCHEMA IF NOT EXISTS %s",
-					 quote_identifier(t->target_schema)));
+	if (!OidIsValid(get_namespace_oid(t->target_schema, true)))
+		run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->target_schema)));
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_target(t));
 	foreach(lc, pairs)

@@ -4,7 +4,9 @@
 # infinities, bytea with zero bytes, arrays, json, a domain, an enum, a
 # TOASTed value left unchanged by an update, dropped and generated
 # columns), mid-stream ALTER TABLE ADD/DROP/RENAME COLUMN and ALTER COLUMN
-# TYPE, TRUNCATE, and one large transaction.  A take_snapshot() comes in
+# TYPE, TRUNCATE, and one large transaction.  (A column is added without a
+# DEFAULT: logical decoding does not send the default that existing rows
+# take, so no archive can restore it; README, limitations.)  A take_snapshot() comes in
 # the middle (so some targets fall between two snapshots) and segments
 # rotate (segment_size 64kB).  After each step the test records
 # pg_current_wal_lsn(), clock_timestamp() and, per table, a digest of the
@@ -113,7 +115,7 @@ $node->safe_psql($db, qq{
 	DELETE FROM fullid WHERE x % 5 = 0;
 });
 record_step('value classes');
-$node->safe_psql($db, q{ALTER TABLE alt ADD COLUMN c numeric DEFAULT 7; UPDATE alt SET c = id * 1.5 WHERE id % 2 = 0});
+$node->safe_psql($db, q{ALTER TABLE alt ADD COLUMN c numeric; UPDATE alt SET c = id * 1.5 WHERE id % 2 = 0});
 record_step('ADD COLUMN');
 $node->safe_psql($db, q{ALTER TABLE alt DROP COLUMN b; INSERT INTO alt VALUES (100, 'new', 1)});
 record_step('DROP COLUMN');
