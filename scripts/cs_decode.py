@@ -663,6 +663,8 @@ def main():
                                 % (name, r.valid_end, r.torn))
             if r.open_txn is not None and sealed:
                 problems.append("%s: sealed segment ends inside a transaction" % name)
+        problems.extend(check_snapshots(gen_dir, parse_lsn(ident["start_lsn"])
+                                        if ident and "start_lsn" in ident else None))
         title = "generation %s" % gen_name
     else:
         r = read_segment(path, show, show, args.values, state)
@@ -677,6 +679,79 @@ def main():
         print()
     summarize(title, results, problems)
     return 1 if problems else 0
+
+
+# ---------------------------------------------------------------- snapshots
+# The snapshot checks of changestream.verify() (docs/DESIGN.md section 10):
+# the whole gzip stream, the manifest, the tables and rows it announces
+# against the COPY sections and rows really there, the file name's LSN, and
+# a snapshot at the generation's start.  Returns problems as
+# "<file>: offset <N>: <problem>" (offset in the decompressed stream).
+
+def check_snapshot_file(path):
+    import json
+    name = os.path.basename(path)
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        return ["%s: offset 0: the gzip stream cannot be decompressed: %s" % (name, e)]
+    lines = data.split(b"\n")
+    keys = {}
+    i = 0
+    while i < len(lines) and lines[i] != b"-- end of manifest":
+        line = lines[i].decode("utf-8", "replace")
+        for key in ("lsn", "tables", "rows", "manifest"):
+            if line.startswith("-- %s: " % key):
+                keys[key] = line[len(key) + 5:]
+        i += 1
+    if i == len(lines) or set(keys) != {"lsn", "tables", "rows", "manifest"}:
+        return ["%s: offset 0: the snapshot does not begin with a valid manifest" % name]
+    try:
+        manifest = json.loads(keys["manifest"])
+        json_rows = sum(int(t["rows"]) for t in manifest["tables"])
+        json_tables = len(manifest["tables"])
+    except (ValueError, KeyError, TypeError) as e:
+        return ["%s: offset 0: the manifest's JSON is not valid: %s" % (name, e)]
+    sections = rows = 0
+    in_section = False
+    offset = sum(len(x) + 1 for x in lines[:i + 1])
+    for line in lines[i + 1:]:
+        if in_section:
+            if line == b"\\.":
+                in_section = False
+            else:
+                rows += 1
+        elif line.startswith(b"COPY ") and line.endswith(b" FROM stdin;"):
+            sections += 1
+            in_section = True
+        elif line != b"":
+            return ["%s: offset %d: a table section does not start with a COPY line" % (name, offset)]
+        offset += len(line) + 1
+    problems = []
+    if in_section:
+        problems.append("%s: offset %d: the file ends inside a table section" % (name, len(data)))
+    if name.split(".")[0] != "%016X" % parse_lsn(keys["lsn"]):
+        problems.append("%s: offset 0: the file name's LSN is not the manifest's %s" % (name, keys["lsn"]))
+    if not (sections == int(keys["tables"]) == json_tables):
+        problems.append("%s: offset 0: the manifest announces %s tables (JSON: %d), the file holds %d"
+                        % (name, keys["tables"], json_tables, sections))
+    if not (rows == int(keys["rows"]) == json_rows):
+        problems.append("%s: offset 0: the manifest announces %s rows (JSON: %d), the file holds %d"
+                        % (name, keys["rows"], json_rows, rows))
+    return problems
+
+
+def check_snapshots(gen_dir, start_lsn):
+    snap_dir = os.path.join(gen_dir, "snapshots")
+    names = sorted(n for n in os.listdir(snap_dir) if re.match(r"^[0-9A-F]{16}\.snapshot\.gz$", n)) \
+        if os.path.isdir(snap_dir) else []
+    problems = []
+    for n in names:
+        problems.extend(check_snapshot_file(os.path.join(snap_dir, n)))
+    if start_lsn is not None and "%016X.snapshot.gz" % start_lsn not in names:
+        problems.append("snapshots: offset 0: no snapshot at the generation's start %s" % lsn(start_lsn))
+    return problems
 
 
 if __name__ == "__main__":

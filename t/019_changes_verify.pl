@@ -227,5 +227,21 @@ like($stderr, qr/XX001.*\Q$vname\E.*offset $voff/s, 'changes() raises XX001 nami
 isnt($rc, 0, 'cs_decode.py: damaged');
 like("$out\n$err", qr/\Q$vname\E.*offset $voff/, 'cs_decode.py names the same file and offset');
 
+# 4. a snapshot whose manifest announces more rows than it holds
+$node->stop;
+my ($snap) = sort glob("$gendir/snapshots/*.snapshot.gz");
+my $text = `gzip -dc '$snap'`;
+$text =~ s/^-- rows: (\d+)$/"-- rows: " . ($1 + 1)/me or die "no rows line";
+open($fh, '|-', "gzip -c > '$snap.new'") or die;
+print $fh $text;
+close($fh);
+move("$snap.new", $snap) or die;
+$node->start;
+(my $sname = $snap) =~ s{.*/}{};
+like($node->safe_psql($db, "SELECT file_name || '|' || byte_offset || '|' || problem FROM changestream.verify() WHERE file_name LIKE 'snapshots/%'"),
+	qr/^snapshots\/\Q$sname\E\|0\|.*announces \d+ rows/, 'verify() names the snapshot whose row count is wrong');
+($rc, $out, $err) = decode($gendir);
+like("$out\n$err", qr/\Q$sname\E: offset 0: the manifest announces \d+ rows/, 'cs_decode.py names the same snapshot');
+
 $node->stop;
 done_testing();
