@@ -17,7 +17,7 @@
 #include "replication/slot.h"
 #include "utils/guc.h"
 
-#include "changestream.h"
+#include "guc.h"
 
 char	   *cs_directory = NULL;
 char	   *cs_database = NULL;

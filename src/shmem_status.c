@@ -26,7 +26,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "shmem_status.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 
