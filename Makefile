@@ -39,7 +39,13 @@ OBJS = \
 	src/ri_monitor.o \
 	src/guc_rejected.o \
 	src/sql_functions.o \
-	src/sql_worker.o
+	src/sql_worker.o \
+	src/decoder.o \
+	src/snapshot_reader.o \
+	src/sql_changes.o \
+	src/sql_verify.o \
+	src/restore.o \
+	src/restore_apply.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql

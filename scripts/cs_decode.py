@@ -828,6 +828,8 @@ def read_generation(gen_dir, problems, show, show_values):
                             lsn(expected_start)))
         expected_start = r.position
         prev_ok = True
+    check_snapshot_contents(gen_dir, parse_lsn(ident["start_lsn"]) if ident is not None else None,
+                            problems)
     return gen_name, results
 
 # ---------------------------------------------------------------- main
@@ -931,6 +933,83 @@ def main():
         return 1
     print("  all CRCs and messages valid")
     return 0
+
+
+# ---------------------------------------------------------------- snapshot contents
+# The snapshot checks of changestream.verify() (docs/DESIGN.md section 10):
+# the whole gzip stream, the manifest, the tables and rows it announces
+# against the COPY sections and rows really there, the file name's LSN, and
+# a snapshot at the generation's start.  Offsets are in the decompressed
+# stream.  check_snapshots() above checks the files' kind first.
+
+def check_snapshot_file(path, problems):
+    import json
+    name = os.path.basename(path)
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        problems.add(path, 0, "the gzip stream cannot be decompressed: %s" % e)
+        return
+    lines = data.split(b"\n")
+    keys = {}
+    i = 0
+    while i < len(lines) and lines[i] != b"-- end of manifest":
+        line = lines[i].decode("utf-8", "replace")
+        for key in ("lsn", "tables", "rows", "manifest"):
+            if line.startswith("-- %s: " % key):
+                keys[key] = line[len(key) + 5:]
+        i += 1
+    if i == len(lines) or set(keys) != {"lsn", "tables", "rows", "manifest"}:
+        problems.add(path, 0, "the snapshot does not begin with a valid manifest")
+        return
+    try:
+        manifest = json.loads(keys["manifest"])
+        json_rows = sum(int(t["rows"]) for t in manifest["tables"])
+        json_tables = len(manifest["tables"])
+    except (ValueError, KeyError, TypeError) as e:
+        problems.add(path, 0, "the manifest's JSON is not valid: %s" % e)
+        return
+    sections = rows = 0
+    in_section = False
+    offset = sum(len(x) + 1 for x in lines[:i + 1])
+    for line in lines[i + 1:]:
+        if in_section:
+            if line == b"\\.":
+                in_section = False
+            else:
+                rows += 1
+        elif line.startswith(b"COPY ") and line.endswith(b" FROM stdin;"):
+            sections += 1
+            in_section = True
+        elif line != b"":
+            problems.add(path, offset, "a table section does not start with a COPY line")
+            return
+        offset += len(line) + 1
+    if in_section:
+        problems.add(path, len(data), "the file ends inside a table section")
+    if name.split(".")[0] != "%016X" % parse_lsn(keys["lsn"]):
+        problems.add(path, 0, "the file name's LSN is not the manifest's %s" % keys["lsn"])
+    if not (sections == int(keys["tables"]) == json_tables):
+        problems.add(path, 0, "the manifest announces %s tables (JSON: %d), the file holds %d"
+                     % (keys["tables"], json_tables, sections))
+    if not (rows == int(keys["rows"]) == json_rows):
+        problems.add(path, 0, "the manifest announces %s rows (JSON: %d), the file holds %d"
+                     % (keys["rows"], json_rows, rows))
+
+
+def check_snapshot_contents(gen_dir, start_lsn, problems):
+    snap_dir = os.path.join(gen_dir, "snapshots")
+    try:
+        names = sorted(n for n in os.listdir(snap_dir) if SNAPSHOT_NAME.match(n))
+    except OSError:
+        return                  # check_snapshots() reported it
+    for n in names:
+        p = os.path.join(snap_dir, n)
+        if os.path.isfile(p):
+            check_snapshot_file(p, problems)
+    if start_lsn is not None and "%016X.snapshot.gz" % start_lsn not in names:
+        problems.add(snap_dir, 0, "no snapshot at the generation's start %s" % lsn(start_lsn))
 
 
 if __name__ == "__main__":

@@ -192,3 +192,111 @@ GRANT EXECUTE ON FUNCTION wal_segments(text) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
 -- take_snapshot() and new_generation() act: superusers only, or by GRANT.
+
+/*
+ * changes(generation, start_lsn, end_lsn, start_time, end_time, relations)
+ *   -> setof record
+ *   The archived changes of a generation (NULL: the newest) as rows, in
+ *   commit order, decoded with the Relation in force at each change.
+ *   A transaction is returned when its commit LSN lies in
+ *   [start_lsn, end_lsn] and its commit time in [start_time, end_time]
+ *   (NULL: unbounded); relations keeps changes to the named tables
+ *   ("schema.table" or "table").  action is insert, update, delete,
+ *   truncate (one row per table) or message.  Row values are the archived
+ *   text form as JSON strings (SQL NULL as JSON null), json and jsonb
+ *   columns embedded, so jsonb_populate_record(NULL::t, new_row) gives the
+ *   typed row back.  old_row is the old key (the whole old row under
+ *   REPLICA IDENTITY FULL); unchanged TOASTed columns are left out of
+ *   new_row and listed in unchanged_columns.
+ *   Errors: 22023 malformed generation; 42704 no such generation;
+ *           55000 changestream.directory not set; XX001 damaged archive
+ *           (file and offset named).
+ */
+CREATE FUNCTION changes(
+	generation text DEFAULT NULL,
+	start_lsn pg_lsn DEFAULT NULL,
+	end_lsn pg_lsn DEFAULT NULL,
+	start_time timestamptz DEFAULT NULL,
+	end_time timestamptz DEFAULT NULL,
+	relations text[] DEFAULT NULL,
+	OUT commit_lsn pg_lsn,
+	OUT commit_time timestamptz,
+	OUT xid xid,
+	OUT ordinal int,
+	OUT action text,
+	OUT schema_name text,
+	OUT table_name text,
+	OUT old_row jsonb,
+	OUT new_row jsonb,
+	OUT unchanged_columns text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_changes'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * verify(generation text DEFAULT NULL) -> setof record
+ *   Reads a generation (NULL: all of them) without trusting anything: every
+ *   frame CRC, every message through the decoder, segment continuity and
+ *   order, strictly increasing commit LSNs, each snapshot's gzip stream,
+ *   manifest and row and table counts, and a snapshot at the generation's
+ *   start.  One row per problem (file_name relative to the generation's
+ *   directory, byte_offset in the uncompressed stream); no row for a sound
+ *   archive.
+ *   Errors: 22023 malformed generation; 42704 no such generation;
+ *           55000 changestream.directory not set.
+ */
+CREATE FUNCTION verify(
+	generation text DEFAULT NULL,
+	OUT generation text,
+	OUT file_name text,
+	OUT byte_offset bigint,
+	OUT problem text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_verify'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * restore(target_schema, generation, target_lsn, target_time, tables,
+ *         archive_directory) -> record
+ *   Restores archived tables (tables: "schema.table" or "table"; NULL for
+ *   all) as of the last transaction that committed at or before target_lsn
+ *   or target_time (at most one; NULL: everything archived), into
+ *   target_schema.<table> (NULL: each table's own schema), in the caller's
+ *   transaction.  The newest snapshot not after the target is loaded with
+ *   COPY, then the archived transactions after it are applied in commit
+ *   order (session_replication_role = replica; column changes followed).
+ *   Existing target tables must be empty and have the archived columns
+ *   (and, for updates and deletes, the key as replica identity index or
+ *   primary key); missing ones are created.  archive_directory (superuser only) reads a
+ *   copy of an archive, for disaster recovery.  NOTICEs report progress.
+ *   Errors: 22023 target outside the generation (range in DETAIL), or both
+ *           targets given; 42P07 two tables would share a target; 55000 a
+ *           target table is not empty; 42703 a target lacks a column;
+ *           42501 archive_directory without superuser; 42704 no such
+ *           generation; XX001 damaged archive (file and offset named).
+ */
+CREATE FUNCTION restore(
+	target_schema text,
+	generation text DEFAULT NULL,
+	target_lsn pg_lsn DEFAULT NULL,
+	target_time timestamptz DEFAULT NULL,
+	tables text[] DEFAULT NULL,
+	archive_directory text DEFAULT NULL,
+	OUT generation text,
+	OUT snapshot_lsn pg_lsn,
+	OUT restored_lsn pg_lsn,
+	OUT restored_commit_time timestamptz,
+	OUT tables int,
+	OUT snapshot_rows bigint,
+	OUT transactions bigint,
+	OUT changes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_restore'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verify(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text) FROM PUBLIC;
+-- changes() returns row data like wal_records(): superusers only, or by
+-- explicit GRANT.  verify() returns file names and problems only.
+GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;

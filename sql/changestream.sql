@@ -149,6 +149,26 @@ SELECT * FROM changestream.wal_records('0000000000000000', '0/0', 'FFFFFFFF/FFFF
 SELECT * FROM changestream.snapshots('0000000000000000');
 \echo :SQLSTATE
 
+-- changes(), verify() and restore(): the same argument checks
+SELECT * FROM changestream.changes('xyz');
+\echo :SQLSTATE
+SELECT * FROM changestream.changes('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.verify('../0123456789abc');
+\echo :SQLSTATE
+SELECT * FROM changestream.verify('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.restore('scratch', 'xyz');
+\echo :SQLSTATE
+SELECT * FROM changestream.restore('scratch', '0000000000000000');
+\echo :SQLSTATE
+-- at most one target
+SELECT * FROM changestream.restore('scratch', '0000000000000000', '0/1', now());
+\echo :SQLSTATE
+-- archive_directory is an absolute path
+SELECT * FROM changestream.restore('scratch', archive_directory => 'relative/dir');
+\echo :SQLSTATE
+
 -- take_snapshot() needs a streaming archiver; here the worker cannot stream
 -- (database "postgres" has no publication), so it is refused at once
 -- (sqlstate only: the message names the worker's current state)
@@ -194,7 +214,20 @@ SELECT * FROM changestream.wal_records('0000000000000000');
 \echo :SQLSTATE
 SELECT * FROM changestream.snapshots('0000000000000000');
 \echo :SQLSTATE
+SELECT count(*) FROM changestream.changes();
+\echo :SQLSTATE
+SELECT count(*) FROM changestream.verify();
+\echo :SQLSTATE
+SELECT * FROM changestream.restore('scratch');
+\echo :SQLSTATE
 RESET ROLE;
+-- restore() granted: archive_directory stays for superusers
+GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text) TO regress_cs_nobody;
+SET ROLE regress_cs_nobody;
+SELECT * FROM changestream.restore('scratch', archive_directory => '/tmp');
+\echo :SQLSTATE
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text) FROM regress_cs_nobody;
 REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
 
 -- pg_monitor may read the archive's statistics ...
@@ -211,6 +244,11 @@ SELECT count(*) AS rows FROM changestream.snapshots('0000000000000000');
 -- ... but not the archived row data: wal_records() returns every published
 -- table's rows, whatever the reader's table privileges
 SELECT count(*) FROM changestream.wal_records('0000000000000000');
+\echo :SQLSTATE
+SELECT count(*) FROM changestream.changes('0000000000000000');
+\echo :SQLSTATE
+-- verify() reports file names and problems only: pg_monitor may call it
+SELECT * FROM changestream.verify('0000000000000000');
 \echo :SQLSTATE
 -- ... and not act: take_snapshot() and new_generation() are for superusers
 SELECT changestream.take_snapshot();
@@ -241,6 +279,12 @@ SELECT current_setting('changestream.directory') AS directory;
 SELECT * FROM changestream.generations();
 \echo :SQLSTATE
 SELECT * FROM changestream.generation_stats('0000000000000000');
+\echo :SQLSTATE
+SELECT * FROM changestream.changes();
+\echo :SQLSTATE
+SELECT * FROM changestream.verify();
+\echo :SQLSTATE
+SELECT * FROM changestream.restore('scratch');
 \echo :SQLSTATE
 -- the worker notices on its next SIGHUP (wait up to 30 s)
 DO $$

@@ -80,4 +80,25 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 	CreateWaitEventSet(TopMemoryContext, (nevents))
 #endif
 
+
+/*
+ * Executor set-up for restore's apply (restore_apply.c), as the apply
+ * worker does it: PostgreSQL 16 added RTEPermissionInfo lists.
+ */
+#if PG_VERSION_NUM >= 160000
+#define cs_exec_init_range_table(estate, rtable) \
+	ExecInitRangeTable((estate), (rtable), NIL)
+#else
+#define cs_exec_init_range_table(estate, rtable) \
+	ExecInitRangeTable((estate), (rtable))
+#endif
+
+#if PG_VERSION_NUM >= 160000
+#define cs_epq_init(epq, estate) \
+	EvalPlanQualInit((epq), (estate), NULL, NIL, -1, NIL)
+#else
+#define cs_epq_init(epq, estate) \
+	EvalPlanQualInit((epq), (estate), NULL, NIL, -1)
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */

@@ -1,0 +1,899 @@
+/*-------------------------------------------------------------------------
+ *
+ * restore.c
+ *	  changestream.restore(): the state of archived tables as of a point
+ *	  in the archive, in the caller's transaction (all or nothing).
+ *
+ *	  1. The newest snapshot whose LSN (time) is not after the target is
+ *		 loaded through the server's COPY machinery: BeginCopyFrom() with
+ *		 a data callback that feeds the decompressed table section, as the
+ *		 table synchronization worker does (replication/logical/tablesync.c).
+ *	  2. The archived transactions after it are applied in commit order,
+ *		 through the decoder (decoder.c) and the executor
+ *		 (restore_apply.c), up to the last transaction that committed at
+ *		 or before the target.  A change whose Relation differs from the
+ *		 one the target was matched to first alters the target to match
+ *		 (added, dropped, renamed, retyped columns); TRUNCATE truncates.
+ *
+ *	  Everything runs under session_replication_role = replica and the
+ *	  archive's pinned session settings (pinned_settings.h), in a GUC nest
+ *	  level undone at the end.  Memory is per change (the decoder's and
+ *	  the executor's contexts), so a transaction of any size is applied in
+ *	  bounded memory.  Reading checks for interrupts; a NOTICE reports
+ *	  progress every few seconds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/copy.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "parser/parse_relation.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "restore.h"
+#include "snapshot_reader.h"
+
+PG_FUNCTION_INFO_V1(changestream_restore);
+
+#define RESTORE_COLS		8
+#define PROGRESS_INTERVAL_MS 3000
+
+typedef struct RestoreState
+{
+	const char *directory;
+	uint64		generation;
+	CsIdentity	identity;
+	const char *target_schema;	/* NULL: each table's own */
+	List	   *filter;			/* char *: wanted tables, NIL for all */
+	bool		has_target_lsn;
+	XLogRecPtr	target_lsn;
+	bool		has_target_time;
+	TimestampTz target_time;
+	char	   *snapshot_path;
+	XLogRecPtr	snapshot_lsn;
+	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
+	List	   *manifest_columns;	/* per table: List of (name, type) pairs */
+	int			restored_tables;
+	int64		snapshot_rows;
+	int64		transactions;
+	int64		changes;
+	XLogRecPtr	restored_lsn;
+	TimestampTz restored_time;
+	TimestampTz last_progress;
+	const char *progress_table;
+} RestoreState;
+
+/* The tables of the running restore, whose apply states DDL must close. */
+static List **open_tables = NULL;
+
+/* The snapshot section being fed to COPY (its callback takes no argument). */
+static CsSnapshotReader *copy_reader = NULL;
+static RestoreState *copy_state = NULL;
+
+/* ---------- helpers ---------- */
+
+static void
+close_apply_states(void)
+{
+	ListCell   *lc;
+
+	if (open_tables == NULL)
+		return;
+	foreach(lc, *open_tables)
+		cs_apply_close(lfirst(lc));
+}
+
+/* Run DDL (or a check): the tables' apply states are closed first. */
+static void
+run_sql(const char *sql)
+{
+	int			rc;
+
+	close_apply_states();
+	rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute failed (%d): %s", rc, sql);
+}
+
+static bool
+progress_due(RestoreState *rs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(rs->last_progress, now, PROGRESS_INTERVAL_MS))
+		return false;
+	rs->last_progress = now;
+	return true;
+}
+
+static bool
+name_wanted(RestoreState *rs, const char *schema, const char *name)
+{
+	ListCell   *lc;
+	char	   *qualified = psprintf("%s.%s", schema, name);
+
+	if (rs->filter == NIL)
+		return true;
+	foreach(lc, rs->filter)
+		if (strcmp(lfirst(lc), qualified) == 0 || strcmp(lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+static char *
+qualified_target(const CsRestoreTable *t)
+{
+	return quote_qualified_identifier(t->target_schema, t->name);
+}
+
+/* A string member of a JSON object, or NULL. */
+static char *
+json_string(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+	JsonbValue *v;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	v = findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static JsonbValue *
+json_member(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+}
+
+/* ---------- choosing the snapshot ---------- */
+
+static void
+not_archived(RestoreState *rs, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target %s is not archived in generation %016llx", what,
+					(unsigned long long) rs->generation),
+			 errdetail("The generation holds the transactions that committed from %X/%X (its start, %s) on.",
+					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+					   timestamptz_to_str(rs->identity.created_at)),
+			 errhint("Call changestream.generations() for the range of each generation.")));
+}
+
+/* The newest snapshot not after the target; its path and LSN in rs. */
+static void
+choose_snapshot(RestoreState *rs)
+{
+	List	   *names = cs_list_snapshots(rs->directory, rs->generation);
+	char	   *dir = cs_snapshots_dir_path(rs->directory, rs->generation);
+	ListCell   *lc;
+
+	if (rs->has_target_lsn && rs->target_lsn < rs->identity.start_lsn)
+		not_archived(rs, psprintf("LSN %X/%X", LSN_FORMAT_ARGS(rs->target_lsn)));
+	foreach(lc, names)
+	{
+		char	   *path = psprintf("%s/%s", dir, (char *) lfirst(lc));
+		CsSnapshotReader *r = cs_snapreader_open(path);
+		XLogRecPtr	lsn = cs_snapreader_lsn(r);
+		TimestampTz t = cs_snapreader_time(r);
+
+		cs_snapreader_close(r);
+		if (lsn < rs->identity.start_lsn)
+			continue;
+		if (rs->has_target_lsn && lsn > rs->target_lsn)
+			break;
+		if (rs->has_target_time && t > rs->target_time)
+			break;
+		rs->snapshot_path = path;
+		rs->snapshot_lsn = lsn;
+	}
+	if (rs->snapshot_path == NULL)
+	{
+		if (rs->has_target_time)
+			not_archived(rs, psprintf("time %s",
+									  timestamptz_to_str(rs->target_time)));
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no snapshot at or after its start %X/%X",
+						(unsigned long long) rs->generation,
+						LSN_FORMAT_ARGS(rs->identity.start_lsn)),
+				 errhint("Call changestream.verify() to check the archive.")));
+	}
+}
+
+/* ---------- target tables ---------- */
+
+/* Read the manifest's tables into rs->tables (wanted ones get a target). */
+static void
+read_manifest_tables(RestoreState *rs)
+{
+	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
+	Jsonb	   *jb;
+	JsonbValue *arr;
+	int			n;
+
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+											CStringGetDatum(cs_snapreader_manifest(r))));
+	arr = json_member(&jb->root, "tables");
+	if (arr == NULL || arr->type != jbvBinary)
+		cs_file_damage(rs->snapshot_path, 0, "The manifest has no tables array.");
+	n = JsonContainerSize(arr->val.binary.data);
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *tv = getIthJsonbValueFromContainer(arr->val.binary.data, i);
+		CsRestoreTable *t = palloc0(sizeof(CsRestoreTable));
+		JsonbValue *oid;
+		JsonbValue *cols;
+		List	   *pairs = NIL;
+		char	   *ident;
+
+		if (tv == NULL || tv->type != jbvBinary)
+			cs_file_damage(rs->snapshot_path, 0, "A table of the manifest is not an object.");
+		t->schema = json_string(tv->val.binary.data, "schema");
+		t->name = json_string(tv->val.binary.data, "name");
+		ident = json_string(tv->val.binary.data, "replica_identity");
+		oid = json_member(tv->val.binary.data, "oid");
+		cols = json_member(tv->val.binary.data, "columns");
+		if (t->schema == NULL || t->name == NULL || oid == NULL ||
+			oid->type != jbvNumeric || cols == NULL || cols->type != jbvBinary)
+			cs_file_damage(rs->snapshot_path, 0,
+						   "Table %d of the manifest lacks schema, name, oid or columns.", i + 1);
+		t->remote_oid = DatumGetObjectId(DirectFunctionCall1(numeric_int8,
+															 NumericGetDatum(oid->val.numeric)));
+		for (int j = 0; j < JsonContainerSize(cols->val.binary.data); j++)
+		{
+			JsonbValue *cv = getIthJsonbValueFromContainer(cols->val.binary.data, j);
+			char	   *cname;
+			char	   *ctype;
+
+			if (cv == NULL || cv->type != jbvBinary ||
+				(cname = json_string(cv->val.binary.data, "name")) == NULL ||
+				(ctype = json_string(cv->val.binary.data, "type")) == NULL)
+				cs_file_damage(rs->snapshot_path, 0,
+							   "A column of table \"%s.%s\" in the manifest lacks name or type.",
+							   t->schema, t->name);
+			t->columns = lappend(t->columns, cname);
+			pairs = lappend(pairs, list_make2(cname, ctype));
+		}
+		t->key_done = (ident != NULL && (ident[0] == 'f' || ident[0] == 'n'));
+		if (ident != NULL && ident[0] == 'f')
+			pairs = lappend(pairs, NIL);	/* marks REPLICA IDENTITY FULL */
+		if (name_wanted(rs, t->schema, t->name))
+			t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
+		rs->tables = lappend(rs->tables, t);
+		rs->manifest_columns = lappend(rs->manifest_columns, pairs);
+	}
+	cs_snapreader_close(r);
+}
+
+/* Two archived tables must not go to one target. */
+static void
+check_distinct_targets(RestoreState *rs, CsRestoreTable *t)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *o = lfirst(lc);
+
+		if (o == t || o->target_schema == NULL || !OidIsValid(o->relid))
+			continue;
+		if (strcmp(o->target_schema, t->target_schema) == 0 &&
+			strcmp(o->name, t->name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("archived tables \"%s.%s\" and \"%s.%s\" would both be restored as \"%s.%s\"",
+							o->schema, o->name, t->schema, t->name,
+							t->target_schema, t->name),
+					 errhint("Restore them in separate calls with the tables argument, or with target_schema NULL into their own schemas.")));
+	}
+}
+
+/* Check an existing target: privileges, empty, has the archived columns. */
+static void
+check_existing(CsRestoreTable *t)
+{
+	ListCell   *lc;
+	AclResult	acl;
+
+	acl = pg_class_aclcheck(t->relid, GetUserId(),
+							ACL_INSERT | ACL_UPDATE | ACL_DELETE | ACL_TRUNCATE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, t->name);
+	run_sql(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", qualified_target(t)));
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("target table \"%s.%s\" is not empty", t->target_schema, t->name),
+				 errhint("Restore into an empty table, another target_schema, or let restore() create the table.")));
+	foreach(lc, t->columns)
+		if (get_attnum(t->relid, lfirst(lc)) == InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("target table \"%s.%s\" has no column \"%s\", which the archive has",
+							t->target_schema, t->name, (char *) lfirst(lc))));
+}
+
+/* CREATE TABLE from (name, type) pairs; a NIL pair asks for identity FULL. */
+static void
+create_target(CsRestoreTable *t, List *pairs)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	bool		first = true;
+	bool		full = false;
+
+	if (!OidIsValid(get_namespace_oid(t->target_schema, true)))
+		run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->target_schema)));
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_target(t));
+	foreach(lc, pairs)
+	{
+		List	   *pair = lfirst(lc);
+
+		if (pair == NIL)
+		{
+			full = true;
+			continue;
+		}
+		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
+						 quote_identifier(linitial(pair)), (char *) lsecond(pair));
+		first = false;
+	}
+	appendStringInfoChar(&sql, ')');
+	run_sql(sql.data);
+	if (full)
+		run_sql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qualified_target(t)));
+	t->relid = get_relname_relid(t->name, get_namespace_oid(t->target_schema, false));
+	t->created = true;
+}
+
+/* Find or create the target of a wanted table. */
+static void
+prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs)
+{
+	Oid			nsp = get_namespace_oid(t->target_schema, true);
+
+	t->relid = OidIsValid(nsp) ? get_relname_relid(t->name, nsp) : InvalidOid;
+	if (OidIsValid(t->relid))
+		check_existing(t);
+	else
+		create_target(t, pairs);
+	check_distinct_targets(rs, t);
+	rs->restored_tables++;
+}
+
+/* The target of an archived relation seen in the stream, or NULL. */
+static CsRestoreTable *
+table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
+{
+	ListCell   *lc;
+	CsRestoreTable *t;
+	List	   *pairs = NIL;
+	const int32 *typmods = cs_decoder_typmods(d, rel);
+
+	foreach(lc, rs->tables)
+	{
+		t = lfirst(lc);
+		if (t->remote_oid == rel->remoteid)
+			return OidIsValid(t->relid) ? t : NULL;
+	}
+	/* a table published after the snapshot */
+	t = palloc0(sizeof(CsRestoreTable));
+	t->remote_oid = rel->remoteid;
+	t->schema = pstrdup(rel->nspname);
+	t->name = pstrdup(rel->relname);
+	rs->tables = lappend(rs->tables, t);
+	if (!name_wanted(rs, t->schema, t->name))
+		return NULL;
+	t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
+	for (int i = 0; i < rel->natts; i++)
+	{
+		char	   *type = cs_decoder_type_name(d, rel->atttyps[i],
+												typmods ? typmods[i] : -1);
+
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the archive names no type for OID %u of column \"%s\" of \"%s.%s\"",
+							rel->atttyps[i], rel->attnames[i], t->schema, t->name)));
+		t->columns = lappend(t->columns, pstrdup(rel->attnames[i]));
+		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
+	}
+	t->key_done = (rel->replident == 'f' || rel->replident == 'n');
+	if (rel->replident == 'f')
+		pairs = lappend(pairs, NIL);
+	prepare_target(rs, t, pairs);
+	return t;
+}
+
+/* ---------- following column changes ---------- */
+
+static int
+name_index(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), name) == 0)
+			return foreach_current_index(lc);
+	return -1;
+}
+
+static int
+rel_index(LogicalRepRelation *rel, const char *name)
+{
+	for (int i = 0; i < rel->natts; i++)
+		if (strcmp(rel->attnames[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* Does the target column have the archived column's type? */
+static bool
+same_type(CsDecoder *d, Oid relid, AttrNumber attnum, Oid remote_type,
+		  int32 remote_typmod)
+{
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	char	   *name;
+
+	get_atttypetypmodcoll(relid, attnum, &typid, &typmod, &collid);
+	if (remote_type < FirstNormalObjectId)
+		return typid == remote_type && typmod == remote_typmod;
+	name = cs_decoder_type_name(d, remote_type, remote_typmod);
+	return name == NULL ||
+		strcmp(name, format_type_extended(typid, -1, FORMAT_TYPE_FORCE_QUALIFY)) == 0;
+}
+
+/*
+ * cs_restore_sync_table
+ *	  Matches target table t to Relation rel, the one in force for the
+ *	  change about to be applied: a column of the previous Relation missing
+ *	  from rel at the same position as a new one is renamed, other missing
+ *	  ones are dropped, new ones added, and columns of another type are
+ *	  altered (USING the text form).  A table restore() created gets the
+ *	  replica identity key as its primary key.  Then t->attmap maps rel's
+ *	  columns to the target's.
+ *	  Errors: those of the ALTER TABLE commands; XX001 when rel names a
+ *	  type no Type message described.
+ */
+void
+cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
+{
+	const int32 *typmods = cs_decoder_typmods(d, rel);
+	char	   *target = qualified_target(t);
+	List	   *now = NIL;
+	ListCell   *lc;
+
+	if (t->synced == rel)
+		return;
+	/* renames and drops */
+	foreach(lc, t->columns)
+	{
+		char	   *old = lfirst(lc);
+		int			pos = foreach_current_index(lc);
+
+		if (rel_index(rel, old) >= 0)
+			continue;
+		if (pos < rel->natts && name_index(t->columns, rel->attnames[pos]) < 0)
+			run_sql(psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", target,
+							 quote_identifier(old),
+							 quote_identifier(rel->attnames[pos])));
+		else if (get_attnum(t->relid, old) != InvalidAttrNumber)
+			run_sql(psprintf("ALTER TABLE %s DROP COLUMN %s", target,
+							 quote_identifier(old)));
+	}
+	/* additions and type changes */
+	for (int i = 0; i < rel->natts; i++)
+	{
+		AttrNumber	attnum = get_attnum(t->relid, rel->attnames[i]);
+		int32		typmod = typmods ? typmods[i] : -1;
+		char	   *type = cs_decoder_type_name(d, rel->atttyps[i], typmod);
+
+		now = lappend(now, pstrdup(rel->attnames[i]));
+		if (attnum != InvalidAttrNumber &&
+			same_type(d, t->relid, attnum, rel->atttyps[i], typmod))
+			continue;
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the archive names no type for OID %u of column \"%s\" of \"%s.%s\"",
+							rel->atttyps[i], rel->attnames[i], t->schema, t->name)));
+		if (attnum == InvalidAttrNumber)
+			run_sql(psprintf("ALTER TABLE %s ADD COLUMN %s %s", target,
+							 quote_identifier(rel->attnames[i]), type));
+		else
+			run_sql(psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s USING %s::text::%s",
+							 target, quote_identifier(rel->attnames[i]), type,
+							 quote_identifier(rel->attnames[i]), type));
+	}
+	if (!t->key_done && t->created && !bms_is_empty(rel->attkeys))
+	{
+		StringInfoData keys;
+		int			k = -1;
+
+		initStringInfo(&keys);
+		while ((k = bms_next_member(rel->attkeys, k)) >= 0)
+			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "",
+							 quote_identifier(rel->attnames[k]));
+		run_sql(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", target, keys.data));
+	}
+	t->key_done = true;
+	t->columns = now;
+	t->attmap = palloc(sizeof(AttrNumber) * Max(rel->natts, 1));
+	for (int i = 0; i < rel->natts; i++)
+		t->attmap[i] = get_attnum(t->relid, rel->attnames[i]);
+	t->synced = rel;
+}
+
+/* ---------- loading the snapshot ---------- */
+
+static int
+copy_data(void *outbuf, int minread, int maxread)
+{
+	int			n = cs_snapreader_read(copy_reader, outbuf, maxread);
+
+	if (progress_due(copy_state))
+		ereport(NOTICE,
+				(errmsg("restoring snapshot: table %s, %lld bytes of the snapshot read",
+						copy_state->progress_table,
+						(long long) cs_snapreader_offset(copy_reader))));
+	return n;
+}
+
+static void
+copy_section(RestoreState *rs, CsRestoreTable *t)
+{
+	Relation	rel = table_open(t->relid, RowExclusiveLock);
+	ParseState *pstate = make_parsestate(NULL);
+	List	   *attnames = NIL;
+	ListCell   *lc;
+	CopyFromState cstate;
+
+	/* as tablesync.c's copy_table() */
+	(void) addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
+										 false, false);
+	foreach(lc, t->columns)
+		attnames = lappend(attnames, makeString(lfirst(lc)));
+	rs->progress_table = psprintf("%s.%s", t->target_schema, t->name);
+	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, copy_data,
+						   attnames, NIL);
+	t->rows = CopyFrom(cstate);
+	EndCopyFrom(cstate);
+	free_parsestate(pstate);
+	table_close(rel, NoLock);
+	rs->snapshot_rows += t->rows;
+	CommandCounterIncrement();
+}
+
+static void
+load_snapshot(RestoreState *rs)
+{
+	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
+	char	   *scratch = palloc(64 * 1024);
+	ListCell   *lc = list_head(rs->tables);
+	int			sections = 0;
+
+	copy_reader = r;
+	copy_state = rs;
+	while (cs_snapreader_next_table(r) != NULL)
+	{
+		CsRestoreTable *t;
+
+		if (lc == NULL)
+			cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+						   "The file holds more table sections than its manifest lists.");
+		t = lfirst(lc);
+		lc = lnext(rs->tables, lc);
+		sections++;
+		if (t->target_schema != NULL)
+			copy_section(rs, t);
+		else
+			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
+				;
+	}
+	if (sections != list_length(rs->manifest_columns))
+		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+					   "The file holds %d table sections; its manifest lists %d.",
+					   sections, list_length(rs->manifest_columns));
+	copy_reader = NULL;
+	copy_state = NULL;
+	cs_snapreader_close(r);
+}
+
+/* ---------- applying the archived transactions ---------- */
+
+static void
+apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
+{
+	ListCell   *lc;
+
+	foreach(lc, c->truncated)
+	{
+		CsRestoreTable *t = table_for(rs, d, lfirst(lc));
+
+		if (t == NULL)
+			continue;
+		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
+		rs->changes++;
+	}
+}
+
+/* Has the archive been read far enough to prove the target's state? */
+static void
+check_reached(RestoreState *rs, CsDecoder *d)
+{
+	XLogRecPtr	position;
+	TimestampTz send_time;
+
+	cs_decoder_reached(d, &position, &send_time);
+	if (rs->has_target_lsn && position <= rs->target_lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the target LSN %X/%X is beyond the end of generation %016llx",
+						LSN_FORMAT_ARGS(rs->target_lsn),
+						(unsigned long long) rs->generation),
+				 errdetail("The generation holds the transactions that committed from %X/%X to before %X/%X.",
+						   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+						   LSN_FORMAT_ARGS(position)),
+				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+	if (rs->has_target_time && send_time < rs->target_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the target time %s is beyond the end of generation %016llx",
+						timestamptz_to_str(rs->target_time),
+						(unsigned long long) rs->generation),
+				 errdetail("The generation holds what the server sent from %s to %s.",
+						   timestamptz_to_str(rs->identity.created_at),
+						   timestamptz_to_str(send_time)),
+				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+}
+
+static bool
+past_target(RestoreState *rs, const CsChange *c)
+{
+	return (rs->has_target_lsn && c->commit_lsn > rs->target_lsn) ||
+		(rs->has_target_time && c->commit_time > rs->target_time);
+}
+
+static void
+apply_archive(RestoreState *rs)
+{
+	CsDecoder  *d = cs_decoder_open(rs->directory, rs->generation,
+									rs->snapshot_lsn,
+									rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CsRestoreTable *t;
+
+		if (progress_due(rs))
+			ereport(NOTICE,
+					(errmsg("restoring: %lld transactions, %lld changes applied, at LSN %X/%X",
+							(long long) rs->transactions, (long long) rs->changes,
+							LSN_FORMAT_ARGS(c.commit_lsn))));
+		switch (c.kind)
+		{
+			case CS_CHANGE_BEGIN:
+				skip = c.commit_lsn < rs->snapshot_lsn;
+				reached = !skip && past_target(rs, &c);
+				break;
+			case CS_CHANGE_COMMIT:
+				if (skip)
+					break;
+				rs->transactions++;
+				rs->restored_lsn = c.commit_lsn;
+				rs->restored_time = c.commit_time;
+				break;
+			case CS_CHANGE_INSERT:
+			case CS_CHANGE_UPDATE:
+			case CS_CHANGE_DELETE:
+				if (skip || (t = table_for(rs, d, c.rel)) == NULL)
+					break;
+				cs_restore_sync_table(t, d, c.rel);
+				cs_apply_change(t, &c);
+				rs->changes++;
+				break;
+			case CS_CHANGE_TRUNCATE:
+				if (!skip)
+					apply_truncate(rs, d, &c);
+				break;
+			default:
+				break;
+		}
+	}
+	if (!reached)
+		check_reached(rs, d);
+	cs_decoder_close(d);
+}
+
+/* ---------- the SQL function ---------- */
+
+/* Pin the archive's session settings and the replica role, in a nest level. */
+static int
+pin_settings(void)
+{
+	int			nest = NewGUCNestLevel();
+
+#define CS_PINNED_SETTING(name, value) \
+	(void) set_config_option((name), (value), PGC_SUSET, PGC_S_SESSION, \
+							 GUC_ACTION_SAVE, true, 0, false);
+#include "pinned_settings.h"
+#undef CS_PINNED_SETTING
+	(void) set_config_option("session_replication_role", "replica", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+static List *
+text_array_list(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	List	   *result = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems,
+					  &elem_nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!elem_nulls[i])
+			result = lappend(result, TextDatumGetCString(elems[i]));
+	return result;
+}
+
+static void
+read_args(FunctionCallInfo fcinfo, RestoreState *rs)
+{
+	rs->target_schema = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	rs->has_target_lsn = !PG_ARGISNULL(2);
+	rs->target_lsn = rs->has_target_lsn ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
+	rs->has_target_time = !PG_ARGISNULL(3);
+	rs->target_time = rs->has_target_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
+	if (rs->has_target_lsn && rs->has_target_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target_lsn and target_time cannot both be given")));
+	if (!PG_ARGISNULL(4))
+		rs->filter = text_array_list(PG_GETARG_ARRAYTYPE_P(4));
+	if (!PG_ARGISNULL(5))
+	{
+		if (!superuser())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to restore from archive_directory"),
+					 errdetail("Only superusers may read an archive from a directory of their choice.")));
+		rs->directory = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (!is_absolute_path(rs->directory))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("archive_directory must be an absolute path")));
+	}
+	else
+		rs->directory = cs_require_directory();
+	rs->generation = cs_resolve_generation(rs->directory, PG_ARGISNULL(1) ? NULL :
+										   text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	if (!cs_read_identity(rs->directory, rs->generation, &rs->identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) rs->generation)));
+}
+
+/*
+ * changestream.restore(target_schema text, generation text DEFAULT NULL,
+ *	  target_lsn pg_lsn DEFAULT NULL, target_time timestamptz DEFAULT NULL,
+ *	  tables text[] DEFAULT NULL, archive_directory text DEFAULT NULL)
+ *	  Restores the archived tables (tables: "schema.table" or "table"; NULL
+ *	  for all) as of the last transaction that committed at or before
+ *	  target_lsn or target_time (at most one; NULL: all archived) into
+ *	  target_schema.<table> (NULL: each table's own schema), in the
+ *	  caller's transaction.  Existing targets must be empty and have the
+ *	  archived columns; missing ones are created.  archive_directory
+ *	  (superuser only) reads a copied archive instead of
+ *	  changestream.directory.
+ *	  Returns one row (generation text, snapshot_lsn pg_lsn, restored_lsn
+ *	  pg_lsn (commit LSN of the last transaction applied, or the snapshot's
+ *	  LSN), restored_commit_time timestamptz (NULL when none was applied),
+ *	  tables int, snapshot_rows bigint, transactions bigint, changes
+ *	  bigint).
+ *	  Errors: 22023 for a target outside the generation (the range is in
+ *	  errdetail) or both targets; 42P07 when two tables would share a
+ *	  target; 55000 for a non-empty target, or changestream.directory
+ *	  unset; 42703 for a target lacking a column; 42501 for
+ *	  archive_directory without superuser, or missing table privileges;
+ *	  42704 for a missing generation; XX001 naming file and offset for a
+ *	  damaged archive; 57014 on cancel.
+ */
+Datum
+changestream_restore(PG_FUNCTION_ARGS)
+{
+	RestoreState rs;
+	TupleDesc	tupdesc;
+	Datum		values[RESTORE_COLS];
+	bool		nulls[RESTORE_COLS];
+	MemoryContext cxt = CurrentMemoryContext;
+	int			nest;
+	ListCell   *lc1,
+			   *lc2;
+
+	memset(&rs, 0, sizeof(rs));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	read_args(fcinfo, &rs);
+	rs.last_progress = GetCurrentTimestamp();
+	choose_snapshot(&rs);
+	read_manifest_tables(&rs);
+
+	nest = pin_settings();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	MemoryContextSwitchTo(cxt);
+	forboth(lc1, rs.tables, lc2, rs.manifest_columns)
+	{
+		CsRestoreTable *t = lfirst(lc1);
+
+		if (t->target_schema != NULL)
+			prepare_target(&rs, t, lfirst(lc2));
+	}
+	load_snapshot(&rs);
+	open_tables = &rs.tables;
+	PG_TRY();
+	{
+		apply_archive(&rs);
+		close_apply_states();
+	}
+	PG_FINALLY();
+	{
+		open_tables = NULL;
+	}
+	PG_END_TRY();
+	SPI_finish();
+	MemoryContextSwitchTo(cxt);
+	AtEOXact_GUC(true, nest);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) rs.generation));
+	values[1] = LSNGetDatum(rs.snapshot_lsn);
+	values[2] = LSNGetDatum(rs.transactions > 0 ? rs.restored_lsn : rs.snapshot_lsn);
+	values[3] = TimestampTzGetDatum(rs.restored_time);
+	nulls[3] = (rs.transactions == 0);
+	values[4] = Int32GetDatum(rs.restored_tables);
+	values[5] = Int64GetDatum(rs.snapshot_rows);
+	values[6] = Int64GetDatum(rs.transactions);
+	values[7] = Int64GetDatum(rs.changes);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}

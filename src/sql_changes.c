@@ -1,0 +1,362 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_changes.c
+ *	  changestream.changes(): archived history as rows, one per change,
+ *	  decoded by decoder.c.  Row values are the archived text form as JSON
+ *	  strings (SQL NULL as JSON null), except json and jsonb columns, which
+ *	  are embedded as JSON, so jsonb_populate_record() gives the typed row
+ *	  back.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "decoder.h"
+
+PG_FUNCTION_INFO_V1(changestream_changes);
+
+#define CHANGE_COLS 10
+
+/* The bounds and filter of one changes() call. */
+typedef struct ChangeFilter
+{
+	XLogRecPtr	start_lsn;
+	XLogRecPtr	end_lsn;
+	bool		has_start_time;
+	TimestampTz start_time;
+	bool		has_end_time;
+	TimestampTz end_time;
+	List	   *relations;		/* char *: "schema.table" or "table" */
+} ChangeFilter;
+
+/* Append one column value as JSON: json/jsonb embedded, others a string. */
+static void
+append_value(StringInfo buf, Oid typid, const StringInfoData *value)
+{
+	if (typid == JSONOID || typid == JSONBOID)
+		appendBinaryStringInfo(buf, value->data, value->len);
+	else
+		escape_json(buf, value->data);
+}
+
+/*
+ * A tuple as jsonb: {column: value}.  keys_only keeps only the replica
+ * identity key's columns.  Unchanged TOASTed columns are left out and
+ * added to *unchanged (text Datums).
+ */
+static Datum
+tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
+			List **unchanged)
+{
+	StringInfoData buf;
+	bool		first = true;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < tup->ncols; i++)
+	{
+		if (keys_only && !bms_is_member(i, rel->attkeys))
+			continue;
+		if (tup->colstatus[i] == LOGICALREP_COLUMN_UNCHANGED)
+		{
+			if (unchanged)
+				*unchanged = lappend(*unchanged, rel->attnames[i]);
+			continue;
+		}
+		if (!first)
+			appendStringInfoString(&buf, ", ");
+		first = false;
+		escape_json(&buf, rel->attnames[i]);
+		appendStringInfoString(&buf, ": ");
+		if (tup->colstatus[i] == LOGICALREP_COLUMN_NULL)
+			appendStringInfoString(&buf, "null");
+		else
+			append_value(&buf, rel->atttyps[i], &tup->colvalues[i]);
+	}
+	appendStringInfoChar(&buf, '}');
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+
+static Datum
+names_array(List *names)
+{
+	ArrayBuildState *astate = NULL;
+	ListCell   *lc;
+
+	if (names == NIL)
+		return PointerGetDatum(construct_empty_array(TEXTOID));
+	foreach(lc, names)
+		astate = accumArrayResult(astate, CStringGetTextDatum(lfirst(lc)),
+								  false, TEXTOID, CurrentMemoryContext);
+	return makeArrayResult(astate, CurrentMemoryContext);
+}
+
+/* A logical message as jsonb: prefix, transactional, content. */
+static Datum
+message_jsonb(const CsChange *c)
+{
+	StringInfoData buf;
+	char	   *content;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"prefix\": ");
+	escape_json(&buf, c->prefix);
+	appendStringInfo(&buf, ", \"transactional\": %s, \"content\": ",
+					 c->transactional ? "true" : "false");
+	if (memchr(c->content, '\0', c->content_len) == NULL &&
+		pg_verifymbstr(c->content, c->content_len, true))
+		content = pnstrdup(c->content, c->content_len);
+	else
+	{
+		bytea	   *b = palloc(VARHDRSZ + c->content_len);
+
+		SET_VARSIZE(b, VARHDRSZ + c->content_len);
+		memcpy(VARDATA(b), c->content, c->content_len);
+		content = DatumGetCString(DirectFunctionCall1(byteaout,
+													  PointerGetDatum(b)));
+	}
+	escape_json(&buf, content);
+	appendStringInfoChar(&buf, '}');
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+
+static bool
+relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
+{
+	ListCell   *lc;
+	char	   *qualified;
+
+	if (f->relations == NIL)
+		return true;
+	qualified = psprintf("%s.%s", rel->nspname, rel->relname);
+	foreach(lc, f->relations)
+	{
+		const char *want = lfirst(lc);
+
+		if (strcmp(want, qualified) == 0 || strcmp(want, rel->relname) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool
+time_wanted(const ChangeFilter *f, TimestampTz t)
+{
+	return (!f->has_start_time || t >= f->start_time) &&
+		(!f->has_end_time || t <= f->end_time);
+}
+
+static bool
+lsn_wanted(const ChangeFilter *f, XLogRecPtr lsn)
+{
+	return (f->start_lsn == InvalidXLogRecPtr || lsn >= f->start_lsn) &&
+		(f->end_lsn == InvalidXLogRecPtr || lsn <= f->end_lsn);
+}
+
+/* Fill one row's values for a change (not TRUNCATE). */
+static void
+change_row(const CsChange *c, LogicalRepRelation *rel, const char *action,
+		   int ordinal, Datum *values, bool *nulls)
+{
+	List	   *unchanged = NIL;
+
+	memset(nulls, true, sizeof(bool) * CHANGE_COLS);
+	values[0] = LSNGetDatum(c->commit_lsn);
+	nulls[0] = false;
+	if (c->in_txn)
+	{
+		values[1] = TimestampTzGetDatum(c->commit_time);
+		nulls[1] = false;
+		values[2] = TransactionIdGetDatum(c->xid);
+		nulls[2] = false;
+	}
+	values[3] = Int32GetDatum(ordinal);
+	nulls[3] = false;
+	values[4] = CStringGetTextDatum(action);
+	nulls[4] = false;
+	if (rel != NULL)
+	{
+		values[5] = CStringGetTextDatum(rel->nspname);
+		values[6] = CStringGetTextDatum(rel->relname);
+		nulls[5] = nulls[6] = false;
+	}
+	if (c->kind == CS_CHANGE_MESSAGE)
+	{
+		values[8] = message_jsonb(c);
+		nulls[8] = false;
+		return;
+	}
+	if (c->kind == CS_CHANGE_UPDATE || c->kind == CS_CHANGE_DELETE)
+	{
+		if (c->old_kind != 0)
+			values[7] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->oldtup,
+									c->old_kind == 'K', NULL);
+		else
+			values[7] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->newtup,
+									true, NULL);
+		nulls[7] = false;
+	}
+	if (c->kind == CS_CHANGE_INSERT || c->kind == CS_CHANGE_UPDATE)
+	{
+		values[8] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->newtup,
+								false, &unchanged);
+		nulls[8] = false;
+		values[9] = names_array(unchanged);
+		nulls[9] = false;
+	}
+}
+
+/* Emit the rows of one decoded change that passes the filter. */
+static void
+emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
+{
+	Datum		values[CHANGE_COLS];
+	bool		nulls[CHANGE_COLS];
+	const char *action;
+
+	switch (c->kind)
+	{
+		case CS_CHANGE_INSERT:
+			action = "insert";
+			break;
+		case CS_CHANGE_UPDATE:
+			action = "update";
+			break;
+		case CS_CHANGE_DELETE:
+			action = "delete";
+			break;
+		case CS_CHANGE_TRUNCATE:
+			{
+				ListCell   *lc;
+				int			ordinal = c->ordinal;
+
+				foreach(lc, c->truncated)
+				{
+					LogicalRepRelation *rel = lfirst(lc);
+
+					if (relation_wanted(f, rel))
+					{
+						change_row(c, rel, "truncate", ordinal, values, nulls);
+						tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+											 values, nulls);
+					}
+					ordinal++;
+				}
+				return;
+			}
+		case CS_CHANGE_MESSAGE:
+			if (f->relations != NIL)
+				return;
+			change_row(c, NULL, "message", c->ordinal, values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			return;
+		default:
+			return;
+	}
+	if (!relation_wanted(f, c->rel))
+		return;
+	change_row(c, c->rel, action, c->ordinal, values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static List *
+text_array_list(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	List	   *result = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems,
+					  &elem_nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!elem_nulls[i])
+			result = lappend(result, TextDatumGetCString(elems[i]));
+	return result;
+}
+
+/*
+ * changestream.changes(generation text DEFAULT NULL, start_lsn pg_lsn,
+ *	  end_lsn pg_lsn, start_time timestamptz, end_time timestamptz,
+ *	  relations text[]) (all DEFAULT NULL)
+ *	  Returns setof (commit_lsn pg_lsn, commit_time timestamptz, xid xid,
+ *	  ordinal int, action text, schema_name text, table_name text, old_row
+ *	  jsonb, new_row jsonb, unchanged_columns text[]): the archived changes
+ *	  of a generation (NULL: the newest) in commit order, decoded with the
+ *	  Relation in force at each one.  A transaction is returned when its
+ *	  commit LSN lies in [start_lsn, end_lsn] and its commit time in
+ *	  [start_time, end_time]; a message outside a transaction by its own
+ *	  LSN (commit_time and xid NULL).  relations keeps changes to the
+ *	  tables named "schema.table" or "table" (logical messages then drop
+ *	  out).  action: insert, update, delete, truncate (one row per table)
+ *	  or message (new_row {prefix, transactional, content}).  old_row is
+ *	  the old key (the whole old row under REPLICA IDENTITY FULL; the new
+ *	  row's key when the key did not change).  Unchanged TOASTed columns
+ *	  are left out of new_row and listed in unchanged_columns.
+ *	  Errors: 22023 for a malformed generation, 42704 when it does not
+ *	  exist, 55000 when changestream.directory is not set; XX001 naming
+ *	  file and offset on damage (decoder.c).
+ */
+Datum
+changestream_changes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *directory;
+	uint64		generation;
+	ChangeFilter f;
+	CsDecoder  *d;
+	CsChange	c;
+	MemoryContext row_cxt;
+	bool		wanted = true;
+
+	memset(&f, 0, sizeof(f));
+	directory = cs_require_directory();
+	generation = cs_resolve_generation(directory, PG_ARGISNULL(0) ? NULL :
+									   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	f.start_lsn = PG_ARGISNULL(1) ? InvalidXLogRecPtr : PG_GETARG_LSN(1);
+	f.end_lsn = PG_ARGISNULL(2) ? InvalidXLogRecPtr : PG_GETARG_LSN(2);
+	f.has_start_time = !PG_ARGISNULL(3);
+	f.start_time = f.has_start_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
+	f.has_end_time = !PG_ARGISNULL(4);
+	f.end_time = f.has_end_time ? PG_GETARG_TIMESTAMPTZ(4) : 0;
+	if (!PG_ARGISNULL(5))
+		f.relations = text_array_list(PG_GETARG_ARRAYTYPE_P(5));
+	InitMaterializedSRF(fcinfo, 0);
+
+	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
+	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "changes row",
+									ALLOCSET_DEFAULT_SIZES);
+	while (cs_decoder_next(d, &c))
+	{
+		MemoryContext old;
+
+		if (c.kind == CS_CHANGE_BEGIN)
+			wanted = lsn_wanted(&f, c.commit_lsn) && time_wanted(&f, c.commit_time);
+		else if (!c.in_txn)
+			wanted = lsn_wanted(&f, c.commit_lsn) &&
+				!f.has_start_time && !f.has_end_time;
+		if (!wanted)
+			continue;
+		old = MemoryContextSwitchTo(row_cxt);
+		emit_change(rsinfo, &f, &c);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+	}
+	cs_decoder_close(d);
+	MemoryContextDelete(row_cxt);
+	return (Datum) 0;
+}
