@@ -39,6 +39,7 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/wait_event.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"

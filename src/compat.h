@@ -83,9 +83,13 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 
 /*
  * Executor set-up for restore's apply (restore_apply.c), as the apply
- * worker does it: PostgreSQL 16 added RTEPermissionInfo lists.
+ * worker does it: PostgreSQL 16 added RTEPermissionInfo lists, 18 the set
+ * of unpruned range table indexes (the one relation, index 1).
  */
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 180000
+#define cs_exec_init_range_table(estate, rtable) \
+	ExecInitRangeTable((estate), (rtable), NIL, bms_make_singleton(1))
+#elif PG_VERSION_NUM >= 160000
 #define cs_exec_init_range_table(estate, rtable) \
 	ExecInitRangeTable((estate), (rtable), NIL)
 #else
@@ -99,6 +103,29 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 #else
 #define cs_epq_init(epq, estate) \
 	EvalPlanQualInit((epq), (estate), NULL, NIL, -1)
+#endif
+
+/*
+ * cs_relation_primary_key(rel) -> Oid of the primary key index, or
+ * InvalidOid; 18 added deferrable_ok (false: what earlier versions did).
+ */
+#if PG_VERSION_NUM >= 180000
+#define cs_relation_primary_key(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define cs_relation_primary_key(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
+ * cs_find_repl_tuple_by_index(rel, idxoid, lockmode, searchslot, outslot)
+ *	  RelationFindReplTupleByIndex(); 19 added skipduplicates (false: what
+ *	  earlier versions did).
+ */
+#if PG_VERSION_NUM >= 190000
+#define cs_find_repl_tuple_by_index(rel, idx, mode, search, out) \
+	RelationFindReplTupleByIndex((rel), (idx), false, (mode), (search), (out))
+#else
+#define cs_find_repl_tuple_by_index(rel, idx, mode, search, out) \
+	RelationFindReplTupleByIndex((rel), (idx), (mode), (search), (out))
 #endif
 
 #endif							/* CHANGESTREAM_COMPAT_H */

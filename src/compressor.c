@@ -54,6 +54,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "tcop/tcopprot.h"
+#include "utils/wait_event.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"

@@ -152,7 +152,7 @@ lookup_index(Relation rel)
 {
 	Oid			idx = RelationGetReplicaIndex(rel);
 
-	return OidIsValid(idx) ? idx : RelationGetPrimaryKeyIndex(rel);
+	return OidIsValid(idx) ? idx : cs_relation_primary_key(rel);
 }
 
 /* Find the target row an UPDATE or DELETE refers to, into localslot. */
@@ -166,7 +166,7 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 
 	fill_slot(searchslot, NULL, t, c->old_kind ? &c->oldtup : &c->newtup);
 	if (OidIsValid(idx))
-		found = RelationFindReplTupleByIndex(as->rel, idx, LockTupleExclusive,
+		found = cs_find_repl_tuple_by_index(as->rel, idx, LockTupleExclusive,
 											 searchslot, localslot);
 	else
 		found = RelationFindReplTupleSeq(as->rel, LockTupleExclusive,
