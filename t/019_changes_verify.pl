@@ -29,7 +29,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('changes', conf => "changestream.segment_size = '64kB'\n");
+my $node = cs_new_node('changes', conf => "changestream.segment_size = '64kB'\nchangestream.message_prefixes = 'p'\n");
 $node->start;
 my $db = 'postgres';
 
