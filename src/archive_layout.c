@@ -25,7 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "storage/fd.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
@@ -543,4 +546,49 @@ cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
 	}
 	PG_END_TRY();
 	return true;
+}
+
+/*
+ * cs_catch_damage
+ *	  Runs fn(arg) in a subtransaction with cxt as CurrentMemoryContext, the
+ *	  way PL/pgSQL runs an exception block.  Returns NULL when fn returns,
+ *	  or the error, copied into the caller's memory context, when fn raised
+ *	  XX001 (data_corrupted): the subtransaction is then rolled back and cxt
+ *	  reset, which closes the files fn's readers held in it.  Any other
+ *	  error is raised again.  For readers that report damage as a value
+ *	  (generations()' damage column, verify()'s rows) instead of failing.
+ */
+ErrorData *
+cs_catch_damage(void (*fn) (void *arg), void *arg, MemoryContext cxt)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	ErrorData  *volatile damage = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		MemoryContextReset(cxt);
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+			ReThrowError(edata);
+		damage = edata;
+	}
+	PG_END_TRY();
+	return damage;
 }

@@ -30,7 +30,6 @@
 #include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -199,66 +198,61 @@ generation_row_contents(const char *directory, uint64 generation,
 	nulls[6] = false;
 }
 
+/* What generation_row_contents() needs, for cs_catch_damage(). */
+typedef struct RowContents
+{
+	const char *directory;
+	uint64		generation;
+	Datum		values[GENERATION_COLS];
+	bool		nulls[GENERATION_COLS];
+} RowContents;
+
+static void
+row_contents(void *arg)
+{
+	RowContents *rc = (RowContents *) arg;
+
+	generation_row_contents(rc->directory, rc->generation, rc->values,
+							rc->nulls);
+}
+
 /*
  * One generations() row.  Damage found reading the identity file or the
  * segments (XX001) goes into the damage column instead of failing the
- * whole listing: the reading runs in a subtransaction, and the memory
- * context holding its readers is reset on error, which closes their files.
- * Any other error is raised again.
+ * whole listing (cs_catch_damage()); any other error is raised again.
  */
 static void
 generation_row(const char *directory, uint64 generation, Datum *values,
 			   bool *nulls)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	MemoryContext read_cxt = AllocSetContextCreate(oldcxt,
+	MemoryContext read_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "changestream generation row",
 												   ALLOCSET_DEFAULT_SIZES);
-	Datum		contents[GENERATION_COLS];
-	bool		contents_null[GENERATION_COLS];
+	RowContents rc;
+	ErrorData  *damage;
 
 	memset(nulls, true, sizeof(bool) * GENERATION_COLS);
-	memset(contents_null, true, sizeof(contents_null));
 	generation_row_files(directory, generation, values, nulls);
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(read_cxt);
-	PG_TRY();
+	rc.directory = directory;
+	rc.generation = generation;
+	memset(rc.nulls, true, sizeof(rc.nulls));
+	damage = cs_catch_damage(row_contents, &rc, read_cxt);
+	if (damage != NULL)
 	{
-		generation_row_contents(directory, generation, contents, contents_null);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		MemoryContextReset(read_cxt);
-		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
-			ReThrowError(edata);
 		values[GENERATION_COLS - 1] =
-			CStringGetTextDatum(edata->detail ?
-								psprintf("%s: %s", edata->message, edata->detail) :
-								edata->message);
+			CStringGetTextDatum(damage->detail ?
+								psprintf("%s: %s", damage->message, damage->detail) :
+								damage->message);
 		nulls[GENERATION_COLS - 1] = false;
-		FreeErrorData(edata);
+		FreeErrorData(damage);
 	}
-	PG_END_TRY();
 
 	/* copy what was read out of read_cxt: pg_lsn, timestamptz, int by value */
 	for (int i = 2; i <= 6; i++)
 	{
-		if (i == 4 || contents_null[i])
+		if (i == 4 || rc.nulls[i])
 			continue;
-		values[i] = contents[i];
+		values[i] = rc.values[i];
 		nulls[i] = false;
 	}
 	MemoryContextDelete(read_cxt);

@@ -26,7 +26,6 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/tuplestore.h"
 
 #include "decoder.h"
@@ -87,48 +86,44 @@ add_error(VerifyState *vs, ErrorData *edata, const char *fallback_file)
 
 typedef void (*CheckFn) (VerifyState *vs, const char *file);
 
+/* One check and its arguments, for cs_catch_damage(). */
+typedef struct CheckCall
+{
+	CheckFn		fn;
+	VerifyState *vs;
+	const char *file;
+} CheckCall;
+
+static void
+call_check(void *arg)
+{
+	CheckCall  *call = (CheckCall *) arg;
+
+	call->fn(call->vs, call->file);
+}
+
 /*
- * Run one check in a subtransaction.  Data corruption (XX001) becomes a
- * problem row and false is returned; any other error is raised again.
+ * Run one check in a subtransaction (cs_catch_damage()).  Data corruption
+ * (XX001) becomes a problem row and false is returned; any other error is
+ * raised again.
  */
 static bool
 run_check(VerifyState *vs, CheckFn fn, const char *file)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	MemoryContext cxt = AllocSetContextCreate(oldcxt, "changestream verify",
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "changestream verify",
 											  ALLOCSET_DEFAULT_SIZES);
-	bool		ok = true;
+	CheckCall	call = {fn, vs, file};
+	ErrorData  *damage = cs_catch_damage(call_check, &call, cxt);
+	bool		sound = (damage == NULL);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
+	if (!sound)
 	{
-		fn(vs, file);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		add_error(vs, damage, file);
+		FreeErrorData(damage);
 	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		MemoryContextReset(cxt);
-		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
-			ReThrowError(edata);
-		add_error(vs, edata, file);
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
 	MemoryContextDelete(cxt);
-	return ok;
+	return sound;
 }
 
 /* Every segment of the generation, through the decoder. */
