@@ -82,19 +82,30 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 
 
 /*
- * Executor set-up for restore's apply (restore_apply.c), as the apply
- * worker does it: PostgreSQL 16 added RTEPermissionInfo lists, 18 the set
- * of unpruned range table indexes (the one relation, index 1).
+ * Executor set-up for restore's apply (restore_apply.c) over one relation,
+ * as the apply worker's create_estate_for_relation() does it: PostgreSQL 16
+ * added RTEPermissionInfo lists (addRTEPermissionInfo(), from
+ * parser/parse_relation.h), 18 the set of unpruned range table indexes
+ * (the one relation, index 1).
  */
 #if PG_VERSION_NUM >= 180000
-#define cs_exec_init_range_table(estate, rtable) \
-	ExecInitRangeTable((estate), (rtable), NIL, bms_make_singleton(1))
+#define cs_exec_init_range_table(estate, rte) \
+	do { \
+		List	   *perminfos_ = NIL; \
+		addRTEPermissionInfo(&perminfos_, (rte)); \
+		ExecInitRangeTable((estate), list_make1(rte), perminfos_, \
+						   bms_make_singleton(1)); \
+	} while (0)
 #elif PG_VERSION_NUM >= 160000
-#define cs_exec_init_range_table(estate, rtable) \
-	ExecInitRangeTable((estate), (rtable), NIL)
+#define cs_exec_init_range_table(estate, rte) \
+	do { \
+		List	   *perminfos_ = NIL; \
+		addRTEPermissionInfo(&perminfos_, (rte)); \
+		ExecInitRangeTable((estate), list_make1(rte), perminfos_); \
+	} while (0)
 #else
-#define cs_exec_init_range_table(estate, rtable) \
-	ExecInitRangeTable((estate), (rtable))
+#define cs_exec_init_range_table(estate, rte) \
+	ExecInitRangeTable((estate), list_make1(rte))
 #endif
 
 #if PG_VERSION_NUM >= 160000

@@ -27,6 +27,7 @@
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_relation.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -58,7 +59,7 @@ begin_apply(ApplyState *as, Oid relid)
 	rte->relid = relid;
 	rte->relkind = as->rel->rd_rel->relkind;
 	rte->rellockmode = AccessShareLock;
-	cs_exec_init_range_table(as->estate, list_make1(rte));
+	cs_exec_init_range_table(as->estate, rte);
 	as->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(as->rri, as->rel, 1, NULL, 0);
 	as->estate->es_opened_result_relations =
