@@ -26,6 +26,8 @@
 #include "access/transam.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -524,4 +526,26 @@ cs_decoder_close(CsDecoder *d)
 {
 	cs_genreader_close(d->reader);
 	MemoryContextDelete(d->cxt);
+}
+
+/*
+ * cs_relation_names
+ *	  The relation names given to changes() or restore() as a text[]
+ *	  ("schema.table" or "table"), as a List of palloc'd C strings; NULL
+ *	  elements are left out.
+ */
+List *
+cs_relation_names(ArrayType *arr)
+{
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	List	   *result = NIL;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems,
+					  &elem_nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (!elem_nulls[i])
+			result = lappend(result, TextDatumGetCString(elems[i]));
+	return result;
 }

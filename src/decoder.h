@@ -76,4 +76,7 @@ extern uint64 cs_newest_generation(const char *directory);
 extern uint64 cs_resolve_generation(const char *directory,
 									 const char *gen_text);
 
+struct ArrayType;
+extern List *cs_relation_names(struct ArrayType *arr);
+
 #endif							/* CS_DECODER_H */

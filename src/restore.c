@@ -758,22 +758,6 @@ pin_settings(void)
 	return nest;
 }
 
-static List *
-text_array_list(ArrayType *arr)
-{
-	Datum	   *elems;
-	bool	   *elem_nulls;
-	int			n;
-	List	   *result = NIL;
-
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems,
-					  &elem_nulls, &n);
-	for (int i = 0; i < n; i++)
-		if (!elem_nulls[i])
-			result = lappend(result, TextDatumGetCString(elems[i]));
-	return result;
-}
-
 static void
 read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 {
@@ -787,7 +771,7 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("target_lsn and target_time cannot both be given")));
 	if (!PG_ARGISNULL(4))
-		rs->filter = text_array_list(PG_GETARG_ARRAYTYPE_P(4));
+		rs->filter = cs_relation_names(PG_GETARG_ARRAYTYPE_P(4));
 	if (!PG_ARGISNULL(5))
 	{
 		if (!superuser())

@@ -273,22 +273,6 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-static List *
-text_array_list(ArrayType *arr)
-{
-	Datum	   *elems;
-	bool	   *elem_nulls;
-	int			n;
-	List	   *result = NIL;
-
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems,
-					  &elem_nulls, &n);
-	for (int i = 0; i < n; i++)
-		if (!elem_nulls[i])
-			result = lappend(result, TextDatumGetCString(elems[i]));
-	return result;
-}
-
 /*
  * changestream.changes(generation text DEFAULT NULL, start_lsn pg_lsn,
  *	  end_lsn pg_lsn, start_time timestamptz, end_time timestamptz,
@@ -334,7 +318,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 	f.has_end_time = !PG_ARGISNULL(4);
 	f.end_time = f.has_end_time ? PG_GETARG_TIMESTAMPTZ(4) : 0;
 	if (!PG_ARGISNULL(5))
-		f.relations = text_array_list(PG_GETARG_ARRAYTYPE_P(5));
+		f.relations = cs_relation_names(PG_GETARG_ARRAYTYPE_P(5));
 	InitMaterializedSRF(fcinfo, 0);
 
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
