@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "access/xact.h"
 #include "storage/fd.h"
@@ -469,6 +470,26 @@ cs_open_counted_file(const char *path, bool missing_ok)
 				 errmsg("could not open file \"%s\": too many open files", path)));
 	}
 	return fd;
+}
+
+/*
+ * cs_close_counted_file
+ *	  Closes a descriptor from cs_open_counted_file(): through zlib when a
+ *	  gzFile owns it (gzclose() closes it and frees zlib's buffers), else
+ *	  directly, and tells fd.c it is gone.  fd < 0 (nothing open) is a
+ *	  no-op.  Called from release callbacks and PG_FINALLY blocks: it never
+ *	  raises.
+ */
+void
+cs_close_counted_file(struct gzFile_s *gz, int fd)
+{
+	if (fd < 0)
+		return;
+	if (gz != NULL)
+		gzclose(gz);
+	else
+		close(fd);
+	ReleaseExternalFD();
 }
 
 /* Check that fd is a regular file of at most max_bytes, and read it into out. */

@@ -44,6 +44,8 @@ extern List *cs_list_snapshots(const char *directory, uint64 generation);
 
 extern int	cs_open_regular_file(const char *path, bool missing_ok);
 extern int	cs_open_counted_file(const char *path, bool missing_ok);
+struct gzFile_s;
+extern void cs_close_counted_file(struct gzFile_s *gz, int fd);
 extern ErrorData *cs_catch_damage(void (*fn) (void *arg), void *arg,
 								  MemoryContext cxt);
 extern bool cs_read_small_file(const char *path, Size max_bytes,

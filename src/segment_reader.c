@@ -75,12 +75,7 @@ reader_release(void *arg)
 {
 	CsSegmentReader *r = (CsSegmentReader *) arg;
 
-	if (r->gz != NULL)
-		gzclose(r->gz);			/* closes fd */
-	else if (r->fd >= 0)
-		close(r->fd);
-	if (r->fd >= 0)
-		ReleaseExternalFD();
+	cs_close_counted_file(r->gz, r->fd);
 	r->gz = NULL;
 	r->fd = -1;
 }

@@ -94,11 +94,7 @@ cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn, int *tables,
 	}
 	PG_FINALLY();
 	{
-		if (gz != NULL)
-			gzclose(gz);		/* closes fd */
-		else
-			close(fd);
-		ReleaseExternalFD();
+		cs_close_counted_file(gz, fd);
 	}
 	PG_END_TRY();
 	if (!valid)

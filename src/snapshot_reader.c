@@ -27,6 +27,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "archive_layout.h"
 #include "snapshot_reader.h"
 
 #define SNAP_BUF_SIZE	(256 * 1024)
@@ -58,12 +59,7 @@ release(void *arg)
 {
 	CsSnapshotReader *r = arg;
 
-	if (r->gz != NULL)
-		gzclose(r->gz);
-	else if (r->fd >= 0)
-		close(r->fd);
-	if (r->fd >= 0)
-		ReleaseExternalFD();
+	cs_close_counted_file(r->gz, r->fd);
 	r->gz = NULL;
 	r->fd = -1;
 }
