@@ -398,7 +398,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 	ListCell   *lc;
 	CsRestoreTable *t;
 	List	   *pairs = NIL;
-	const int32 *typmods = cs_decoder_typmods(d, rel);
+	const int32 *typmods;
 
 	foreach(lc, rs->tables)
 	{
@@ -406,6 +406,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 		if (t->remote_oid == rel->remoteid)
 			return OidIsValid(t->relid) ? t : NULL;
 	}
+	typmods = cs_decoder_typmods(d, rel);
 	/* a table published after the snapshot */
 	t = palloc0(sizeof(CsRestoreTable));
 	t->remote_oid = rel->remoteid;
@@ -490,13 +491,16 @@ same_type(CsDecoder *d, Oid relid, AttrNumber attnum, Oid remote_type,
 void
 cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
 {
-	const int32 *typmods = cs_decoder_typmods(d, rel);
-	char	   *target = qualified_target(t);
+	const int32 *typmods;
+	char	   *target;
 	List	   *now = NIL;
 	ListCell   *lc;
 
+	/* the common case, checked before anything is allocated */
 	if (t->synced == rel)
 		return;
+	typmods = cs_decoder_typmods(d, rel);
+	target = qualified_target(t);
 	/* renames and drops */
 	foreach(lc, t->columns)
 	{

@@ -14,26 +14,60 @@
  *	  value.  Unlike the apply worker, which builds the EState for each
  *	  change, the state of a table stays open across its changes (until
  *	  cs_apply_close(), which restore.c calls before any DDL or TRUNCATE
- *	  and at the end), with a per-change memory context.  Triggers and foreign keys do not fire because the caller runs
- *	  under session_replication_role = replica.
+ *	  and at the end), with a per-change memory context.  Triggers and
+ *	  foreign keys do not fire because the caller runs under
+ *	  session_replication_role = replica.
+ *
+ *	  Row cache.  The apply worker commits each transaction, so the old
+ *	  versions of a row updated again and again are pruned as it goes.  A
+ *	  restore runs in one transaction, where nothing it wrote can be pruned:
+ *	  the n-th update of a row would walk the index entries and HOT chain
+ *	  of all n-1 versions before it, quadratic in the updates of one row
+ *	  (pgbench updates 10 branch rows 2,000 times each in 20,000
+ *	  transactions).  So each table keeps, for the rows it updated last,
+ *	  the key (a hash of the archived text of its index columns) and the
+ *	  TID of the version it wrote.  An UPDATE or DELETE of that key fetches
+ *	  that TID directly; the tuple is used only if it is still visible (no
+ *	  later change replaced it) and its index columns are image-equal to
+ *	  the ones searched for, else the index is searched as above.  A tuple
+ *	  this transaction wrote cannot be changed or locked by another one
+ *	  before it commits, so no row lock is taken for it.  The cache holds
+ *	  at most ROW_CACHE_ENTRIES keys per table (it starts over when full)
+ *	  and goes away with the table's state, before any DDL or TRUNCATE,
+ *	  which could move rows.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_relation.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/snapmgr.h"
 
 #include "compat.h"
 #include "restore.h"
+
+/* Keys the row cache holds per table before it starts over. */
+#define ROW_CACHE_ENTRIES	65536
+
+/* A row cache entry: the TID of the version of a key this restore wrote. */
+typedef struct RowCacheEntry
+{
+	uint64		key;			/* hash key: row_key() of the index columns */
+	ItemPointerData tid;
+} RowCacheEntry;
 
 typedef struct CsApplyState
 {
@@ -44,7 +78,54 @@ typedef struct CsApplyState
 	TupleTableSlot *searchslot;
 	TupleTableSlot *localslot;
 	MemoryContext change_cxt;	/* reset after each change */
+	Oid			idxoid;			/* index rows are found by, or InvalidOid */
+	int			nkeys;			/* its key columns (target attnums) */
+	AttrNumber	keys[INDEX_MAX_KEYS];
+	HTAB	   *rows;			/* RowCacheEntry, NULL when no index */
 } ApplyState;
+
+/* The index to find rows by: the replica identity's, else the primary key. */
+static Oid
+lookup_index(Relation rel)
+{
+	Oid			idx = RelationGetReplicaIndex(rel);
+
+	return OidIsValid(idx) ? idx : cs_relation_primary_key(rel);
+}
+
+/* An empty row cache for the state's table, beside the state. */
+static void
+create_row_cache(ApplyState *as)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(RowCacheEntry);
+	ctl.hcxt = GetMemoryChunkContext(as);
+	as->rows = hash_create("changestream restore rows", 1024, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/* Which index finds rows, its key columns, and a row cache if there is one. */
+static void
+begin_lookup(ApplyState *as)
+{
+	Relation	idxrel;
+
+	as->idxoid = lookup_index(as->rel);
+	if (!OidIsValid(as->idxoid))
+		return;
+	idxrel = index_open(as->idxoid, AccessShareLock);
+	as->nkeys = IndexRelationGetNumberOfKeyAttributes(idxrel);
+	for (int k = 0; k < as->nkeys; k++)
+		as->keys[k] = idxrel->rd_index->indkey.values[k];
+	index_close(idxrel, NoLock);
+	for (int k = 0; k < as->nkeys; k++)
+		if (as->keys[k] <= 0)
+			return;				/* an expression index: no row cache */
+	create_row_cache(as);
+}
 
 /* The apply worker's create_edata_for_relation(), for one target table. */
 static void
@@ -75,6 +156,7 @@ begin_apply(ApplyState *as, Oid relid)
 	as->change_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										   "changestream restore change",
 										   ALLOCSET_DEFAULT_SIZES);
+	begin_lookup(as);
 }
 
 /*
@@ -95,6 +177,8 @@ cs_apply_close(CsRestoreTable *t)
 	FreeExecutorState(as->estate);
 	table_close(as->rel, NoLock);
 	MemoryContextDelete(as->change_cxt);
+	if (as->rows != NULL)
+		hash_destroy(as->rows);
 	pfree(as);
 	t->apply = NULL;
 	CommandCounterIncrement();
@@ -147,13 +231,90 @@ fill_slot(TupleTableSlot *slot, TupleTableSlot *src, const CsRestoreTable *t,
 	ExecStoreVirtualTuple(slot);
 }
 
-/* The index to find rows by: the replica identity's, else the primary key. */
-static Oid
-lookup_index(Relation rel)
+/*
+ * The row cache key of an archived tuple: a hash of the archived text of
+ * the columns that map to the index's key columns, in index order.  False
+ * when one of them is not in the tuple as text (NULL, unchanged TOAST, not
+ * archived).
+ */
+static bool
+row_key(const ApplyState *as, const CsRestoreTable *t,
+		const LogicalRepTupleData *tup, uint64 *key)
 {
-	Oid			idx = RelationGetReplicaIndex(rel);
+	uint64		h = 0;
 
-	return OidIsValid(idx) ? idx : cs_relation_primary_key(rel);
+	for (int k = 0; k < as->nkeys; k++)
+	{
+		int			i;
+
+		for (i = 0; i < tup->ncols; i++)
+			if (t->attmap[i] == as->keys[k])
+				break;
+		if (i == tup->ncols || tup->colstatus[i] != LOGICALREP_COLUMN_TEXT)
+			return false;
+		h = hash_combine64(h, hash_bytes_extended((const unsigned char *) tup->colvalues[i].data,
+												  tup->colvalues[i].len, k));
+	}
+	*key = h;
+	return true;
+}
+
+/*
+ * The row cache's tuple for the key of searchslot's archived tuple, into
+ * localslot: true when the cached TID holds a tuple visible now whose
+ * index columns are image-equal to searchslot's (see the file header).
+ */
+static bool
+find_cached_row(ApplyState *as, const CsRestoreTable *t,
+				const LogicalRepTupleData *tup, TupleTableSlot *searchslot,
+				TupleTableSlot *localslot)
+{
+	uint64		key;
+	RowCacheEntry *e;
+	TupleDesc	desc = RelationGetDescr(as->rel);
+
+	if (as->rows == NULL || !row_key(as, t, tup, &key))
+		return false;
+	e = hash_search(as->rows, &key, HASH_FIND, NULL);
+	if (e == NULL ||
+		!table_tuple_fetch_row_version(as->rel, &e->tid, GetLatestSnapshot(),
+									   localslot))
+		return false;
+	slot_getallattrs(localslot);
+	slot_getallattrs(searchslot);
+	for (int k = 0; k < as->nkeys; k++)
+	{
+		int			a = as->keys[k] - 1;
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		if (localslot->tts_isnull[a] || searchslot->tts_isnull[a] ||
+			!datum_image_eq(localslot->tts_values[a], searchslot->tts_values[a],
+							att->attbyval, att->attlen))
+		{
+			ExecClearTuple(localslot);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Remember the TID of the version an UPDATE just wrote. */
+static void
+remember_row(ApplyState *as, const CsRestoreTable *t,
+			 const LogicalRepTupleData *tup, ItemPointer tid)
+{
+	uint64		key;
+	RowCacheEntry *e;
+
+	if (as->rows == NULL || !row_key(as, t, tup, &key))
+		return;
+	if (hash_get_num_entries(as->rows) >= ROW_CACHE_ENTRIES)
+	{
+		hash_destroy(as->rows);
+		create_row_cache(as);
+	}
+	e = hash_search(as->rows, &key, HASH_ENTER, NULL);
+	e->tid = *tid;
 }
 
 /* Find the target row an UPDATE or DELETE refers to, into localslot. */
@@ -162,11 +323,14 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 		 TupleTableSlot *localslot)
 {
 	TupleTableSlot *searchslot = as->searchslot;
-	Oid			idx = lookup_index(as->rel);
+	const LogicalRepTupleData *tup = c->old_kind ? &c->oldtup : &c->newtup;
+	Oid			idx = as->idxoid;
 	bool		found;
 
-	fill_slot(searchslot, NULL, t, c->old_kind ? &c->oldtup : &c->newtup);
-	if (OidIsValid(idx))
+	fill_slot(searchslot, NULL, t, tup);
+	if (find_cached_row(as, t, tup, searchslot, localslot))
+		found = true;
+	else if (OidIsValid(idx))
 		found = cs_find_repl_tuple_by_index(as->rel, idx, LockTupleExclusive,
 											 searchslot, localslot);
 	else
@@ -221,6 +385,7 @@ cs_apply_change(CsRestoreTable *t, const CsChange *c)
 			ExecSimpleRelationUpdate(as->rri, as->estate, &epq, as->localslot,
 									 as->remoteslot);
 			EvalPlanQualEnd(&epq);
+			remember_row(as, t, &c->newtup, &as->remoteslot->tts_tid);
 			break;
 		case CS_CHANGE_DELETE:
 			find_row(as, t, c, as->localslot);
