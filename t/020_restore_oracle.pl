@@ -4,7 +4,8 @@
 # infinities, bytea with zero bytes, arrays, json, a domain, an enum, a
 # TOASTed value left unchanged by an update, dropped and generated
 # columns), mid-stream ALTER TABLE ADD/DROP/RENAME COLUMN and ALTER COLUMN
-# TYPE, TRUNCATE, and one large transaction.  (A column is added without a
+# TYPE, rows updated again and again (keys changed, moved away, deleted and
+# inserted anew), TRUNCATE, and one large transaction.  (A column is added without a
 # DEFAULT: logical decoding does not send the default that existing rows
 # take, so no archive can restore it; README, limitations.)  A take_snapshot() comes in
 # the middle (so some targets fall between two snapshots) and segments
@@ -56,13 +57,15 @@ CREATE TABLE alt (id int PRIMARY KEY, a text, b int);
 CREATE TABLE fullid (x int, y text);
 ALTER TABLE fullid REPLICA IDENTITY FULL;
 CREATE TABLE bulk (id int PRIMARY KEY, v text);
+CREATE TABLE churn (id int, k numeric, n int, big text, PRIMARY KEY (id, k));
+ALTER TABLE churn ALTER COLUMN big SET STORAGE EXTERNAL;
 INSERT INTO alt SELECT i, 'a' || i, i FROM generate_series(1, 50) i;
 INSERT INTO fullid SELECT i, 'y' || i FROM generate_series(1, 20) i;
 CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches,
-	pgbench_tellers, pgbench_history, edge, alt, fullid, bulk;
+	pgbench_tellers, pgbench_history, edge, alt, fullid, bulk, churn;
 });
 my @tables = qw(pgbench_accounts pgbench_branches pgbench_tellers
-  pgbench_history edge alt fullid bulk);
+  pgbench_history edge alt fullid bulk churn);
 cs_start_archiving($node);
 
 # published, non-generated columns of a table in $dbname, in order
@@ -126,6 +129,22 @@ $node->safe_psql($db, q{ALTER TABLE alt ALTER COLUMN c TYPE float8; UPDATE alt S
 record_step('ALTER COLUMN TYPE');
 cs_pgbench($node, $db, '-n', '-t', '150', '-c', '2');
 record_step('pgbench 2');
+# rows updated again and again (restore's row cache of the versions it
+# wrote): a key changed (numeric text form too) and updated again, a key
+# moved away and inserted anew, a row deleted and inserted again, updates
+# leaving a TOASTed value unchanged, updates across an ADD COLUMN
+my $again = sub { my ($n, $where) = @_; return "UPDATE churn SET n = n + 1 WHERE $where;\n" x $n };
+$node->safe_psql($db, qq{INSERT INTO churn SELECT i, i * 1.0, 0, '$bigval' FROM generate_series(1, 6) i});
+$node->safe_psql($db, $again->(120, 'id = 1') . q{UPDATE churn SET k = 2.00 WHERE id = 2;}
+	  . $again->(30, 'id = 2') . q{UPDATE churn SET id = 100 WHERE id = 3;
+	INSERT INTO churn VALUES (3, 3.0, 50, 'again');} . $again->(30, 'id IN (3, 100)')
+	  . q{DELETE FROM churn WHERE id = 4; INSERT INTO churn VALUES (4, 4.0, 7, 'back');}
+	  . $again->(30, 'id = 4') . $again->(5, 'true'));
+$node->safe_psql($db, q{BEGIN;} . $again->(40, 'id = 5') . q{DELETE FROM churn WHERE id = 5;
+	INSERT INTO churn VALUES (5, 5, -1, 'five'); COMMIT;});
+$node->safe_psql($db, q{ALTER TABLE churn ADD COLUMN extra int; UPDATE churn SET extra = n WHERE id = 1;}
+	  . $again->(20, 'id = 1') . $again->(20, 'id = 6') . $again->(10, 'id = 5'));
+record_step('rows updated again and again');
 $node->safe_psql($db, q{TRUNCATE pgbench_history; INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2026-01-01')});
 record_step('TRUNCATE');
 $node->safe_psql($db, q{SELECT changestream.take_snapshot()});
