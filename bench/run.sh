@@ -293,9 +293,9 @@ q() { psqlc -At -c "$1"; }
 # ------------------------------------------------------- deps and build
 
 # lib.sh's package list plus what only the bench uses (pg_walinspect,
-# ps/pgrep, taskset)
+# ps/pgrep, taskset, /usr/bin/time)
 install_deps() {
-	CS_PACKAGES="$CS_PACKAGES postgresql-contrib gzip procps util-linux" cs_install_deps
+	CS_PACKAGES="$CS_PACKAGES postgresql-contrib gzip procps util-linux time" cs_install_deps
 }
 
 # ------------------------------------------------------- cluster
@@ -602,16 +602,19 @@ EOF
 }
 
 drain_recvlogical_null() {
-	local r=$1 end=$2 t0 t1 cpu w0 follow
+	local r=$1 end=$2 t0 t1 cpu_u cpu_s w0 follow
 	w0=$(reaped_ticks)
 	ws_follow bench_null "$WORK/follow-null.txt" &
 	follow=$!
 	cpu_mark
 	t0=$(now)
-	cpu=$( { TIMEFORMAT='%U %S'; time cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
-		"${RECV_OPTS[@]}" --endpos="$end" -v -F 0 -f /dev/null >"$RUN_DIR/recvlogical-null-$r.log" 2>&1; } 2>&1 ) ||
+	cs_as_pg /usr/bin/time -o "$WORK/time.txt" -f '%U %S %w' "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
+		"${RECV_OPTS[@]}" --endpos="$end" -v -F 0 -f /dev/null >"$RUN_DIR/recvlogical-null-$r.log" 2>&1 ||
 		{ cat "$RUN_DIR/recvlogical-null-$r.log"; cs_die "pg_recvlogical -f /dev/null failed"; }
 	t1=$(now)
+	# user and system CPU, voluntary context switches (of pg_recvlogical
+	# and of runuser, which only waits for it)
+	read -r cpu_u cpu_s "D_CWAKE_B[r]" < <(tail -n 1 "$WORK/time.txt")
 	wait "$follow" || true
 	other_cpus
 	D_OTHER_B[r]=$OTHER_CPUS
@@ -619,22 +622,25 @@ drain_recvlogical_null() {
 	read -r "D_WAKE_B[r]" _ <"$WORK/follow-null.txt"
 	D_WS_CPU_B[r]=$(ticks_s "$(( $(reaped_ticks) - w0 ))")
 	D_TIME_B[r]=$(calc "$t1 - $t0")
-	D_CPU_B[r]=$(calc "${cpu% *} + ${cpu#* }" 2)
-	cs_info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; its walsender ${D_WS_CPU_B[r]} s, ${D_WAKE_B[r]} wakeups; other work ${D_OTHER_B[r]} CPUs)"
+	D_CPU_B[r]=$(calc "$cpu_u + $cpu_s" 2)
+	cs_info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; ${D_CWAKE_B[r]} wakeups; its walsender ${D_WS_CPU_B[r]} s, ${D_WAKE_B[r]} wakeups; other work ${D_OTHER_B[r]} CPUs)"
 }
 
 drain_recvlogical_file() {
-	local r=$1 end=$2 t0 t1 cpu w0 follow
+	local r=$1 end=$2 t0 t1 cpu_u cpu_s w0 follow
 	rm -f "$WORK/recv.out"
 	w0=$(reaped_ticks)
 	ws_follow bench_file "$WORK/follow-file.txt" &
 	follow=$!
 	cpu_mark
 	t0=$(now)
-	cpu=$( { TIMEFORMAT='%U %S'; time cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_file --start --no-loop \
-		"${RECV_OPTS[@]}" --endpos="$end" -v -f "$WORK/recv.out" >"$RUN_DIR/recvlogical-file-$r.log" 2>&1; } 2>&1 ) ||
+	cs_as_pg /usr/bin/time -o "$WORK/time.txt" -f '%U %S %w' "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_file --start --no-loop \
+		"${RECV_OPTS[@]}" --endpos="$end" -v -f "$WORK/recv.out" >"$RUN_DIR/recvlogical-file-$r.log" 2>&1 ||
 		{ cat "$RUN_DIR/recvlogical-file-$r.log"; cs_die "pg_recvlogical -f FILE failed"; }
 	t1=$(now)
+	# user and system CPU, voluntary context switches (of pg_recvlogical
+	# and of runuser, which only waits for it)
+	read -r cpu_u cpu_s "D_CWAKE_C[r]" < <(tail -n 1 "$WORK/time.txt")
 	wait "$follow" || true
 	other_cpus
 	D_OTHER_C[r]=$OTHER_CPUS
@@ -642,9 +648,9 @@ drain_recvlogical_file() {
 	read -r "D_WAKE_C[r]" _ <"$WORK/follow-file.txt"
 	D_WS_CPU_C[r]=$(ticks_s "$(( $(reaped_ticks) - w0 ))")
 	D_TIME_C[r]=$(calc "$t1 - $t0")
-	D_CPU_C[r]=$(calc "${cpu% *} + ${cpu#* }" 2)
+	D_CPU_C[r]=$(calc "$cpu_u + $cpu_s" 2)
 	RECV_FILE_BYTES[r]=$(stat -c %s "$WORK/recv.out")
-	cs_info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; its walsender ${D_WS_CPU_C[r]} s, ${D_WAKE_C[r]} wakeups; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
+	cs_info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; ${D_CWAKE_C[r]} wakeups; its walsender ${D_WS_CPU_C[r]} s, ${D_WAKE_C[r]} wakeups; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
 }
 
 drain_peek() {
@@ -717,7 +723,7 @@ drain_phase() {
 		D_WS_CPU_B D_WS_CPU_C D_WS_CPU_D \
 		D_OTHER_A D_OTHER_B D_OTHER_C D_OTHER_D \
 		D_TIME_E D_OTHER_E D_WS_CPU_E D_START_E D_COMPRESSED_E D_CPU_E D_CPU2_E D_MBS_E \
-		D_WAKE_A D_WAKE_B D_WAKE_C D_WAKE_E D_WWAKE_A D_WWAKE_E
+		D_WAKE_A D_WAKE_B D_WAKE_C D_WAKE_E D_WWAKE_A D_WWAKE_E D_CWAKE_B D_CWAKE_C
 	for r in $(seq 1 "$ROUNDS"); do
 		vacuum_checkpoint
 		note_load "drain round $r"
@@ -1050,9 +1056,9 @@ report() {
 	pmb=$(calc "$(msel PAYLOAD_BYTES) / 1e6" 1)
 	R_AB=$(calc "$mA / $mB" 3); R_AC=$(calc "$mA / $mC" 3); R_AD=$(calc "$mA / $mD" 3)
 	R_GZ=$(calc "$ARCHIVE_BYTES / $GZIP_PAYLOAD_BYTES" 3)
-	local kA kB kC kE kwA kwE
+	local kA kB kC kE kwA kwE kwB kwC
 	kA=$(msel D_WAKE_A); kB=$(msel D_WAKE_B); kC=$(msel D_WAKE_C); kE=$(msel D_WAKE_E)
-	kwA=$(msel D_WWAKE_A); kwE=$(msel D_WWAKE_E)
+	kwA=$(msel D_WWAKE_A); kwE=$(msel D_WWAKE_E); kwB=$(msel D_CWAKE_B); kwC=$(msel D_CWAKE_C)
 	local hwm_big_mb hwm_small_mb
 	if [ "$DRAIN_ONLY" != 1 ]; then
 		R_TPS_CS_RECV=$(calc "$TPS_CS / $TPS_RECV" 3)
@@ -1098,13 +1104,13 @@ report() {
 		echo "| Consumer | Time (s) | MB/s | Every round: MB/s [CPUs other work kept busy] | Consumer process CPU (s) | Its walsender's CPU (s) | Walsender wakeups | Consumer wakeups |"
 		echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
 		echo "| (a) changestream (fsync + gzip) | $tA | $mA | $(rounds_of A) | $cpuA (worker) | $wsA | $kA | $kwA |"
-		echo "| (b) pg_recvlogical -f /dev/null | $tB | $mB | $(rounds_of B) | $cpuB | $wsB | $kB | |"
-		echo "| (c) pg_recvlogical -f FILE (default fsync) | $tC | $mC | $(rounds_of C) | $cpuC | $wsC | $kC | |"
+		echo "| (b) pg_recvlogical -f /dev/null | $tB | $mB | $(rounds_of B) | $cpuB | $wsB | $kB | $kwB |"
+		echo "| (c) pg_recvlogical -f FILE (default fsync) | $tC | $mC | $(rounds_of C) | $cpuC | $wsC | $kC | $kwC |"
 		echo "| (d) pg_logical_slot_peek_binary_changes | $tD | $mD | $(rounds_of D) | | $wsD (the backend) | | |"
 		echo "| (e) changestream, compression_level 0 (diagnostic) | $tE | $mE | $(rounds_of E) | $cpuE (worker) | $wsE | $kE | $kwE |"
 		echo
 		echo "Ratios (throughput, medians): a/b ${R_AB}, a/c ${R_AC}, a/d ${R_AD}; without compression e/b $(calc "$mE / $mB" 3), e/c $(calc "$mE / $mC" 3). Round by round (same WAL, back to back): a/b $(round_ratios A B), a/c $(round_ratios A C)."
-		echo "Wakeups are voluntary context switches (/proc/PID/status) during the drain: each is one sleep the process was woken from. The walsender's own count (it sleeps when its socket is full or it waits for WAL); the consumer's, for the changestream worker, is how often it slept on an empty socket (or on its nap timer) and was woken."
+		echo "Wakeups are voluntary context switches (/proc/PID/status) during the drain: each is one sleep the process was woken from. The walsender's own count (it sleeps when its socket is full or it waits for WAL); the consumer's is how often it slept on an empty socket (or, for changestream, on its nap timer) and was woken: a consumer asleep on the socket must be woken by the walsender, which is what the walsender's CPU follows (issue 13). pg_recvlogical's count is from /usr/bin/time (it includes runuser's few)."
 		echo "CPU is user + system time during the drain: of the changestream worker and its walsender (from /proc), of pg_recvlogical (rusage), of the walsender or backend that served pg_recvlogical or the peek (the postmaster's reaped-children time)."
 		echo "changestream's time includes its session start (reload, connect, resume the generation): streaming after $sA s (median)."
 		echo "Until every sealed segment was compressed as well: $cA s, worker CPU $cpu2A s (medians)."
