@@ -16,6 +16,17 @@
  *	  Sealed segments are compressed beside it by the compressor worker
  *	  (compressor.c).
  *
+ *	  While catching up with a backlog the stream batches (issue 13): a
+ *	  consumer that empties its socket and sleeps on it makes the
+ *	  walsender wake it for every few messages, and those wakeups are
+ *	  what the walsender's CPU follows.  So once the archiver is far
+ *	  behind the server, an empty socket is met with a short nap on a
+ *	  timer, sized to find a few dozen messages waiting, instead of a wait
+ *	  on the socket; a few empty polls in a row end it.  The same state
+ *	  stretches the group commit window to flush_interval and keeps status
+ *	  updates to status_interval, and its end (the backlog is drained)
+ *	  makes what arrived durable at once.
+ *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
  * update 'r'); LogicalRepApplyLoop() and send_feedback() in
@@ -32,7 +43,9 @@
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "utils/timestamp.h"
 
 #include "compressor.h"
@@ -52,6 +65,14 @@
 #define MAX_BATCH_MESSAGES	10000
 #define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
 #define PUBLISH_MS			100 /* status() is refreshed this often */
+
+/* batching while catching up: see update_batching() */
+#define NAP_BEHIND_BYTES	(256 * 1024)
+#define NAP_TARGET_MESSAGES	64
+#define NAP_START_US		150
+#define NAP_MIN_US			50
+#define NAP_MAX_US			300 /* the walsender fills the socket in ~600 us */
+#define NAP_EMPTY_POLLS		3
 
 /* XLogData: 'w', dataStart, walEnd, sendTime, then the payload */
 #define XLOGDATA_HEADER_LEN		(1 + 3 * sizeof(int64))
@@ -74,6 +95,12 @@ typedef struct StreamState
 	bool		skipping;
 	bool		made_durable;	/* a flush succeeded in this session */
 
+	int			last_batch;		/* messages the last receive handled */
+	bool		napping;		/* batching while catching up */
+	int			nap_us;			/* the current nap */
+	int			empty_polls;	/* naps in a row that found nothing */
+	bool		drained;		/* batching ended: the backlog is drained */
+
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
 	TimestampTz unsynced_since;
@@ -85,11 +112,12 @@ typedef struct StreamState
 static StreamState st;
 
 /*
- * Is the archiver more than CATCHUP_BYTES of WAL behind the local server?
- * Only known for the local server (changestream.conninfo empty).
+ * Is the archiver more than bytes of WAL behind the local server's flush
+ * position?  Only known for the local server (changestream.conninfo
+ * empty).
  */
 static bool
-catching_up(void)
+behind_by(uint64 bytes)
 {
 	XLogRecPtr	head;
 	XLogRecPtr	seen;
@@ -99,7 +127,17 @@ catching_up(void)
 	head = GetFlushRecPtr(NULL);
 	seen = Max(st.received_lsn, st.keepalive_lsn);	/* keepalives cover WAL
 													 * of unpublished tables */
-	return head > seen && head - seen > CATCHUP_BYTES;
+	return head > seen && head - seen > bytes;
+}
+
+/*
+ * Catching up with a backlog: more than CATCHUP_BYTES behind, or
+ * batching (which ends only once the stream is quiet).
+ */
+static bool
+catching_up(void)
+{
+	return st.napping || behind_by(CATCHUP_BYTES);
 }
 
 /*
@@ -145,6 +183,20 @@ send_status(TimestampTz now)
 }
 
 /*
+ * Report a new durable position.  While catching up, status_interval
+ * paces the reports instead (batch_duties(), cs_stream_periodic()): each
+ * one that moves confirmed_flush_lsn may make the walsender save the slot
+ * to disk, and a backlog gains nothing from being confirmed every
+ * flush_interval.  The end of the backlog is reported at once.
+ */
+static void
+report_flushed(TimestampTz now)
+{
+	if (!catching_up())
+		send_status(now);
+}
+
+/*
  * Make everything added durable, advance the reported position to the
  * position of record of what was added, and tell the server.
  */
@@ -157,7 +209,7 @@ flush_and_report(TimestampTz now)
 	st.unsynced_since = 0;
 	st.counters.last_flush_at = now;
 	if (st.conn != NULL)
-		send_status(now);
+		report_flushed(now);
 	publish(now);
 }
 
@@ -201,7 +253,7 @@ maybe_rotate(TimestampTz now)
 		st.position = st.pending_position;
 		st.unsynced_since = 0;
 		st.counters.last_flush_at = now;
-		send_status(now);
+		report_flushed(now);
 		publish(now);
 	}
 }
@@ -488,6 +540,7 @@ cs_stream_receive(pgsocket *fd)
 		char	   *buf;
 		int			len = walrcv_receive(st.conn, &buf, fd);
 
+		st.last_batch = n;
 		if (len == 0)
 			return true;
 		if (len < 0)
@@ -504,9 +557,58 @@ cs_stream_receive(pgsocket *fd)
 			batch_duties(now);
 			CHECK_FOR_INTERRUPTS();
 			if (n >= MAX_BATCH_MESSAGES || ConfigReloadPending)
+			{
+				st.last_batch = n;
 				return false;
+			}
 		}
 	}
+}
+
+/*
+ * Batching while catching up, decided after each batch that emptied the
+ * socket from what that batch held.  It starts when a batch found
+ * messages and the archiver is more than NAP_BEHIND_BYTES behind the
+ * server (never at a steady 1,000 tps, which keeps it a few kB behind).
+ * The nap is adapted, within NAP_MIN_US and NAP_MAX_US, so that a poll
+ * finds about NAP_TARGET_MESSAGES.  Batching ends after NAP_EMPTY_POLLS
+ * empty polls in a row (if no longer behind, the backlog is drained:
+ * st.drained), or when
+ * polls find few messages and the archiver is no longer behind (a steady
+ * stream it keeps up with).
+ */
+static void
+update_batching(void)
+{
+	int			n = st.last_batch;
+
+	if (!st.napping)
+	{
+		if (n > 0 && behind_by(NAP_BEHIND_BYTES))
+		{
+			st.napping = true;
+			st.nap_us = NAP_START_US;
+			st.empty_polls = 0;
+		}
+		return;
+	}
+	if (n == 0)
+	{
+		if (++st.empty_polls >= NAP_EMPTY_POLLS)
+		{
+			/* a lull of the walsender is not the end of the backlog */
+			st.napping = false;
+			st.drained = !behind_by(NAP_BEHIND_BYTES);
+		}
+		return;
+	}
+	st.empty_polls = 0;
+	if (n < NAP_TARGET_MESSAGES / 4 && !behind_by(NAP_BEHIND_BYTES))
+		st.napping = false;
+	else if (n < NAP_TARGET_MESSAGES / 2)
+		st.nap_us = Min(st.nap_us + st.nap_us / 4, NAP_MAX_US);
+	else if (n > NAP_TARGET_MESSAGES * 2)
+		st.nap_us = Max(st.nap_us - st.nap_us / 4, NAP_MIN_US);
 }
 
 /*
@@ -515,16 +617,22 @@ cs_stream_receive(pgsocket *fd)
  *	  Once the stream is idle with complete transactions pending, they are
  *	  made durable when the group commit window has passed since the first
  *	  of them arrived, so that a burst shares one fsync and one status
- *	  update instead of paying one per transaction.
+ *	  update instead of paying one per transaction; at once when a
+ *	  drained backlog ends batching (update_batching()), as there is
+ *	  nothing left to share the fsync with.
  */
 void
 cs_stream_periodic(TimestampTz now, bool idle)
 {
+	if (idle)
+		update_batching();
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
-		TimestampDifferenceExceeds(st.unsynced_since, now, group_commit_ms()))
+		(st.drained ||
+		 TimestampDifferenceExceeds(st.unsynced_since, now, group_commit_ms())))
 		flush_and_report(now);
 	else
 		flush_if_due(now);
+	st.drained = false;
 	maybe_rotate(now);
 	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
 		send_status(now);
@@ -560,19 +668,46 @@ idle_timeout(TimestampTz now)
 }
 
 /*
+ * While batching, sleep st.nap_us microseconds instead of waiting on the
+ * socket.  pg_usleep(), not WaitEventSetWait(): the latter's timeout is in
+ * milliseconds, and a 1 ms nap lets the walsender fill the socket and
+ * block (the wakeup this avoids, on its other side).  The nap delays
+ * nothing that matters: a signal (SIGTERM, SIGHUP) interrupts it and the
+ * loop checks for interrupts, reloads and requests right after; a set
+ * latch stays set for the next wait; keepalives are answered within
+ * NAP_MAX_US.  Postmaster death is checked after each nap, as
+ * WL_EXIT_ON_PM_DEATH would.
+ */
+static void
+nap(void)
+{
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	pg_usleep(st.nap_us);
+	pgstat_report_wait_end();
+	if (!PostmasterIsAlive())
+		proc_exit(1);
+}
+
+/*
  * cs_stream_wait
  *	  The stream is idle: wait for the socket fd, the latch or the idle
- *	  timeout.  One wait event set for the
- *	  whole session: WaitLatchOrSocket() would build and tear down an epoll
- *	  set at every wait, and the stream waits thousands of times a second
- *	  while catching up.
+ *	  timeout; while batching (update_batching()), nap instead.  One wait
+ *	  event set for the whole session: WaitLatchOrSocket() would build and
+ *	  tear down an epoll set at every wait.
  */
 void
 cs_stream_wait(pgsocket fd, TimestampTz now)
 {
-	long		timeout = idle_timeout(now);
+	long		timeout;
 	WaitEvent	event;
 	int			rc;
+
+	if (st.napping)
+	{
+		nap();
+		return;
+	}
+	timeout = idle_timeout(now);
 
 	if (st.wait == NULL)
 	{
