@@ -458,6 +458,7 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 		values[0] = LSNGetDatum(e->data_start);
 		values[1] = LSNGetDatum(e->wal_end);
 		values[2] = TimestampTzGetDatum(e->send_time);
+		nulls[2] = (e->send_time == 0);	/* format 2 keeps few send times */
 		values[3] = PointerGetDatum(data);
 		MemoryContextSwitchTo(old);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
