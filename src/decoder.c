@@ -504,6 +504,21 @@ cs_decoder_typmods(CsDecoder *d, LogicalRepRelation *rel)
 }
 
 /*
+ * cs_decoder_set_time_bounds
+ *	  Lets the decoder skip sealed segments with no transaction committed
+ *	  in the bounds (cs_genreader_set_time_bounds()); the caller still
+ *	  filters by commit time and wants no message outside a transaction.
+ *	  Returns nothing.
+ */
+void
+cs_decoder_set_time_bounds(CsDecoder *d, bool has_start, TimestampTz start_time,
+						   bool has_end, TimestampTz end_time)
+{
+	cs_genreader_set_time_bounds(d->reader, has_start, start_time, has_end,
+								 end_time);
+}
+
+/*
  * cs_decoder_reached
  *	  What the archive proves about the stream read so far: *position, the
  *	  position of record (every transaction committing before it has been
