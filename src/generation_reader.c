@@ -60,6 +60,7 @@ struct CsGenerationReader
 	CsPositionTracker track;
 	bool		have_prev_end;	/* previous segment was read whole */
 	XLogRecPtr	prev_start;
+	uint32		prev_version;	/* format versions never go back */
 	bool		done;
 };
 
@@ -191,6 +192,11 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 						  "It starts at %X/%X, before the previous segment's start %X/%X.",
 						  LSN_FORMAT_ARGS(h->start_lsn),
 						  LSN_FORMAT_ARGS(gr->prev_start));
+	if (h->format_version < gr->prev_version)
+		cs_segment_damage(path, 0,
+						  "It is of format version %u, but the segment before it of version %u: a generation is only ever upgraded.",
+						  h->format_version, gr->prev_version);
+	gr->prev_version = h->format_version;
 	gr->prev_start = h->start_lsn;
 	gr->track.position = h->start_lsn;
 }
