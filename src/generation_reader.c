@@ -252,6 +252,19 @@ seal_excludes(CsGenerationReader *gr, const CsSegmentSeal *seal)
 		(gr->has_end_time && seal->min_commit_time > gr->end_time);
 }
 
+/*
+ * A seal whose CRC does not match is damage, except in the newest raw
+ * segment, where it may be a seal torn by a crash while it was written
+ * (recovery clears it): there it only means "not sealed".
+ */
+static void
+check_seal_crc(CsGenerationReader *gr, const CsSegmentHeader *h)
+{
+	if (h->seal_state == CS_SEAL_BAD && (!gr->newest || gr->cur->compressed))
+		cs_segment_damage(gr->cur->path, CS_SEAL_OFFSET,
+						  "The CRC-32C of the seal in its header does not match, and the segment is not the newest raw one of its generation.");
+}
+
 /* Skip the sealed segment just opened: its seal carries the chain on. */
 static void
 skip_sealed(CsGenerationReader *gr, const CsSegmentHeader *h)
@@ -288,9 +301,7 @@ open_next(CsGenerationReader *gr)
 			/* a segment with a successor was sealed: its seal counts */
 			gr->reader = open_listed(gr->cur);
 			h = cs_reader_header(gr->reader);
-			if (h->seal_state == CS_SEAL_BAD)
-				cs_segment_damage(gr->cur->path, CS_SEAL_OFFSET,
-								  "The CRC-32C of the seal in its header does not match, and the segment is not the newest of its generation.");
+			check_seal_crc(gr, h);
 			if (h->seal_state == CS_SEAL_VALID)
 			{
 				check_start(gr, h);
@@ -327,6 +338,7 @@ open_next(CsGenerationReader *gr)
 		if (gr->reader == NULL)
 		{
 			gr->reader = open_listed(gr->cur);
+			check_seal_crc(gr, cs_reader_header(gr->reader));
 			check_start(gr, cs_reader_header(gr->reader));
 		}
 		if (gr->end_bound != InvalidXLogRecPtr &&
@@ -383,7 +395,7 @@ close_current(CsGenerationReader *gr)
 	if ((!gr->newest || gr->cur->compressed) && gr->track.in_txn)
 		cs_segment_damage(gr->cur->path, cs_reader_valid_end(gr->reader),
 						  "The segment ends inside a transaction; segments are only sealed between transactions.");
-	if (!gr->newest)
+	if (!gr->newest || gr->cur->compressed)
 		check_contents(gr);
 	cs_reader_close(gr->reader);
 	gr->reader = NULL;
