@@ -80,6 +80,12 @@ for my $f (sort keys %queries)
 	my $got = $node->safe_psql($db, "$utc COPY ($queries{$f}) TO STDOUT");
 	my $want = slurp("$fixdir/$f");
 	chomp $want;
+	if ($f eq 'wal_segments.out')
+	{
+		# the newest segment's end was the live flushed position when the
+		# fixture was made; now it is the position of record (FORMAT.md 10)
+		s/\t[^\t]+\t([tf])\z/\t-\t$1/ for ($got, $want);
+	}
 	is($got, $want, "format 1 fixture: $f as the format 1 code returned it");
 }
 my ($want_records) = (slurp("$fixdir/wal_records.out") =~ tr/\n//);
