@@ -102,11 +102,11 @@ sub burst
 }
 burst(600);
 sleep 1.2;
-my $t1 = $node->safe_psql($db, "SELECT now()");
+my $t1 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
 my $before = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
 burst(300);
 my $after = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
-my $t2 = $node->safe_psql($db, "SELECT now()");
+my $t2 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
 sleep 1.2;
 burst(600);
 # seal the active segment: the next transaction goes to a new one
