@@ -405,7 +405,9 @@ in_bounds(XLogRecPtr lsn, XLogRecPtr start, XLogRecPtr end)
  *	  a transaction is returned when its commit LSN (BEGIN's final LSN) lies
  *	  in [start_lsn, end_lsn]; a message outside a transaction when its own
  *	  LSN does.  Of the newest raw segment only complete transactions are
- *	  returned.
+ *	  returned.  sent_at is NULL where the segment keeps no send time
+ *	  (format 2 keeps it on COMMIT and non-transactional messages only;
+ *	  docs/FORMAT.md section 8.2), and wal_end is then the lsn.
  *	  Errors: as generation_stats(); XX001 naming file and offset when a
  *	  segment is damaged or the segments do not follow each other.
  */
