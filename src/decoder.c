@@ -519,6 +519,30 @@ cs_decoder_set_time_bounds(CsDecoder *d, bool has_start, TimestampTz start_time,
 }
 
 /*
+ * cs_decoder_set_stop_time
+ *	  For a caller that stops at its first transaction committed after
+ *	  stop_time: the decoder ends before a sealed segment all of whose
+ *	  transactions committed after it (cs_genreader_set_stop_time()), and
+ *	  cs_decoder_stopped() says so.  Returns nothing.
+ */
+void
+cs_decoder_set_stop_time(CsDecoder *d, TimestampTz stop_time)
+{
+	cs_genreader_set_stop_time(d->reader, stop_time);
+}
+
+/*
+ * cs_decoder_stopped
+ *	  Returns true when decoding ended before a sealed segment whose
+ *	  transactions all committed after the stop time.
+ */
+bool
+cs_decoder_stopped(CsDecoder *d)
+{
+	return cs_genreader_stopped(d->reader);
+}
+
+/*
  * cs_decoder_reached
  *	  What the archive proves about the stream read so far: *position, the
  *	  position of record (every transaction committing before it has been

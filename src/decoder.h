@@ -72,6 +72,9 @@ extern const int32 *cs_decoder_typmods(CsDecoder *decoder,
 extern void cs_decoder_set_time_bounds(CsDecoder *decoder, bool has_start,
 									   TimestampTz start_time, bool has_end,
 									   TimestampTz end_time);
+extern void cs_decoder_set_stop_time(CsDecoder *decoder,
+									 TimestampTz stop_time);
+extern bool cs_decoder_stopped(CsDecoder *decoder);
 extern void cs_decoder_reached(CsDecoder *decoder, XLogRecPtr *position,
 							   TimestampTz *send_time);
 extern void cs_decoder_close(CsDecoder *decoder);

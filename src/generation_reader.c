@@ -46,6 +46,9 @@ struct CsGenerationReader
 	TimestampTz start_time;		/* all lie before start_time or after */
 	bool		has_end_time;	/* end_time */
 	TimestampTz end_time;
+	bool		has_stop_time;	/* stop before a sealed segment whose every */
+	TimestampTz stop_time;		/* transaction committed after stop_time */
+	bool		stopped;		/* stopped so */
 	int64		skipped;		/* segments skipped by their seal */
 	CsSegmentSeal contents;		/* commits read in the current segment */
 	List	   *segments;		/* CsSegmentFile *, by index */
@@ -265,6 +268,21 @@ check_seal_crc(CsGenerationReader *gr, const CsSegmentHeader *h)
 						  "The CRC-32C of the seal in its header does not match, and the segment is not the newest raw one of its generation.");
 }
 
+/*
+ * Does reading stop before this sealed segment?  With a stop time, when
+ * its first transaction is one the caller reads (at or after start_bound)
+ * and every one of its transactions committed after the stop time: the
+ * caller, which stops at its first transaction committed after the stop
+ * time, would stop at the segment's first one.
+ */
+static bool
+stops_here(CsGenerationReader *gr, const CsSegmentSeal *seal)
+{
+	return gr->has_stop_time && seal->transactions > 0 &&
+		seal->first_commit_lsn >= gr->start_bound &&
+		seal->min_commit_time > gr->stop_time;
+}
+
 /* Skip the sealed segment just opened: its seal carries the chain on. */
 static void
 skip_sealed(CsGenerationReader *gr, const CsSegmentHeader *h)
@@ -306,6 +324,15 @@ open_next(CsGenerationReader *gr)
 			{
 				check_start(gr, h);
 				check_seal(gr, h);
+				if (stops_here(gr, &h->seal))
+				{
+					elog(DEBUG1, "segment \"%s\" not read: its seal says every transaction in it committed after the stop time",
+						 gr->cur->path);
+					cs_reader_close(gr->reader);
+					gr->reader = NULL;
+					gr->stopped = true;
+					return false;
+				}
 				if (seal_excludes(gr, &h->seal))
 				{
 					skip_sealed(gr, h);
@@ -519,6 +546,28 @@ cs_genreader_set_time_bounds(CsGenerationReader *gr, bool has_start,
 	gr->start_time = start_time;
 	gr->has_end_time = has_end;
 	gr->end_time = end_time;
+}
+
+/*
+ * cs_genreader_set_stop_time
+ *	  For a caller that stops at its first transaction (at or after the
+ *	  start bound) committed after stop_time: reading ends, without opening
+ *	  its body, before a sealed segment whose first transaction is at or
+ *	  after the start bound and whose transactions all committed after
+ *	  stop_time; cs_genreader_stopped() then says so.  Returns nothing.
+ */
+void
+cs_genreader_set_stop_time(CsGenerationReader *gr, TimestampTz stop_time)
+{
+	gr->has_stop_time = true;
+	gr->stop_time = stop_time;
+}
+
+/* cs_genreader_stopped: did reading end at a segment past the stop time? */
+bool
+cs_genreader_stopped(CsGenerationReader *gr)
+{
+	return gr->stopped;
 }
 
 /* cs_genreader_skipped: how many sealed segments were skipped (int64). */

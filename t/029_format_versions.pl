@@ -100,18 +100,21 @@ sub burst
 	cs_pgbench($node, $db, '-n', '-c', '1', '-t', $n);
 	cs_wait_archived($node, name => "burst of $n");
 }
+# segments rotate in every pause between bursts (segment_timeout, checked
+# while idle too), so none holds two bursts
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.segment_timeout = '1s'; SELECT pg_reload_conf();");
 burst(600);
-sleep 1.2;
+sleep 2.5;
 my $t1 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
 my $before = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
 burst(300);
 my $after = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
 my $t2 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
-sleep 1.2;
+my $digest_sql = "SELECT md5(string_agg(t::text, '|' ORDER BY aid)) FROM %s t";
+my $digest_t2 = $node->safe_psql($db, sprintf($digest_sql, 'pgbench_accounts'));
+sleep 2.5;
 burst(600);
-# seal the active segment: the next transaction goes to a new one
-$node->safe_psql($db, "ALTER SYSTEM SET changestream.segment_timeout = '1s'; SELECT pg_reload_conf();");
-sleep 2;
+sleep 2.5;
 burst(5);
 my $gen = $node->safe_psql($db, "SELECT generation FROM changestream.status()");
 my @segs = sort glob("$archive/generations/$gen/wal/*.wal*");
@@ -145,6 +148,37 @@ $node->psql($db, "SET client_min_messages = debug1; SELECT count(*) FROM changes
 	stdout => \$stdout, stderr => \$stderr);
 my @skipped = ($stderr =~ /segment "([^"]+)" skipped: its seal/g);
 cmp_ok(scalar(@skipped), '>=', 2, scalar(@skipped) . ' sealed segments skipped by the time bounds');
+
+# restore to t2 does not open the segments after it: damage the first frame
+# of the first sealed segment all of whose transactions came after t2
+my $t2us = $node->safe_psql($db, "SELECT ((extract(epoch FROM '$t2'::timestamptz) - 946684800) * 1000000)::bigint");
+my $after_t2;
+for my $s (@segs[0 .. $#segs - 1])
+{
+	my $h = substr(uncompressed($s), 0, 128);
+	$after_t2 = $s if !defined $after_t2 && unpack('q>', substr($h, 88, 8)) > $t2us
+	  && unpack('Q>', substr($h, 104, 8)) > 0;
+}
+ok(defined $after_t2 && $after_t2 =~ /\.gz$/, 'a compressed segment lies wholly after t2');
+$node->stop;
+copy($after_t2, "$after_t2.keep") or die;
+my $araw = uncompressed($after_t2);
+substr($araw, 128 + 12 + 3, 1) = chr(ord(substr($araw, 128 + 12 + 3, 1)) ^ 0x40);
+open(my $afh, '|-', "gzip -c > '$after_t2'") or die;
+print $afh $araw;
+close($afh);
+$node->start;
+(my $aname = $after_t2) =~ s{.*/}{};
+$node->safe_psql($db, "SELECT * FROM changestream.restore('r1', '$gen', target_time => '$t2', tables => ARRAY['public.pgbench_accounts'])");
+is($node->safe_psql($db, sprintf($digest_sql, 'r1.pgbench_accounts')), $digest_t2,
+	'restore(target_time => t2) gives the table as it was at t2, without opening the damaged segment after it');
+($ok, $stdout, $stderr) = (0, '', '');
+$node->psql($db, "SELECT * FROM changestream.restore('r2', '$gen', tables => ARRAY['public.pgbench_accounts'])",
+	stdout => \$stdout, stderr => \$stderr);
+like($stderr, qr/\Q$aname\E/, 'restore() of everything reads it and reports the damage');
+$node->stop;
+move("$after_t2.keep", $after_t2) or die;
+$node->start;
 
 # damage the body of a skipped segment that lies wholly before t1
 my $t1us = $node->safe_psql($db, "SELECT ((extract(epoch FROM '$t1'::timestamptz) - 946684800) * 1000000)::bigint");
