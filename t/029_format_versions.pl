@@ -215,7 +215,7 @@ $node->stop;
 move($victim, "$victim.saved") or die;
 $raw = `gzip -dc < '$victim.saved'`;
 substr($raw, $at, 1) = chr(ord(substr($raw, $at, 1)) ^ 0x20);    # body sound again
-substr($raw, 80, 8) = pack('Q>', unpack('Q>', substr($raw, 72, 8)));    # last commit := first
+substr($raw, 104, 8) = pack('Q>', unpack('Q>', substr($raw, 104, 8)) + 1);    # one transaction more
 substr($raw, 124, 4) = pack('N', ArchiveCrc::crc32c(substr($raw, 64, 60)));
 open($fh, '|-', "gzip -c > '$victim'") or die;
 print $fh $raw;
