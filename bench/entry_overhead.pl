@@ -3,14 +3,16 @@
 #
 #   perl bench/entry_overhead.pl SEGMENT...     (raw .wal or .wal.gz files)
 #
-# Parses changestream WAL segments (docs/FORMAT.md: 64-byte header, frames
-# "CSFR" | u32 body length | u32 CRC | entries; entry = u8 kind | u32 length
-# | u64 dataStart | u64 walEnd | i64 send time | data) and prints, as
+# Parses changestream WAL segments of format 1 or 2 (docs/FORMAT.md: a 64-
+# or 128-byte header, frames "CSFR" | u32 body length | u32 CRC | entries;
+# format 1 entry = u8 kind | u32 length | u64 dataStart | u64 walEnd | i64
+# send time | data; format 2 entry = u8 kind | varint m | fields | data,
+# section 8.2) and prints, as
 # "name bytes gzip6_bytes" lines, the gzip -6 size of the same stream
 # encoded different ways, to show what the framing costs after compression:
 #
 #   payload        the pgoutput messages only, concatenated (the baseline)
-#   archive        the segments as written (header, frames, 29-byte entries)
+#   archive        the segments as written (header, frames, entries)
 #   kind_len       entries reduced to kind + u32 length + data
 #   delta_varint   kind, varint length, and dataStart, walEnd and send time
 #                  as zigzag varint deltas from the previous entry, + data
@@ -44,6 +46,20 @@ sub varint {
 	return $s . chr($v);
 }
 sub zigzag { my ($v) = @_; return $v >= 0 ? 2 * $v : -2 * $v - 1; }
+sub unzigzag { my ($u) = @_; return ($u % 2) ? -($u + 1) / 2 : $u / 2; }
+sub getvarint
+{
+	my ($s, $pos) = @_;
+	my ($v, $mul) = (0, 1);
+	while (1)
+	{
+		my $b = ord(substr($s, $$pos++, 1));
+		$v += ($b & 127) * $mul;
+		last unless $b & 128;
+		$mul *= 128;
+	}
+	return $v;
+}
 sub u64 { my ($s) = @_; my ($hi, $lo) = unpack('NN', $s); return $hi * 4294967296 + $lo; }
 
 my ($entries, $zero_start, $eq, %times) = (0, 0, 0);
@@ -67,21 +83,55 @@ for my $file (@ARGV)
 		close $fh;
 	}
 	print { $out{archive} } $data;
-	my $off = 64;
+	my $version = unpack('N', substr($data, 8, 4));
+	my $off = unpack('N', substr($data, 12, 4));
 	while ($off + 12 <= length($data))
 	{
 		my ($magic, $blen) = unpack('NN', substr($data, $off, 8));
 		last unless $magic == 0x43534652;
 		my $end = $off + 12 + $blen;
 		my $e = $off + 12;
-		while ($e + 29 <= $end)
+		my ($flsn, $ftime) = (0, 0);    # format 2: per-frame delta bases
+		while ($e < $end && ($version == 2 || $e + 29 <= $end))
 		{
-			my $kind = substr($data, $e, 1);
-			my $len = unpack('N', substr($data, $e + 1, 4));
-			my $ds = u64(substr($data, $e + 5, 8));
-			my $we = u64(substr($data, $e + 13, 8));
-			my $st = u64(substr($data, $e + 21, 8));
-			my $payload = substr($data, $e + 29, $len);
+			my ($kind, $len, $ds, $we, $st, $payload, $next);
+			if ($version == 2)
+			{
+				$kind = substr($data, $e, 1);
+				my $pos = $e + 1;
+				my $m = getvarint($data, \$pos);
+				$next = $pos + $m;
+				($ds, $we, $st) = (0, 0, 0);
+				if ($kind eq 'w' || $kind eq 'W')
+				{
+					$ds = $we = $flsn + unzigzag(getvarint($data, \$pos));
+					$flsn = $ds;
+				}
+				$we = $ds + unzigzag(getvarint($data, \$pos)) if $kind eq 'W';
+				if ($kind eq 'k')
+				{
+					$we = $flsn + unzigzag(getvarint($data, \$pos));
+					$flsn = $we;
+				}
+				if ($kind eq 'W' || $kind eq 'k')
+				{
+					$st = $ftime + unzigzag(getvarint($data, \$pos));
+					$ftime = $st;
+				}
+				$kind = 'w' if $kind eq 'W';
+				$len = $next - $pos;
+				$payload = substr($data, $pos, $len);
+			}
+			else
+			{
+				$kind = substr($data, $e, 1);
+				$len = unpack('N', substr($data, $e + 1, 4));
+				$ds = u64(substr($data, $e + 5, 8));
+				$we = u64(substr($data, $e + 13, 8));
+				$st = u64(substr($data, $e + 21, 8));
+				$payload = substr($data, $e + 29, $len);
+				$next = $e + 29 + $len;
+			}
 			$entries++;
 			$zero_start++ if $ds == 0;
 			$eq++ if $ds == $we;
@@ -96,7 +146,7 @@ for my $file (@ARGV)
 			print { $out{lsn_delta} } $kind . varint($len) . varint(zigzag($ds - $p_start)) . $payload;
 			print { $out{varint_len} } $kind . varint($len) . $payload;
 			($p_start, $p_end, $p_time) = ($ds, $we, $st);
-			$e += 29 + $len;
+			$e = $next;
 		}
 		$off = $end;
 	}

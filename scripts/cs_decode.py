@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cs_decode.py - an independent reader of changestream archives.
 
-Written from docs/FORMAT.md alone (format version 1), with the Python 3
+Written from docs/FORMAT.md alone (format versions 1 and 2), with the Python 3
 standard library only, to check that the specification is enough to read an
 archive without changestream's code.
 
@@ -48,15 +48,17 @@ import zlib
 
 # ---------------------------------------------------------------- constants
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SEGMENT_MAGIC = b"CSTRMWAL"
-SEGMENT_HEADER_SIZE = 64
+SEGMENT_HEADER_SIZE = 64          # the part every version shares
+HEADER_SIZES = {1: 64, 2: 128}    # header size by format version
+SEAL_OFFSET = 64                  # version 2: the seal area, 64 bytes
 FRAME_MAGIC = b"CSFR"
 FRAME_HEADER_SIZE = 12
 ENTRY_HEADER_SIZE = 29
 MAX_FRAME_BODY = 1024 * 1024 * 1024
 
-ENTRY_KINDS = {"w": "message", "s": "preamble", "k": "position"}
+ENTRY_KINDS = {"w": "message", "W": "message", "s": "preamble", "k": "position"}
 
 PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -382,16 +384,33 @@ def decode_header(buf):
     version, hsize = struct.unpack(">II", h[8:16])
     if version < 1 or version > FORMAT_VERSION:
         raise Damaged("unknown format version %d" % version)
-    if hsize != SEGMENT_HEADER_SIZE:
-        raise Damaged("header size %d, expected %d" % (hsize, SEGMENT_HEADER_SIZE))
+    if hsize != HEADER_SIZES[version]:
+        raise Damaged("header size %d, expected %d for version %d"
+                      % (hsize, HEADER_SIZES[version], version))
+    if len(buf) < hsize:
+        raise Damaged("shorter than the %d-byte segment header (%d bytes)" % (hsize, len(buf)))
     sysid, gen, index, start = struct.unpack(">QQQQ", h[16:48])
     (tli,) = struct.unpack(">I", h[48:52])
-    return {"version": version, "system_identifier": sysid, "generation": gen,
-            "segment_index": index, "start_lsn": start, "timeline": tli,
-            "reserved": h[52:60], "crc": crc}
+    out = {"version": version, "header_size": hsize, "system_identifier": sysid,
+           "generation": gen, "segment_index": index, "start_lsn": start,
+           "timeline": tli, "reserved": h[52:60], "crc": crc, "seal": None,
+           "seal_state": "none"}
+    if version >= 2:
+        area = buf[SEAL_OFFSET:SEAL_OFFSET + 64]
+        if area != b"\0" * 64:
+            (scrc,) = struct.unpack(">I", area[60:64])
+            if crc32c(area[0:60]) != scrc:
+                out["seal_state"] = "bad"
+            else:
+                end, first, last, tmin, tmax, ntx = struct.unpack(">QQQqqQ", area[0:48])
+                out["seal_state"] = "valid"
+                out["seal"] = {"end_lsn": end, "first_commit": first, "last_commit": last,
+                               "min_time": tmin, "max_time": tmax, "transactions": ntx,
+                               "reserved": area[48:60]}
+    return out
 
 
-def check_frame(buf, off):
+def check_frame(buf, off, version):
     """(body length, None) when a valid frame starts at off, else
     (None, reason).  Every length is compared with the bytes really there
     before anything is sliced."""
@@ -409,12 +428,12 @@ def check_frame(buf, off):
     body = buf[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + blen]
     if crc32c(fh[4:8], body) != crc:
         return None, "frame CRC mismatch"
-    if split_entries(body) is None:
+    if split_entries(body, version) is None:
         return None, "frame entries do not exactly fill the body"
     return blen, None
 
 
-def valid_frame_after(buf, off):
+def valid_frame_after(buf, off, version):
     """Offset of the first valid frame that starts after off, or None: a bad
     frame is a torn tail only when nothing valid follows it."""
     pos = off + 1
@@ -422,25 +441,97 @@ def valid_frame_after(buf, off):
         pos = buf.find(FRAME_MAGIC, pos)
         if pos < 0:
             return None
-        blen, _ = check_frame(buf, pos)
+        blen, _ = check_frame(buf, pos, version)
         if blen is not None:
             return pos
         pos += 1
 
 
-def split_entries(body):
+def varint(body, pos, end):
+    """(value, next position) of the unsigned LEB128 varint at pos, or None
+    when it runs past end or is longer than 10 bytes."""
+    v = 0
+    shift = 0
+    while pos < end and shift < 70:
+        b = body[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+    return None
+
+
+def svarint(body, pos, end):
+    r = varint(body, pos, end)
+    if r is None:
+        return None
+    u, pos = r
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def split_entries(body, version):
+    """[(offset, kind, dataStart, walEnd, send time, data)] of a frame body,
+    or None when the entries do not exactly fill it.  Version 2 entries
+    are returned in version 1 terms: 'W' as 'w', a 'w' with walEnd =
+    dataStart, and 0 for what is not stored."""
     out = []
     pos = 0
+    if version == 1:
+        while pos < len(body):
+            if pos + ENTRY_HEADER_SIZE > len(body):
+                return None
+            kind = chr(body[pos])
+            ln, ds, we, st = struct.unpack(">IQQq", body[pos + 1:pos + ENTRY_HEADER_SIZE])
+            if ln > len(body) - pos - ENTRY_HEADER_SIZE:
+                return None
+            data = body[pos + ENTRY_HEADER_SIZE:pos + ENTRY_HEADER_SIZE + ln]
+            out.append((pos, kind, ds, we, st, data))
+            pos += ENTRY_HEADER_SIZE + ln
+        return out
+    prev_lsn = 0
+    prev_time = 0
+    mask = 0xFFFFFFFFFFFFFFFF
     while pos < len(body):
-        if pos + ENTRY_HEADER_SIZE > len(body):
-            return None
+        start = pos
         kind = chr(body[pos])
-        ln, ds, we, st = struct.unpack(">IQQq", body[pos + 1:pos + ENTRY_HEADER_SIZE])
-        if ln > len(body) - pos - ENTRY_HEADER_SIZE:
+        r = varint(body, pos + 1, len(body))
+        if r is None:
             return None
-        data = body[pos + ENTRY_HEADER_SIZE:pos + ENTRY_HEADER_SIZE + ln]
-        out.append((pos, kind, ds, we, st, data))
-        pos += ENTRY_HEADER_SIZE + ln
+        m, pos = r
+        if m > len(body) - pos:
+            return None
+        end = pos + m
+        ds = we = st = 0
+        if kind in ("w", "W"):
+            r = svarint(body, pos, end)
+            if r is None:
+                return None
+            d, pos = r
+            ds = we = (prev_lsn + d) & mask
+            prev_lsn = ds
+        if kind == "W":
+            r = svarint(body, pos, end)
+            if r is None:
+                return None
+            d, pos = r
+            we = (ds + d) & mask
+        if kind == "k":
+            r = svarint(body, pos, end)
+            if r is None:
+                return None
+            d, pos = r
+            we = (prev_lsn + d) & mask
+            prev_lsn = we
+        if kind in ("W", "k"):
+            r = svarint(body, pos, end)
+            if r is None:
+                return None
+            d, pos = r
+            st = prev_time + d
+            prev_time = st
+        out.append((start, "w" if kind == "W" else kind, ds, we, st, body[pos:end]))
+        pos = end
     return out
 
 
@@ -456,6 +547,8 @@ class SegmentResult:
         self.transactions = 0
         self.first_commit = None
         self.last_commit = None
+        self.min_time = None      # least and greatest commit time
+        self.max_time = None
         self.position = None      # position of record at the safe end
         self.valid_end = None
         self.size = None
@@ -497,23 +590,33 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
     h = r.header
     if h["reserved"] != b"\0" * 8:
         problems.add(path, 52, "reserved header bytes 52..59 are not zero")
+    if h["seal_state"] == "bad" and not torn_ok:
+        problems.add(path, SEAL_OFFSET, "seal CRC mismatch in a segment that is not the newest raw one")
     if show_entries:
         print("segment %s" % path)
         print("  header: version %d, system_identifier %d, generation %016x, "
               "index %d, start_lsn %s, timeline %d, crc %08x"
               % (h["version"], h["system_identifier"], h["generation"],
                  h["segment_index"], lsn(h["start_lsn"]), h["timeline"], h["crc"]))
+        if h["seal"]:
+            sl = h["seal"]
+            print("  seal: end %s, commits %s..%s, commit times %s..%s, %d transactions"
+                  % (lsn(sl["end_lsn"]), lsn(sl["first_commit"]), lsn(sl["last_commit"]),
+                     pgtime(sl["min_time"]), pgtime(sl["max_time"]), sl["transactions"]))
+        elif h["version"] >= 2:
+            print("  seal: %s" % ("not sealed" if h["seal_state"] == "none" else "torn (newest raw segment)"))
     position = h["start_lsn"]
     in_txn = False
     txn_final = None
     txn_offset = None
     relations = set()             # relids with a Relation message so far
-    off = SEGMENT_HEADER_SIZE
+    version = h["version"]
+    off = h["header_size"]
     while off < len(buf):
-        blen, reason = check_frame(buf, off)
+        blen, reason = check_frame(buf, off, version)
         if blen is None:
             r.valid_end = off
-            after = valid_frame_after(buf, off)
+            after = valid_frame_after(buf, off, version)
             if gz_problem:
                 reason = "%s (%s at uncompressed offset %d)" % (
                     reason, gz_problem[1], gz_problem[0])
@@ -526,7 +629,7 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                 r.torn = reason
             break
         body = buf[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + blen]
-        entries = split_entries(body)
+        entries = split_entries(body, version)
         r.frames += 1
         if show_entries:
             print("  frame @%d: %d bytes, %d entries" % (off, blen, len(entries)))
@@ -591,6 +694,9 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                                      % (lsn(c), lsn(state["start_lsn"])))
                     state["last_commit"] = c
                     r.last_commit = c
+                    t_c = m["commit_time"]
+                    r.min_time = t_c if r.min_time is None else min(r.min_time, t_c)
+                    r.max_time = t_c if r.max_time is None else max(r.max_time, t_c)
                     state["floor"] = max(state["floor"], m["end_lsn"])
                     state["floor_what"] = "the end of the previous transaction"
                     position = max(position, m["end_lsn"])
@@ -640,6 +746,21 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
         # the stream broke exactly at a frame boundary
         problems.add(path, gz_problem[0], gz_problem[1])
     r.position = position
+    sl = h["seal"]
+    if sl is not None and not torn_ok:
+        got = (position, r.first_commit or 0, r.last_commit or 0, r.min_time or 0,
+               r.max_time or 0, r.transactions)
+        want = (sl["end_lsn"], sl["first_commit"], sl["last_commit"], sl["min_time"],
+                sl["max_time"], sl["transactions"])
+        if got != want:
+            problems.add(path, SEAL_OFFSET,
+                         "the seal says end %s, commits %s..%s, %d transactions (times %s..%s); "
+                         "the segment holds end %s, commits %s..%s, %d transactions (times %s..%s)"
+                         % (lsn(want[0]), lsn(want[1]), lsn(want[2]), want[5], pgtime(want[3]),
+                            pgtime(want[4]), lsn(got[0]), lsn(got[1]), lsn(got[2]), got[5],
+                            pgtime(got[3]), pgtime(got[4])))
+        if sl["reserved"] != b"\0" * 12:
+            problems.add(path, SEAL_OFFSET + 48, "reserved seal bytes 112..123 are not zero")
     if in_txn:
         r.open_txn = txn_final
         r.open_txn_offset = txn_offset
@@ -791,6 +912,7 @@ def read_generation(gen_dir, problems, show, show_values):
         expected_start = parse_lsn(ident["start_lsn"])
         state["start_lsn"] = expected_start
     prev_ok = True
+    prev_version = 1
     for n, idx in enumerate(indexes):
         p = files[idx]
         newest = n == len(indexes) - 1
@@ -808,6 +930,10 @@ def read_generation(gen_dir, problems, show, show_values):
             prev_ok = False
             continue
         h = r.header
+        if h["version"] < prev_version:
+            problems.add(p, 0, "format version %d after a segment of version %d"
+                         % (h["version"], prev_version))
+        prev_version = h["version"]
         if h["segment_index"] != idx:
             problems.add(p, 0, "header says segment index %d, the file name %d"
                          % (h["segment_index"], idx))

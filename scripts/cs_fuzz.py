@@ -45,7 +45,8 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cs_decode import crc32c  # noqa: E402  (same directory)
+from cs_decode import crc32c, split_entries, HEADER_SIZES  # noqa: E402  (same directory)
+from cs_decode import varint as cs_varint  # noqa: E402
 
 HDR = 64
 FH = 12
@@ -56,10 +57,18 @@ SEG = re.compile(r"^([0-9a-f]{16})\.wal(\.gz)?$")
 # ---------------------------------------------------------------- format
 
 
+def version_of(buf):
+    """The format version a header says (1 when unknown or too short)."""
+    if len(buf) < 16:
+        return 1
+    v = struct.unpack(">I", buf[8:12])[0]
+    return v if v in HEADER_SIZES else 1
+
+
 def frames_of(buf):
-    """[(offset, body)] of the valid frames from offset 64 on."""
+    """[(offset, body)] of the valid frames after the header."""
     out = []
-    off = HDR
+    off = HEADER_SIZES[version_of(buf)]
     while off + FH <= len(buf):
         if buf[off:off + 4] != b"CSFR":
             break
@@ -79,22 +88,52 @@ def frame(body):
     return b"CSFR" + ln + struct.pack(">I", crc32c(ln, body)) + body
 
 
-def entries_of(body):
-    out = []
-    pos = 0
-    while pos + EH <= len(body):
-        kind = body[pos:pos + 1]
-        n, ds, we, st = struct.unpack(">IQQq", body[pos + 1:pos + EH])
-        if n > len(body) - pos - EH:
-            break
-        out.append([kind, ds, we, st, body[pos + EH:pos + EH + n]])
-        pos += EH + n
-    return out
+def entries_of(body, version):
+    es = split_entries(body, version)
+    if es is None:
+        return []
+    return [[k.encode("latin-1"), ds, we, st, d] for _, k, ds, we, st, d in es]
 
 
-def body_of(entries):
-    return b"".join(k + struct.pack(">IQQq", len(d), ds, we, st) + d
-                    for k, ds, we, st, d in entries)
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def svarint(v):
+    return varint(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def entry_bytes(version, e, state):
+    """One entry encoded as docs/FORMAT.md section 8 says (state: the
+    frame's previous LSN and time, for version 2)."""
+    k, ds, we, st, d = e
+    if version == 1:
+        return k + struct.pack(">IQQq", len(d), ds, we, st) + d
+    if k == b"w" and (we != ds or d[:1] == b"C" or (d[:1] == b"M" and len(d) > 1 and not d[1] & 1)):
+        k = b"W"
+    f = b""
+    if k in (b"w", b"W"):
+        f += svarint(ds - state[0])
+        state[0] = ds
+    if k == b"W":
+        f += svarint(we - ds)
+    if k == b"k":
+        f += svarint(we - state[0])
+        state[0] = we
+    if k in (b"W", b"k"):
+        f += svarint(st - state[1])
+        state[1] = st
+    return k + varint(len(f) + len(d)) + f + d
+
+
+def body_of(entries, version):
+    state = [0, 0]
+    return b"".join(entry_bytes(version, e, state) for e in entries)
 
 
 def set_header(buf, offset, fmt, value):
@@ -291,7 +330,8 @@ def m_entries(rng, segs, gen):
         return m_bitflip(rng, segs, gen)
     k = rng.randrange(len(fr))
     off, body = fr[k]
-    es = entries_of(body)
+    version = version_of(b)
+    es = entries_of(body, version)
     if not es:
         return m_bitflip(rng, segs, gen)
     i = rng.randrange(len(es))
@@ -311,15 +351,24 @@ def m_entries(rng, segs, gen):
     elif how == "pos":
         es[i][2] = rng.choice([0, 1, 0xFFFFFFFFFFFFFFFF, max(0, es[i][2] - 0x100000)])
         desc = "walEnd=%x" % es[i][2]
-    nbody = body_of(es)
+    nbody = body_of(es, version)
     if how == "rawlen":
         # entry length field wrong, CRC right: entries do not fill the frame
-        nb = bytearray(nbody)
-        pos = 0
-        for j in range(i):
-            pos += EH + len(es[j][4])
-        struct.pack_into(">I", nb, pos + 1, rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
-        nbody = bytes(nb)
+        pos = len(body_of(es[:i], version))
+        if version == 1:
+            nb = bytearray(nbody)
+            struct.pack_into(">I", nb, pos + 1, rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
+            nbody = bytes(nb)
+        else:
+            state = [0, 0]
+            for e in es[:i]:
+                entry_bytes(version, e, state)
+            one = entry_bytes(version, es[i], state)
+            m, after = cs_varint(one, 1, len(one))
+            lv = after - 1
+            # the entry's length varint replaced by a wrong one
+            bad = varint(rng.choice([m + 1, 0xFFFFFFFF, 0x40000000]))
+            nbody = nbody[:pos + 1] + bad + nbody[pos + 1 + lv:]
     store(p, b[:off] + frame(nbody) + b[off + FH + len(body):])
     return "entry %d/%d of frame %d %s in %s" % (i, len(es), k, desc, os.path.basename(p))
 
@@ -329,7 +378,10 @@ def m_header(rng, segs, gen):
     b = load(p)
     if len(b) < HDR:
         return m_bitflip(rng, segs, gen)
-    field = rng.choice(["index", "generation", "start_lsn", "version", "hsize", "sysid", "tli"])
+    fields = ["index", "generation", "start_lsn", "version", "hsize", "sysid", "tli"]
+    if version_of(b) >= 2 and len(b) >= 128 and b[64:128] != bytes(64):
+        fields += ["seal", "seal_crc"]
+    field = rng.choice(fields)
     h = struct.unpack(">8sIIQQQQI", b[:52])
     if field == "index":
         b = set_header(b, 32, ">Q", h[5] + rng.choice([1, -1 if h[5] else 2, 1000]))
@@ -338,9 +390,21 @@ def m_header(rng, segs, gen):
     elif field == "start_lsn":
         b = set_header(b, 40, ">Q", max(0, h[6] + rng.choice([-8, 8, -0x10000, 0x10000])))
     elif field == "version":
-        b = set_header(b, 8, ">I", rng.choice([0, 2, 0xFFFFFFFF]))
+        b = set_header(b, 8, ">I", rng.choice([0, 3 - version_of(b), 3, 0xFFFFFFFF]))
     elif field == "hsize":
-        b = set_header(b, 12, ">I", rng.choice([0, 63, 65, 0xFFFFFFFF]))
+        b = set_header(b, 12, ">I", rng.choice([0, 63, 65, 192 - HEADER_SIZES[version_of(b)],
+                                                0xFFFFFFFF]))
+    elif field == "seal":
+        # a seal field changed, its CRC made to match: it lies about the body
+        nb = bytearray(b)
+        o = 64 + 8 * rng.randrange(6)
+        struct.pack_into(">Q", nb, o, struct.unpack(">Q", nb[o:o + 8])[0] ^ (1 << rng.randrange(40)))
+        struct.pack_into(">I", nb, 124, crc32c(bytes(nb[64:124])))
+        b = bytes(nb)
+    elif field == "seal_crc":
+        nb = bytearray(b)
+        nb[64 + rng.randrange(60)] ^= 1 << rng.randrange(8)
+        b = bytes(nb)
     elif field == "sysid":
         b = set_header(b, 16, ">Q", h[3] ^ 1)
     else:
@@ -375,8 +439,8 @@ def m_files(rng, segs, gen):
         p = segs[0]
         if p.endswith(".gz"):
             b = bytearray(load(p))
-            if len(b) > HDR + 20:
-                b[HDR + 20] ^= 0x10      # the raw leftover is ignored: damage it
+            if len(b) > HEADER_SIZES[version_of(b)] + 20:
+                b[HEADER_SIZES[version_of(b)] + 20] ^= 0x10      # the raw leftover is ignored: damage it
             store(p[:-3], bytes(b), gz=False)
             return "raw twin (damaged) beside %s" % os.path.basename(p)
         return m_bitflip(rng, segs, gen)

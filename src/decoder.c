@@ -504,6 +504,45 @@ cs_decoder_typmods(CsDecoder *d, LogicalRepRelation *rel)
 }
 
 /*
+ * cs_decoder_set_time_bounds
+ *	  Lets the decoder skip sealed segments with no transaction committed
+ *	  in the bounds (cs_genreader_set_time_bounds()); the caller still
+ *	  filters by commit time and wants no message outside a transaction.
+ *	  Returns nothing.
+ */
+void
+cs_decoder_set_time_bounds(CsDecoder *d, bool has_start, TimestampTz start_time,
+						   bool has_end, TimestampTz end_time)
+{
+	cs_genreader_set_time_bounds(d->reader, has_start, start_time, has_end,
+								 end_time);
+}
+
+/*
+ * cs_decoder_set_stop_time
+ *	  For a caller that stops at its first transaction committed after
+ *	  stop_time: the decoder ends before a sealed segment all of whose
+ *	  transactions committed after it (cs_genreader_set_stop_time()), and
+ *	  cs_decoder_stopped() says so.  Returns nothing.
+ */
+void
+cs_decoder_set_stop_time(CsDecoder *d, TimestampTz stop_time)
+{
+	cs_genreader_set_stop_time(d->reader, stop_time);
+}
+
+/*
+ * cs_decoder_stopped
+ *	  Returns true when decoding ended before a sealed segment whose
+ *	  transactions all committed after the stop time.
+ */
+bool
+cs_decoder_stopped(CsDecoder *d)
+{
+	return cs_genreader_stopped(d->reader);
+}
+
+/*
  * cs_decoder_reached
  *	  What the archive proves about the stream read so far: *position, the
  *	  position of record (every transaction committing before it has been

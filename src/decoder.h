@@ -69,6 +69,12 @@ extern char *cs_decoder_type_name(CsDecoder *decoder, Oid typid,
 								  int32 typmod);
 extern const int32 *cs_decoder_typmods(CsDecoder *decoder,
 									   LogicalRepRelation *rel);
+extern void cs_decoder_set_time_bounds(CsDecoder *decoder, bool has_start,
+									   TimestampTz start_time, bool has_end,
+									   TimestampTz end_time);
+extern void cs_decoder_set_stop_time(CsDecoder *decoder,
+									 TimestampTz stop_time);
+extern bool cs_decoder_stopped(CsDecoder *decoder);
 extern void cs_decoder_reached(CsDecoder *decoder, XLogRecPtr *position,
 							   TimestampTz *send_time);
 extern void cs_decoder_close(CsDecoder *decoder);

@@ -13,6 +13,10 @@
  *		when the previous one was skipped, no earlier than it started);
  *	  - no segment but the newest ends inside a transaction, and commit
  *		LSNs strictly increase, so no transaction is read twice;
+ *	  - a sealed segment (format 2) holds what its seal says: its end
+ *		position, first and last commit LSN, commit time range and count;
+ *	  - a sealed segment skipped for the bounds still has its header
+ *		checked, and its seal carries the chain on to the next segment;
  *	  - only the newest raw segment may end in a torn tail, and of it only
  *		complete transactions are read.
  *
@@ -38,6 +42,15 @@ struct CsGenerationReader
 	CsIdentity	identity;
 	XLogRecPtr	start_bound;	/* skip segments wholly before it */
 	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
+	bool		has_start_time; /* skip sealed segments whose commit times */
+	TimestampTz start_time;		/* all lie before start_time or after */
+	bool		has_end_time;	/* end_time */
+	TimestampTz end_time;
+	bool		has_stop_time;	/* stop before a sealed segment whose every */
+	TimestampTz stop_time;		/* transaction committed after stop_time */
+	bool		stopped;		/* stopped so */
+	int64		skipped;		/* segments skipped by their seal */
+	CsSegmentSeal contents;		/* commits read in the current segment */
 	List	   *segments;		/* CsSegmentFile *, by index */
 	int			next;			/* next segment to open */
 	CsSegmentFile *cur;
@@ -50,6 +63,7 @@ struct CsGenerationReader
 	CsPositionTracker track;
 	bool		have_prev_end;	/* previous segment was read whole */
 	XLogRecPtr	prev_start;
+	uint32		prev_version;	/* format versions never go back */
 	bool		done;
 };
 
@@ -181,8 +195,107 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 						  "It starts at %X/%X, before the previous segment's start %X/%X.",
 						  LSN_FORMAT_ARGS(h->start_lsn),
 						  LSN_FORMAT_ARGS(gr->prev_start));
+	if (h->format_version < gr->prev_version)
+		cs_segment_damage(path, 0,
+						  "It is of format version %u, but the segment before it of version %u: a generation is only ever upgraded.",
+						  h->format_version, gr->prev_version);
+	gr->prev_version = h->format_version;
 	gr->prev_start = h->start_lsn;
 	gr->track.position = h->start_lsn;
+}
+
+/*
+ * Check a seal's own consistency and that it continues the stream read so
+ * far; XX001 at the header when not.
+ */
+static void
+check_seal(CsGenerationReader *gr, const CsSegmentHeader *h)
+{
+	const CsSegmentSeal *seal = &h->seal;
+	const char *path = gr->cur->path;
+
+	if (seal->end_lsn < h->start_lsn ||
+		(seal->transactions > 0 &&
+		 (seal->first_commit_lsn > seal->last_commit_lsn ||
+		  seal->min_commit_time > seal->max_commit_time ||
+		  seal->first_commit_lsn < h->start_lsn)) ||
+		(seal->transactions == 0 &&
+		 (seal->first_commit_lsn != 0 || seal->last_commit_lsn != 0)))
+		cs_segment_damage(path, CS_SEAL_OFFSET,
+						  "The seal in its header is not consistent (end %X/%X, commits %X/%X to %X/%X, %llu transactions).",
+						  LSN_FORMAT_ARGS(seal->end_lsn),
+						  LSN_FORMAT_ARGS(seal->first_commit_lsn),
+						  LSN_FORMAT_ARGS(seal->last_commit_lsn),
+						  (unsigned long long) seal->transactions);
+	if (seal->transactions > 0 && gr->track.last_commit_lsn != InvalidXLogRecPtr &&
+		seal->first_commit_lsn <= gr->track.last_commit_lsn)
+		cs_segment_damage(path, CS_SEAL_OFFSET,
+						  "Its seal says its first commit LSN is %X/%X, which does not follow the previous commit LSN %X/%X.",
+						  LSN_FORMAT_ARGS(seal->first_commit_lsn),
+						  LSN_FORMAT_ARGS(gr->track.last_commit_lsn));
+}
+
+/*
+ * Can a sealed segment be skipped whole?  Its seal says it holds no commit
+ * at or after start_bound (it ends at or before it: the rule
+ * wholly_before_start() applies to unsealed ones), or, with time bounds,
+ * no transaction whose commit time lies in them (messages outside
+ * transactions are not wanted when time bounds are given).
+ */
+static bool
+seal_excludes(CsGenerationReader *gr, const CsSegmentSeal *seal)
+{
+	if (gr->start_bound != InvalidXLogRecPtr && seal->end_lsn <= gr->start_bound)
+		return true;
+	if (!gr->has_start_time && !gr->has_end_time)
+		return false;
+	if (seal->transactions == 0)
+		return true;
+	return (gr->has_start_time && seal->max_commit_time < gr->start_time) ||
+		(gr->has_end_time && seal->min_commit_time > gr->end_time);
+}
+
+/*
+ * A seal whose CRC does not match is damage, except in the newest raw
+ * segment, where it may be a seal torn by a crash while it was written
+ * (recovery clears it): there it only means "not sealed".
+ */
+static void
+check_seal_crc(CsGenerationReader *gr, const CsSegmentHeader *h)
+{
+	if (h->seal_state == CS_SEAL_BAD && (!gr->newest || gr->cur->compressed))
+		cs_segment_damage(gr->cur->path, CS_SEAL_OFFSET,
+						  "The CRC-32C of the seal in its header does not match, and the segment is not the newest raw one of its generation.");
+}
+
+/*
+ * Does reading stop before this sealed segment?  With a stop time, when
+ * its first transaction is one the caller reads (at or after start_bound)
+ * and every one of its transactions committed after the stop time: the
+ * caller, which stops at its first transaction committed after the stop
+ * time, would stop at the segment's first one.
+ */
+static bool
+stops_here(CsGenerationReader *gr, const CsSegmentSeal *seal)
+{
+	return gr->has_stop_time && seal->transactions > 0 &&
+		seal->first_commit_lsn >= gr->start_bound &&
+		seal->min_commit_time > gr->stop_time;
+}
+
+/* Skip the sealed segment just opened: its seal carries the chain on. */
+static void
+skip_sealed(CsGenerationReader *gr, const CsSegmentHeader *h)
+{
+	elog(DEBUG1, "segment \"%s\" skipped: its seal puts it outside the bounds (commits %X/%X to %X/%X, %llu transactions)",
+		 gr->cur->path, LSN_FORMAT_ARGS(h->seal.first_commit_lsn),
+		 LSN_FORMAT_ARGS(h->seal.last_commit_lsn),
+		 (unsigned long long) h->seal.transactions);
+	gr->track.position = h->seal.end_lsn;
+	if (h->seal.transactions > 0)
+		gr->track.last_commit_lsn = h->seal.last_commit_lsn;
+	gr->have_prev_end = true;
+	gr->skipped++;
 }
 
 /* Open the next segment to read; false when there is none. */
@@ -195,13 +308,48 @@ open_next(CsGenerationReader *gr)
 	{
 		int			i = gr->next++;
 		CsSegmentScan scan;
+		const CsSegmentHeader *h;
 
 		gr->cur = list_nth(gr->segments, i);
 		gr->newest = (i == n - 1);
-		if (wholly_before_start(gr, i))
+		gr->reader = NULL;
+		memset(&gr->contents, 0, sizeof(gr->contents));
+		if (!gr->newest)
 		{
-			gr->have_prev_end = false;
-			continue;
+			/* a segment with a successor was sealed: its seal counts */
+			gr->reader = open_listed(gr->cur);
+			h = cs_reader_header(gr->reader);
+			check_seal_crc(gr, h);
+			if (h->seal_state == CS_SEAL_VALID)
+			{
+				check_start(gr, h);
+				check_seal(gr, h);
+				if (stops_here(gr, &h->seal))
+				{
+					elog(DEBUG1, "segment \"%s\" not read: its seal says every transaction in it committed after the stop time",
+						 gr->cur->path);
+					cs_reader_close(gr->reader);
+					gr->reader = NULL;
+					gr->stopped = true;
+					return false;
+				}
+				if (seal_excludes(gr, &h->seal))
+				{
+					skip_sealed(gr, h);
+					cs_reader_close(gr->reader);
+					gr->reader = NULL;
+					continue;
+				}
+			}
+			else if (wholly_before_start(gr, i))
+			{
+				cs_reader_close(gr->reader);
+				gr->reader = NULL;
+				gr->have_prev_end = false;
+				continue;
+			}
+			else
+				check_start(gr, h);
 		}
 		gr->limit_frame = -1;
 		gr->limit_entry = 0;
@@ -214,8 +362,12 @@ open_next(CsGenerationReader *gr)
 				scan.safe_end : scan.safe_frame_offset;
 			gr->limit_entry = scan.safe_entry_offset;
 		}
-		gr->reader = open_listed(gr->cur);
-		check_start(gr, cs_reader_header(gr->reader));
+		if (gr->reader == NULL)
+		{
+			gr->reader = open_listed(gr->cur);
+			check_seal_crc(gr, cs_reader_header(gr->reader));
+			check_start(gr, cs_reader_header(gr->reader));
+		}
 		if (gr->end_bound != InvalidXLogRecPtr &&
 			cs_reader_header(gr->reader)->start_lsn > gr->end_bound)
 		{
@@ -229,6 +381,36 @@ open_next(CsGenerationReader *gr)
 	return false;
 }
 
+/*
+ * A segment read whole must hold what its seal says; XX001 at the header
+ * when it does not.
+ */
+static void
+check_contents(CsGenerationReader *gr)
+{
+	const CsSegmentHeader *h = cs_reader_header(gr->reader);
+	const CsSegmentSeal *s = &h->seal;
+	const CsSegmentSeal *c = &gr->contents;
+
+	if (h->seal_state != CS_SEAL_VALID || gr->limited)
+		return;
+	if (s->end_lsn != gr->track.position || s->transactions != c->transactions ||
+		s->first_commit_lsn != c->first_commit_lsn ||
+		s->last_commit_lsn != c->last_commit_lsn ||
+		s->min_commit_time != c->min_commit_time ||
+		s->max_commit_time != c->max_commit_time)
+		cs_segment_damage(gr->cur->path, CS_SEAL_OFFSET,
+						  "The seal in its header says it ends at %X/%X and holds %llu transactions committed from %X/%X to %X/%X; it ends at %X/%X and holds %llu, from %X/%X to %X/%X (or their commit times differ).",
+						  LSN_FORMAT_ARGS(s->end_lsn),
+						  (unsigned long long) s->transactions,
+						  LSN_FORMAT_ARGS(s->first_commit_lsn),
+						  LSN_FORMAT_ARGS(s->last_commit_lsn),
+						  LSN_FORMAT_ARGS(gr->track.position),
+						  (unsigned long long) c->transactions,
+						  LSN_FORMAT_ARGS(c->first_commit_lsn),
+						  LSN_FORMAT_ARGS(c->last_commit_lsn));
+}
+
 /* The current segment is read: judge its end, and close it. */
 static void
 close_current(CsGenerationReader *gr)
@@ -240,6 +422,8 @@ close_current(CsGenerationReader *gr)
 	if ((!gr->newest || gr->cur->compressed) && gr->track.in_txn)
 		cs_segment_damage(gr->cur->path, cs_reader_valid_end(gr->reader),
 						  "The segment ends inside a transaction; segments are only sealed between transactions.");
+	if (!gr->newest || gr->cur->compressed)
+		check_contents(gr);
 	cs_reader_close(gr->reader);
 	gr->reader = NULL;
 	gr->have_prev_end = true;
@@ -337,8 +521,60 @@ cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
 								 item->entry.kind == CS_ENTRY_MESSAGE ? &item->info : NULL);
 		if (problem != NULL)
 			cs_segment_damage(item->path, item->frame_offset, "%s", problem);
+		if (item->entry.kind == CS_ENTRY_MESSAGE && item->info.type == 'C')
+			cs_seal_note_commit(&gr->contents, item->info.lsn,
+								item->info.commit_time);
 	}
 	return true;
+}
+
+/*
+ * cs_genreader_set_time_bounds
+ *	  Lets the reader skip sealed segments none of whose transactions
+ *	  committed in [start_time, end_time] (has_start / has_end false: that
+ *	  side is open), reading only their headers.  For callers that want no
+ *	  message outside a transaction when time bounds are given, and that
+ *	  still filter entries themselves.  Call before the first
+ *	  cs_genreader_next().  Returns nothing.
+ */
+void
+cs_genreader_set_time_bounds(CsGenerationReader *gr, bool has_start,
+							 TimestampTz start_time, bool has_end,
+							 TimestampTz end_time)
+{
+	gr->has_start_time = has_start;
+	gr->start_time = start_time;
+	gr->has_end_time = has_end;
+	gr->end_time = end_time;
+}
+
+/*
+ * cs_genreader_set_stop_time
+ *	  For a caller that stops at its first transaction (at or after the
+ *	  start bound) committed after stop_time: reading ends, without opening
+ *	  its body, before a sealed segment whose first transaction is at or
+ *	  after the start bound and whose transactions all committed after
+ *	  stop_time; cs_genreader_stopped() then says so.  Returns nothing.
+ */
+void
+cs_genreader_set_stop_time(CsGenerationReader *gr, TimestampTz stop_time)
+{
+	gr->has_stop_time = true;
+	gr->stop_time = stop_time;
+}
+
+/* cs_genreader_stopped: did reading end at a segment past the stop time? */
+bool
+cs_genreader_stopped(CsGenerationReader *gr)
+{
+	return gr->stopped;
+}
+
+/* cs_genreader_skipped: how many sealed segments were skipped (int64). */
+int64
+cs_genreader_skipped(CsGenerationReader *gr)
+{
+	return gr->skipped;
 }
 
 /*

@@ -29,6 +29,14 @@ extern CsGenerationReader *cs_genreader_open(const char *directory,
 											 uint64 generation,
 											 XLogRecPtr start_bound,
 											 XLogRecPtr end_bound);
+extern void cs_genreader_set_time_bounds(CsGenerationReader *reader,
+										 bool has_start,
+										 TimestampTz start_time,
+										 bool has_end, TimestampTz end_time);
+extern void cs_genreader_set_stop_time(CsGenerationReader *reader,
+									   TimestampTz stop_time);
+extern bool cs_genreader_stopped(CsGenerationReader *reader);
+extern int64 cs_genreader_skipped(CsGenerationReader *reader);
 extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
 extern void cs_genreader_close(CsGenerationReader *reader);
 extern void cs_check_segment_header(const char *path,

@@ -23,7 +23,7 @@
  * cs_parse_pgoutput
  *	  Fill info from one pgoutput message (data starts at the type byte).
  *	  B: lsn = final LSN (the commit record's LSN).  C: lsn = commit LSN,
- *	  end_lsn = end LSN.  M: lsn, transactional.  R, Y: oid.  Returns false
+ *	  end_lsn = end LSN; B and C: commit_time.  M: lsn, transactional.  R, Y: oid.  Returns false
  *	  when the message is too short for its type (the caller raises
  *	  protocol_violation).
  */
@@ -40,12 +40,14 @@ cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
 			if (len < 1 + 8 + 8 + 4)
 				return false;
 			info->lsn = cs_get64(data + 1);
+			info->commit_time = (TimestampTz) cs_get64(data + 9);
 			break;
 		case 'C':				/* Commit: flags, commit LSN, end LSN, time */
 			if (len < 1 + 1 + 8 + 8 + 8)
 				return false;
 			info->lsn = cs_get64(data + 2);
 			info->end_lsn = cs_get64(data + 10);
+			info->commit_time = (TimestampTz) cs_get64(data + 18);
 			break;
 		case 'M':				/* Message: flags, LSN, prefix, content */
 			if (len < 1 + 1 + 8)

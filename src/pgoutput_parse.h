@@ -10,6 +10,7 @@
 #define CS_PGOUTPUT_PARSE_H
 
 #include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
 
 typedef struct CsMessageInfo
 {
@@ -17,6 +18,7 @@ typedef struct CsMessageInfo
 	XLogRecPtr	lsn;			/* B: final (commit) LSN; C: commit LSN; M:
 								 * message LSN */
 	XLogRecPtr	end_lsn;		/* C: end LSN */
+	TimestampTz commit_time;	/* B, C: commit time */
 	bool		transactional;	/* M: flag */
 	Oid			oid;			/* R: relation OID; Y: type OID */
 } CsMessageInfo;

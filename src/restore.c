@@ -700,6 +700,9 @@ apply_archive(RestoreState *rs)
 	bool		skip = true;
 	bool		reached = false;
 
+	/* sealed segments all committed after the target are not opened */
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
 	while (!reached && cs_decoder_next(d, &c))
 	{
 		CsRestoreTable *t;
@@ -739,7 +742,7 @@ apply_archive(RestoreState *rs)
 				break;
 		}
 	}
-	if (!reached)
+	if (!reached && !cs_decoder_stopped(d))
 		check_reached(rs, d);
 	cs_decoder_close(d);
 }

@@ -1,22 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * segment_format.c
- *	  Byte layout of WAL segments: the segment header, frames and entries.
- *	  docs/FORMAT.md is the specification; this file is its only encoder
- *	  and decoder.  All integers are big-endian, like the replication
- *	  protocol's.
+ *	  Byte layout of WAL segments: the segment header, frames and entries,
+ *	  format versions 1 and 2.  docs/FORMAT.md is the specification; this
+ *	  file is its only encoder and decoder.  Fixed-width integers are
+ *	  big-endian, like the replication protocol's.
  *
- * Segment header (CS_SEGMENT_HEADER_SIZE = 64 bytes):
+ * Segment header, both versions (the first 64 bytes):
  *	  0 magic "CSTRMWAL" | 8 u32 format version | 12 u32 header size |
  *	  16 u64 system identifier | 24 u64 generation | 32 u64 segment index |
  *	  40 u64 start LSN | 48 u32 timeline | 52 8 zero bytes |
  *	  60 u32 CRC-32C of bytes 0..59
+ *	  Version 2 adds the seal area (64 bytes), all zero until the segment
+ *	  is sealed, then rewritten once in place:
+ *	  64 u64 end LSN | 72 u64 first commit LSN | 80 u64 last commit LSN |
+ *	  88 i64 least commit time | 96 i64 greatest commit time |
+ *	  104 u64 transactions | 112 12 zero bytes | 124 u32 CRC-32C of 64..123
  * Frame (one per write; the unit of torn-write detection):
  *	  u32 magic "CSFR" | u32 body length | u32 CRC-32C of length + body |
  *	  body = entries
- * Entry (CS_ENTRY_HEADER_SIZE = 29 bytes + data):
+ * Entry, version 1 (29 bytes + data):
  *	  u8 kind | u32 data length | u64 dataStart | u64 walEnd |
  *	  i64 send time (us since 2000-01-01) | data
+ * Entry, version 2: u8 kind | varint m (the bytes after it) | fields | data
+ *	  'w': svarint LSN delta
+ *	  'W': svarint LSN delta | svarint walEnd - LSN | svarint time delta
+ *	  'k': svarint walEnd delta | svarint time delta
+ *	  's', other kinds: no fields
+ *	  varint = unsigned LEB128; svarint = zigzag, then varint; deltas are
+ *	  from the previous LSN (time) in the same frame, 0 at its start.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,18 +43,20 @@
 #define CS_FRAME_MAGIC 0x43534652	/* "CSFR" */
 
 /*
- * cs_encode_segment_header(hdr, buf) -> void
- *	  Write the 64-byte header into buf (CS_SEGMENT_HEADER_SIZE bytes).
+ * cs_encode_segment_header
+ *	  Writes a version 2 header for hdr into buf (CS_SEGMENT_HEADER_V2
+ *	  bytes), with the seal area zero (not sealed).  Returns nothing.
+ *	  Source: docs/FORMAT.md section 6.
  */
 void
 cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
 {
 	pg_crc32c	crc;
 
-	memset(buf, 0, CS_SEGMENT_HEADER_SIZE);
+	memset(buf, 0, CS_SEGMENT_HEADER_V2);
 	memcpy(buf, CS_SEGMENT_MAGIC, 8);
 	cs_put32(buf + 8, CS_FORMAT_VERSION);
-	cs_put32(buf + 12, CS_SEGMENT_HEADER_SIZE);
+	cs_put32(buf + 12, CS_SEGMENT_HEADER_V2);
 	cs_put64(buf + 16, hdr->system_identifier);
 	cs_put64(buf + 24, hdr->generation);
 	cs_put64(buf + 32, hdr->segment_index);
@@ -55,14 +69,19 @@ cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
 }
 
 /*
- * cs_decode_segment_header(buf, *hdr) -> bool
- *	  Decode and validate (magic, CRC, known version) a 64-byte header.
+ * cs_decode_segment_header
+ *	  Decodes and validates the first CS_SEGMENT_BASE_SIZE bytes of a
+ *	  header in buf: magic, CRC, a known version (1 or 2) and the header
+ *	  size of that version.  Returns false if any fails.  The seal of a
+ *	  version 2 header is decoded by cs_decode_segment_seal(); here
+ *	  seal_state is set to CS_SEAL_NONE.
  */
 bool
 cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
 {
 	pg_crc32c	crc;
 
+	memset(hdr, 0, sizeof(*hdr));
 	if (memcmp(buf, CS_SEGMENT_MAGIC, 8) != 0)
 		return false;
 	INIT_CRC32C(crc);
@@ -71,40 +90,192 @@ cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
 	if (crc != cs_get32(buf + 60))
 		return false;
 	hdr->format_version = cs_get32(buf + 8);
-	if (hdr->format_version < 1 || hdr->format_version > CS_FORMAT_VERSION ||
-		cs_get32(buf + 12) != CS_SEGMENT_HEADER_SIZE)
+	hdr->header_size = cs_get32(buf + 12);
+	if (!(hdr->format_version == 1 && hdr->header_size == CS_SEGMENT_HEADER_V1) &&
+		!(hdr->format_version == 2 && hdr->header_size == CS_SEGMENT_HEADER_V2))
 		return false;
 	hdr->system_identifier = cs_get64(buf + 16);
 	hdr->generation = cs_get64(buf + 24);
 	hdr->segment_index = cs_get64(buf + 32);
 	hdr->start_lsn = cs_get64(buf + 40);
 	hdr->timeline = cs_get32(buf + 48);
+	hdr->seal_state = CS_SEAL_NONE;
 	return true;
 }
 
 /*
- * cs_frame_begin(frame) -> void
- *	  Reset frame and reserve its 12-byte header.
+ * cs_decode_segment_seal
+ *	  Decodes the seal area of a version 2 header (buf holds the whole
+ *	  CS_SEGMENT_HEADER_V2 bytes) into hdr->seal and hdr->seal_state:
+ *	  CS_SEAL_NONE when all 64 bytes are zero, CS_SEAL_VALID when its CRC
+ *	  matches, CS_SEAL_BAD otherwise.  Whether a bad seal is damage depends
+ *	  on where the segment lies (docs/FORMAT.md section 6.2).
  */
 void
-cs_frame_begin(StringInfo frame)
+cs_decode_segment_seal(const char *buf, CsSegmentHeader *hdr)
 {
+	const char *p = buf + CS_SEAL_OFFSET;
+	pg_crc32c	crc;
+	int			i;
+
+	hdr->seal_state = CS_SEAL_NONE;
+	memset(&hdr->seal, 0, sizeof(hdr->seal));
+	for (i = 0; i < CS_SEAL_SIZE; i++)
+		if (p[i] != 0)
+			break;
+	if (i == CS_SEAL_SIZE)
+		return;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, p, CS_SEAL_SIZE - 4);
+	FIN_CRC32C(crc);
+	if (crc != cs_get32(p + CS_SEAL_SIZE - 4))
+	{
+		hdr->seal_state = CS_SEAL_BAD;
+		return;
+	}
+	hdr->seal_state = CS_SEAL_VALID;
+	hdr->seal.end_lsn = cs_get64(p);
+	hdr->seal.first_commit_lsn = cs_get64(p + 8);
+	hdr->seal.last_commit_lsn = cs_get64(p + 16);
+	hdr->seal.min_commit_time = (TimestampTz) cs_get64(p + 24);
+	hdr->seal.max_commit_time = (TimestampTz) cs_get64(p + 32);
+	hdr->seal.transactions = cs_get64(p + 40);
+}
+
+/*
+ * cs_encode_segment_seal
+ *	  Writes the 64-byte seal area for seal into buf (the bytes at header
+ *	  offset CS_SEAL_OFFSET).  Returns nothing.
+ */
+void
+cs_encode_segment_seal(const CsSegmentSeal *seal, char *buf)
+{
+	pg_crc32c	crc;
+
+	memset(buf, 0, CS_SEAL_SIZE);
+	cs_put64(buf, seal->end_lsn);
+	cs_put64(buf + 8, seal->first_commit_lsn);
+	cs_put64(buf + 16, seal->last_commit_lsn);
+	cs_put64(buf + 24, (uint64) seal->min_commit_time);
+	cs_put64(buf + 32, (uint64) seal->max_commit_time);
+	cs_put64(buf + 40, seal->transactions);
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, CS_SEAL_SIZE - 4);
+	FIN_CRC32C(crc);
+	cs_put32(buf + CS_SEAL_SIZE - 4, crc);
+}
+
+/*
+ * cs_seal_note_commit
+ *	  Counts one complete transaction (its commit LSN and commit time) into
+ *	  a seal being built.  Returns nothing.
+ */
+void
+cs_seal_note_commit(CsSegmentSeal *seal, XLogRecPtr commit_lsn,
+					TimestampTz commit_time)
+{
+	if (seal->transactions == 0)
+	{
+		seal->first_commit_lsn = commit_lsn;
+		seal->min_commit_time = commit_time;
+		seal->max_commit_time = commit_time;
+	}
+	seal->min_commit_time = Min(seal->min_commit_time, commit_time);
+	seal->max_commit_time = Max(seal->max_commit_time, commit_time);
+	seal->last_commit_lsn = commit_lsn;
+	seal->transactions++;
+}
+
+/* Append v as an unsigned LEB128 varint at p; returns the bytes written. */
+static int
+put_varint(char *p, uint64 v)
+{
+	int			n = 0;
+
+	while (v >= 0x80)
+	{
+		p[n++] = (char) ((v & 0x7F) | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (char) v;
+	return n;
+}
+
+/* Append a signed value, zigzag-coded, as a varint. */
+static int
+put_svarint(char *p, int64 v)
+{
+	return put_varint(p, ((uint64) v << 1) ^ (uint64) (v >> 63));
+}
+
+/*
+ * Read a varint from p[*off .. end); false when it runs past end or is
+ * longer than 10 bytes.
+ */
+static bool
+get_varint(const char *p, uint32 *off, uint32 end, uint64 *v)
+{
+	int			shift = 0;
+
+	*v = 0;
+	while (*off < end && shift < 70)
+	{
+		uint8		b = (uint8) p[(*off)++];
+
+		*v |= (uint64) (b & 0x7F) << shift;
+		if ((b & 0x80) == 0)
+			return true;
+		shift += 7;
+	}
+	return false;
+}
+
+static bool
+get_svarint(const char *p, uint32 *off, uint32 end, int64 *v)
+{
+	uint64		u;
+
+	if (!get_varint(p, off, end, &u))
+		return false;
+	*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+	return true;
+}
+
+/*
+ * cs_coder_init
+ *	  Starts an entry encoder or decoder for a frame of the given format
+ *	  version.  Returns nothing.
+ */
+void
+cs_coder_init(CsEntryCoder *coder, uint32 version)
+{
+	coder->version = version;
+	coder->prev_lsn = InvalidXLogRecPtr;
+	coder->prev_time = 0;
+}
+
+/*
+ * cs_frame_begin
+ *	  Resets frame, reserves its 12-byte header, and starts coder for a
+ *	  frame of the given format version.  Returns nothing.
+ */
+void
+cs_frame_begin(StringInfo frame, CsEntryCoder *coder, uint32 version)
+{
+	cs_coder_init(coder, version);
 	resetStringInfo(frame);
 	appendStringInfoSpaces(frame, CS_FRAME_HEADER_SIZE);
 }
 
-/*
- * cs_append_entry(frame, kind, data_start, wal_end, send_time, data, len)
- *	  Append one entry to a frame begun with cs_frame_begin().
- */
-void
-cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
+/* Version 1: the fixed 29-byte entry header. */
+static void
+append_entry_v1(StringInfo frame, char kind, XLogRecPtr data_start,
 				XLogRecPtr wal_end, TimestampTz send_time,
 				const char *data, uint32 len)
 {
 	char	   *p;
 
-	enlargeStringInfo(frame, CS_ENTRY_HEADER_SIZE + len);
+	enlargeStringInfo(frame, CS_ENTRY_HEADER_SIZE_V1 + len);
 	p = frame->data + frame->len;
 	p[0] = kind;
 	cs_put32(p + 1, len);
@@ -112,15 +283,86 @@ cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
 	cs_put64(p + 13, wal_end);
 	cs_put64(p + 21, (uint64) send_time);
 	if (len > 0)
-		memcpy(p + CS_ENTRY_HEADER_SIZE, data, len);
-	frame->len += CS_ENTRY_HEADER_SIZE + len;
+		memcpy(p + CS_ENTRY_HEADER_SIZE_V1, data, len);
+	frame->len += CS_ENTRY_HEADER_SIZE_V1 + len;
 	frame->data[frame->len] = '\0';
 }
 
 /*
- * cs_frame_finish(frame) -> void
- *	  Fill in the frame header: magic, body length and CRC-32C over the
- *	  length field and the body.
+ * Does a message keep its walEnd and send time in version 2?  A COMMIT
+ * (once per transaction), a non-transactional logical message, and any
+ * message whose walEnd is not its dataStart (so nothing is lost).
+ */
+static bool
+message_is_full(XLogRecPtr data_start, XLogRecPtr wal_end,
+				const char *data, uint32 len)
+{
+	if (wal_end != data_start)
+		return true;
+	if (len >= 1 && data[0] == 'C')
+		return true;
+	return len >= 2 && data[0] == 'M' && (data[1] & 1) == 0;
+}
+
+/*
+ * cs_append_entry
+ *	  Appends one entry (kind CS_ENTRY_MESSAGE, _PREAMBLE or _POSITION,
+ *	  its positions, send time and len bytes of data) to a frame begun with
+ *	  cs_frame_begin(), in the frame's format version.  In version 2 a
+ *	  message is written as 'W' (with walEnd and send time) or 'w' (without:
+ *	  message_is_full()), a preamble entry without positions.  Returns
+ *	  nothing.  Source: docs/FORMAT.md section 8.
+ */
+void
+cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
+				XLogRecPtr data_start, XLogRecPtr wal_end,
+				TimestampTz send_time, const char *data, uint32 len)
+{
+	char		fields[32];
+	int			nf = 0;
+	char	   *p;
+
+	if (coder->version == 1)
+	{
+		append_entry_v1(frame, kind, data_start, wal_end, send_time, data, len);
+		return;
+	}
+	if (kind == CS_ENTRY_MESSAGE &&
+		message_is_full(data_start, wal_end, data, len))
+		kind = CS_ENTRY_MESSAGE_FULL;
+	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
+	{
+		nf += put_svarint(fields + nf, (int64) (data_start - coder->prev_lsn));
+		coder->prev_lsn = data_start;
+	}
+	if (kind == CS_ENTRY_MESSAGE_FULL)
+		nf += put_svarint(fields + nf, (int64) (wal_end - data_start));
+	if (kind == CS_ENTRY_POSITION)
+	{
+		nf += put_svarint(fields + nf, (int64) (wal_end - coder->prev_lsn));
+		coder->prev_lsn = wal_end;
+	}
+	if (kind == CS_ENTRY_MESSAGE_FULL || kind == CS_ENTRY_POSITION)
+	{
+		nf += put_svarint(fields + nf, send_time - coder->prev_time);
+		coder->prev_time = send_time;
+	}
+	enlargeStringInfo(frame, 1 + 10 + nf + len);
+	p = frame->data + frame->len;
+	p[0] = kind;
+	frame->len += 1 + put_varint(p + 1, (uint64) nf + len);
+	memcpy(frame->data + frame->len, fields, nf);
+	frame->len += nf;
+	if (len > 0)
+		memcpy(frame->data + frame->len, data, len);
+	frame->len += len;
+	frame->data[frame->len] = '\0';
+}
+
+/*
+ * cs_frame_finish
+ *	  Fills in the frame header: magic, body length and CRC-32C over the
+ *	  length field and the body.  Returns nothing.
  */
 void
 cs_frame_finish(StringInfo frame)
@@ -138,8 +380,9 @@ cs_frame_finish(StringInfo frame)
 }
 
 /*
- * cs_frame_check_header(hdr, *body_len, *crc) -> bool
- *	  Decode a 12-byte frame header; false if the magic or length is wrong.
+ * cs_frame_check_header
+ *	  Decodes a 12-byte frame header into *body_len and *crc.  Returns
+ *	  false if the magic or the length is wrong.
  */
 bool
 cs_frame_check_header(const char *hdr, uint32 *body_len, uint32 *crc)
@@ -152,17 +395,20 @@ cs_frame_check_header(const char *hdr, uint32 *body_len, uint32 *crc)
 }
 
 /*
- * cs_frame_body_valid(body, body_len, crc) -> bool
- *	  Check a frame body against the CRC from its header, and that its
- *	  entries exactly fill it.
+ * cs_frame_body_valid
+ *	  Checks a frame body of body_len bytes against the CRC from its header,
+ *	  and that its entries, decoded as the given format version, exactly
+ *	  fill it.  Returns bool.
  */
 bool
-cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc)
+cs_frame_body_valid(uint32 version, const char *body, uint32 body_len,
+					uint32 crc)
 {
 	pg_crc32c	c;
 	char		lenbuf[4];
 	uint32		off = 0;
 	CsEntry		e;
+	CsEntryCoder coder;
 
 	cs_put32(lenbuf, body_len);
 	INIT_CRC32C(c);
@@ -171,34 +417,96 @@ cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc)
 	FIN_CRC32C(c);
 	if (c != crc)
 		return false;
+	cs_coder_init(&coder, version);
 	while (off < body_len)
-		if (!cs_next_entry(body, body_len, &off, &e))
+		if (!cs_next_entry(&coder, body, body_len, &off, &e))
 			return false;
 	return off == body_len;
 }
 
-/*
- * cs_next_entry(body, body_len, *offset, *entry) -> bool
- *	  Decode the entry at *offset and advance it; false at the end or if
- *	  the entry would overrun the body.  entry->data points into body.
- */
-bool
-cs_next_entry(const char *body, uint32 body_len, uint32 *offset, CsEntry *entry)
+/* Version 1: decode the entry at *offset. */
+static bool
+next_entry_v1(const char *body, uint32 body_len, uint32 *offset,
+			  CsEntry *entry)
 {
 	const char *p = body + *offset;
 	uint32		len;
 
-	if (*offset + CS_ENTRY_HEADER_SIZE > body_len)
+	if (*offset + CS_ENTRY_HEADER_SIZE_V1 > body_len)
 		return false;
 	len = cs_get32(p + 1);
-	if (len > body_len - *offset - CS_ENTRY_HEADER_SIZE)
+	if (len > body_len - *offset - CS_ENTRY_HEADER_SIZE_V1)
 		return false;
 	entry->kind = p[0];
 	entry->len = len;
 	entry->data_start = cs_get64(p + 5);
 	entry->wal_end = cs_get64(p + 13);
 	entry->send_time = (TimestampTz) cs_get64(p + 21);
-	entry->data = p + CS_ENTRY_HEADER_SIZE;
-	*offset += CS_ENTRY_HEADER_SIZE + len;
+	entry->data = p + CS_ENTRY_HEADER_SIZE_V1;
+	*offset += CS_ENTRY_HEADER_SIZE_V1 + len;
+	return true;
+}
+
+/*
+ * cs_next_entry
+ *	  Decodes the entry at *offset of a frame body, in the version and
+ *	  with the frame state of coder, and advances *offset.  Returns false
+ *	  at the end or if the entry would overrun the body or its fields do
+ *	  not decode.  entry->data points into body; a version 2 'W' entry is
+ *	  returned as CS_ENTRY_MESSAGE, and a 'w' one with walEnd = dataStart
+ *	  and send time 0.
+ */
+bool
+cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
+			  uint32 *offset, CsEntry *entry)
+{
+	uint32		off = *offset;
+	uint32		end;
+	uint64		m;
+	int64		d;
+	char		kind;
+
+	if (coder->version == 1)
+		return next_entry_v1(body, body_len, offset, entry);
+	if (off >= body_len)
+		return false;
+	kind = body[off++];
+	if (!get_varint(body, &off, body_len, &m) || m > body_len - off)
+		return false;
+	end = off + (uint32) m;
+	memset(entry, 0, sizeof(*entry));
+	entry->kind = kind;
+	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
+	{
+		if (!get_svarint(body, &off, end, &d))
+			return false;
+		entry->data_start = coder->prev_lsn + (uint64) d;
+		entry->wal_end = entry->data_start;
+		coder->prev_lsn = entry->data_start;
+	}
+	if (kind == CS_ENTRY_MESSAGE_FULL)
+	{
+		if (!get_svarint(body, &off, end, &d))
+			return false;
+		entry->wal_end = entry->data_start + (uint64) d;
+		entry->kind = CS_ENTRY_MESSAGE;
+	}
+	if (kind == CS_ENTRY_POSITION)
+	{
+		if (!get_svarint(body, &off, end, &d))
+			return false;
+		entry->wal_end = coder->prev_lsn + (uint64) d;
+		coder->prev_lsn = entry->wal_end;
+	}
+	if (kind == CS_ENTRY_MESSAGE_FULL || kind == CS_ENTRY_POSITION)
+	{
+		if (!get_svarint(body, &off, end, &d))
+			return false;
+		entry->send_time = coder->prev_time + d;
+		coder->prev_time = entry->send_time;
+	}
+	entry->data = body + off;
+	entry->len = end - off;
+	*offset = end;
 	return true;
 }

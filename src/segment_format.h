@@ -2,7 +2,8 @@
  *
  * segment_format.h
  *	  Declarations of segment_format.c: the byte layout of segments: header,
- *	  frames, entries.
+ *	  frames, entries,
+ *	  for format versions 1 and 2.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,50 +14,103 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 
-#define CS_FORMAT_VERSION		1
+#define CS_FORMAT_VERSION		2	/* what writers write */
 #define CS_SEGMENT_MAGIC		"CSTRMWAL"
-#define CS_SEGMENT_HEADER_SIZE	64
+#define CS_SEGMENT_HEADER_V1	64	/* header size of version 1 */
+#define CS_SEGMENT_HEADER_V2	128 /* header size of version 2 */
+#define CS_SEGMENT_HEADER_MAX	128
+#define CS_SEGMENT_BASE_SIZE	64	/* the part both versions share */
+#define CS_SEAL_OFFSET			64	/* version 2: the seal area */
+#define CS_SEAL_SIZE			64
 #define CS_FRAME_HEADER_SIZE	12
-#define CS_ENTRY_HEADER_SIZE	29
+#define CS_ENTRY_HEADER_SIZE_V1 29
 #define CS_MAX_FRAME_BODY		(1024 * 1024 * 1024)
 
-/* entry kinds inside a frame */
+/* entry kinds inside a frame, as readers see them */
 #define CS_ENTRY_MESSAGE	'w'		/* an XLogData message as streamed */
 #define CS_ENTRY_PREAMBLE	's'		/* Relation/Type message repeated at
 									 * segment start */
 #define CS_ENTRY_POSITION	'k'		/* durable keepalive position */
+/* version 2 only: a message that carries walEnd and send time */
+#define CS_ENTRY_MESSAGE_FULL 'W'
+
+/* What a version 2 header says about its segment's contents, once sealed. */
+typedef enum CsSealState
+{
+	CS_SEAL_NONE,				/* version 1, or all zeros: not sealed */
+	CS_SEAL_VALID,				/* the seal area's CRC matches */
+	CS_SEAL_BAD					/* not zero, and its CRC does not match */
+} CsSealState;
+
+/*
+ * The seal of a segment: written into the header of a version 2 segment
+ * when it is sealed (rotation), so that readers learn its range without
+ * reading its body.
+ */
+typedef struct CsSegmentSeal
+{
+	XLogRecPtr	end_lsn;		/* position of record at the seal */
+	XLogRecPtr	first_commit_lsn;	/* 0 when transactions == 0 */
+	XLogRecPtr	last_commit_lsn;
+	TimestampTz min_commit_time;
+	TimestampTz max_commit_time;
+	uint64		transactions;	/* complete transactions (COMMITs) */
+} CsSegmentSeal;
 
 typedef struct CsSegmentHeader
 {
 	uint32		format_version;
+	uint32		header_size;	/* 64 (version 1) or 128 (version 2) */
 	uint64		system_identifier;
 	uint64		generation;
 	uint64		segment_index;
 	XLogRecPtr	start_lsn;
 	uint32		timeline;
+	CsSealState seal_state;
+	CsSegmentSeal seal;			/* when seal_state == CS_SEAL_VALID */
 } CsSegmentHeader;
 
 typedef struct CsEntry
 {
-	char		kind;
+	char		kind;			/* 'W' is returned as CS_ENTRY_MESSAGE */
 	XLogRecPtr	data_start;
 	XLogRecPtr	wal_end;
-	TimestampTz send_time;
+	TimestampTz send_time;		/* 0 where version 2 keeps none */
 	uint32		len;
 	const char *data;
 } CsEntry;
 
+/*
+ * The state an entry encoder or decoder carries through one frame: version
+ * 2 stores positions and times as differences from the previous ones in
+ * the same frame (both start at 0 in every frame).
+ */
+typedef struct CsEntryCoder
+{
+	uint32		version;
+	XLogRecPtr	prev_lsn;
+	TimestampTz prev_time;
+} CsEntryCoder;
+
 extern void cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf);
 extern bool cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr);
-extern void cs_append_entry(StringInfo frame, char kind, XLogRecPtr data_start,
-							XLogRecPtr wal_end, TimestampTz send_time,
+extern void cs_decode_segment_seal(const char *buf, CsSegmentHeader *hdr);
+extern void cs_encode_segment_seal(const CsSegmentSeal *seal, char *buf);
+extern void cs_seal_note_commit(CsSegmentSeal *seal, XLogRecPtr commit_lsn,
+								TimestampTz commit_time);
+extern void cs_coder_init(CsEntryCoder *coder, uint32 version);
+extern void cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
+							XLogRecPtr data_start, XLogRecPtr wal_end,
+							TimestampTz send_time,
 							const char *data, uint32 len);
-extern void cs_frame_begin(StringInfo frame);
+extern void cs_frame_begin(StringInfo frame, CsEntryCoder *coder,
+						   uint32 version);
 extern void cs_frame_finish(StringInfo frame);
 extern bool cs_frame_check_header(const char *hdr, uint32 *body_len,
 								  uint32 *crc);
-extern bool cs_frame_body_valid(const char *body, uint32 body_len, uint32 crc);
-extern bool cs_next_entry(const char *body, uint32 body_len, uint32 *offset,
-						  CsEntry *entry);
+extern bool cs_frame_body_valid(uint32 version, const char *body,
+								uint32 body_len, uint32 crc);
+extern bool cs_next_entry(CsEntryCoder *coder, const char *body,
+						  uint32 body_len, uint32 *offset, CsEntry *entry);
 
 #endif							/* CS_SEGMENT_FORMAT_H */

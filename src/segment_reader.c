@@ -65,6 +65,7 @@ struct CsSegmentReader
 	int64		frame_offset;	/* offset of current frame */
 	int64		valid_end;		/* offset after last valid frame */
 	uint32		entry_offset;	/* next entry inside current frame */
+	CsEntryCoder coder;			/* decoder state of the current frame */
 	bool		bad;			/* stopped at bytes that do not validate */
 	char	   *bad_reason;		/* why, for errdetail */
 };
@@ -140,7 +141,7 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 {
 	MemoryContext cxt;
 	CsSegmentReader *r;
-	char		hdr[CS_SEGMENT_HEADER_SIZE];
+	char		hdr[CS_SEGMENT_HEADER_MAX];
 	int			fd;
 	int			n;
 	struct stat st;
@@ -168,19 +169,32 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 				 errmsg("out of memory"),
 				 errdetail("zlib could not open \"%s\".", path)));
 	gzbuffer(r->gz, 128 * 1024);
-	n = read_fully(r, hdr, CS_SEGMENT_HEADER_SIZE);
+	n = read_fully(r, hdr, CS_SEGMENT_BASE_SIZE);
 	if (n < 0)
 		cs_segment_damage(path, 0, "%s", r->bad_reason);
-	if (n != CS_SEGMENT_HEADER_SIZE || !cs_decode_segment_header(hdr, &r->header))
+	if (n != CS_SEGMENT_BASE_SIZE || !cs_decode_segment_header(hdr, &r->header))
 		cs_segment_damage(path, 0,
 						  "The %d-byte segment header is missing, damaged or of an unknown format version.",
-						  CS_SEGMENT_HEADER_SIZE);
+						  CS_SEGMENT_BASE_SIZE);
+	if (r->header.header_size > CS_SEGMENT_BASE_SIZE)
+	{
+		int			rest = r->header.header_size - CS_SEGMENT_BASE_SIZE;
+
+		n = read_fully(r, hdr + CS_SEGMENT_BASE_SIZE, rest);
+		if (n < 0)
+			cs_segment_damage(path, 0, "%s", r->bad_reason);
+		if (n != rest)
+			cs_segment_damage(path, 0,
+							  "The file ends inside its %u-byte segment header.",
+							  r->header.header_size);
+		cs_decode_segment_seal(hdr, &r->header);
+	}
 	r->body.data = MemoryContextAlloc(cxt, 1024);
 	r->body.maxlen = 1024;
 	resetStringInfo(&r->body);
-	r->offset = CS_SEGMENT_HEADER_SIZE;
-	r->frame_offset = CS_SEGMENT_HEADER_SIZE;
-	r->valid_end = CS_SEGMENT_HEADER_SIZE;
+	r->offset = r->header.header_size;
+	r->frame_offset = r->header.header_size;
+	r->valid_end = r->header.header_size;
 	return r;
 }
 
@@ -272,12 +286,14 @@ cs_reader_next_frame(CsSegmentReader *r)
 								body_len, (long long) r->file_size));
 	if (!read_body(r, body_len))
 		return false;
-	if (!cs_frame_body_valid(r->body.data, body_len, crc))
+	if (!cs_frame_body_valid(r->header.format_version, r->body.data,
+							 body_len, crc))
 		return stop(r, "The frame's CRC-32C does not match its body, or its entries do not fill it.");
 	r->frame_offset = r->offset;
 	r->offset += CS_FRAME_HEADER_SIZE + body_len;
 	r->valid_end = r->offset;
 	r->entry_offset = 0;
+	cs_coder_init(&r->coder, r->header.format_version);
 	return true;
 }
 
@@ -324,7 +340,8 @@ valid_frame_after(CsSegmentReader *r, int64 from)
 				continue;
 			body = palloc(len);
 			if (pread(r->fd, body, len, pos + i + CS_FRAME_HEADER_SIZE) == (ssize_t) len)
-				found = cs_frame_body_valid(body, len, crc);
+				found = cs_frame_body_valid(r->header.format_version,
+											body, len, crc);
 			pfree(body);
 		}
 		if (n < CS_FRAME_HEADER_SIZE)
@@ -367,7 +384,8 @@ cs_reader_next_entry(CsSegmentReader *r, CsEntry *entry)
 {
 	if (r->entry_offset >= (uint32) r->body.len)
 		return false;
-	return cs_next_entry(r->body.data, r->body.len, &r->entry_offset, entry);
+	return cs_next_entry(&r->coder, r->body.data, r->body.len,
+						 &r->entry_offset, entry);
 }
 
 /* cs_reader_frame_offset: offset of the current frame's header. */
@@ -570,8 +588,8 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 	memset(&track, 0, sizeof(track));
 	scan->header = r->header;
 	track.position = r->header.start_lsn;
-	scan->safe_frame_offset = CS_SEGMENT_HEADER_SIZE;
-	scan->safe_end = CS_SEGMENT_HEADER_SIZE;
+	scan->safe_frame_offset = r->header.header_size;
+	scan->safe_end = r->header.header_size;
 
 	scan_cxt = AllocSetContextCreate(r->cxt, "changestream scan",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -616,8 +634,14 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 			}
 			if (problem != NULL)
 				cs_segment_damage(path, r->frame_offset, "%s", problem);
+			if (e.kind == CS_ENTRY_MESSAGE && info.type == 'C')
+				cs_seal_note_commit(&scan->contents, info.lsn,
+									info.commit_time);
 			if (!track.in_txn)
+			{
 				note_safe_point(r, scan);
+				scan->safe_contents = scan->contents;
+			}
 		}
 	}
 	scan->torn = cs_reader_finish(r, may_be_torn);
@@ -625,6 +649,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 	scan->last_commit_lsn = track.last_commit_lsn;
 	scan->transactions = track.transactions;
 	scan->valid_end = r->valid_end;
+	scan->safe_contents.end_lsn = track.position;
 	cs_reader_close(r);
 	return true;
 }

@@ -64,6 +64,10 @@ typedef struct CsSegmentScan
 	int64		valid_end;		/* file offset after last valid frame */
 	bool		torn;			/* ends in a torn tail */
 	uint64		transactions;
+	CsSegmentSeal contents;		/* commits read so far (scratch) */
+	CsSegmentSeal safe_contents;	/* commits before the safe point, and
+									 * end_lsn = position: the seal the
+									 * segment would get */
 } CsSegmentScan;
 
 typedef void (*CsSchemaCallback) (const CsEntry *entry,

@@ -38,6 +38,7 @@
 #include "segment_schema.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
+#include "wire.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
@@ -57,7 +58,9 @@ static TimestampTz seg_opened_at;
 static bool seg_has_data;
 static bool unsynced;
 static StringInfoData frame;
+static CsEntryCoder frame_coder;
 static int	frame_entries;
+static CsSegmentSeal seg_seal;	/* commits written to the active segment */
 
 static void write_frame(void);
 
@@ -95,7 +98,7 @@ cs_writer_reset(void)
 		initStringInfo(&frame);
 		MemoryContextSwitchTo(old);
 	}
-	cs_frame_begin(&frame);
+	cs_frame_begin(&frame, &frame_coder, CS_FORMAT_VERSION);
 	frame_entries = 0;
 }
 
@@ -148,7 +151,7 @@ static void
 create_segment(int64 index, XLogRecPtr start_lsn)
 {
 	CsSegmentHeader hdr;
-	char		buf[CS_SEGMENT_HEADER_SIZE];
+	char		buf[CS_SEGMENT_HEADER_V2];
 	char		tmp[MAXPGPATH];
 	char	   *name;
 
@@ -171,9 +174,10 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", tmp),
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
-	write_all(seg_fd, buf, CS_SEGMENT_HEADER_SIZE, tmp);
-	seg_size = CS_SEGMENT_HEADER_SIZE;
+	write_all(seg_fd, buf, CS_SEGMENT_HEADER_V2, tmp);
+	seg_size = CS_SEGMENT_HEADER_V2;
 	seg_preamble = 0;
+	memset(&seg_seal, 0, sizeof(seg_seal));
 	cs_schema_new_segment();
 	cs_durable_rename(tmp, seg_path, wal_dir);
 
@@ -182,7 +186,7 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	seg_opened_at = GetCurrentTimestamp();
 	seg_has_data = false;
 	unsynced = false;
-	cs_frame_begin(&frame);
+	cs_frame_begin(&frame, &frame_coder, CS_FORMAT_VERSION);
 	frame_entries = 0;
 
 	cs_status_set_segment(index);
@@ -225,6 +229,8 @@ reframe_safe_entries(int fd, const char *path, int64 keep,
 	uint32		off = 0;
 	char	   *body;
 	CsEntry		e;
+	CsEntryCoder in;
+	CsEntryCoder outc;
 
 	if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
 		!cs_frame_check_header(fh, &body_len, &crc))
@@ -234,9 +240,12 @@ reframe_safe_entries(int fd, const char *path, int64 keep,
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not read file \"%s\": %m", path)));
-	cs_frame_begin(out);
-	while (off < scan->safe_entry_offset && cs_next_entry(body, body_len, &off, &e))
-		cs_append_entry(out, e.kind, e.data_start, e.wal_end,
+	/* the same format version as the segment's other frames */
+	cs_frame_begin(out, &outc, scan->header.format_version);
+	cs_coder_init(&in, scan->header.format_version);
+	while (off < scan->safe_entry_offset &&
+		   cs_next_entry(&in, body, body_len, &off, &e))
+		cs_append_entry(out, &outc, e.kind, e.data_start, e.wal_end,
 						e.send_time, e.data, e.len);
 	cs_frame_finish(out);
 	pfree(body);
@@ -331,13 +340,16 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 	pfree(rewritten.data);
 }
 
-/* Open the recovered newest raw segment for appending as the active one. */
+/*
+ * Open the recovered newest raw segment for appending as the active one.
+ * Not O_APPEND: the seal is written into its header with pwrite().
+ */
 static void
-open_active(int64 index, bool has_data)
+open_active(int64 index, const CsSegmentScan *scan)
 {
 	struct stat st;
 
-	seg_fd = open(seg_path, O_WRONLY | O_APPEND | PG_BINARY, 0);
+	seg_fd = open(seg_path, O_WRONLY | PG_BINARY, 0);
 	if (seg_fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -347,15 +359,51 @@ open_active(int64 index, bool has_data)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", seg_path)));
+	if (lseek(seg_fd, st.st_size, SEEK_SET) != st.st_size)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not seek to end of file \"%s\": %m", seg_path)));
 	seg_size = st.st_size;
+	seg_seal = scan->safe_contents;
 	seg_preamble = 0;			/* not known: rotation counts it as data */
 	durable_size = seg_size;
 	seg_index = index;
 	seg_opened_at = GetCurrentTimestamp();
-	seg_has_data = has_data;
+	seg_has_data = scan->transactions > 0;
 	unsynced = false;
 
 	cs_status_set_segment(index);
+}
+
+/*
+ * Write the seal area of the segment at path (seal NULL: zeros, "not
+ * sealed") and fdatasync it.  Only the 64 bytes at CS_SEAL_OFFSET change;
+ * the header's first 64 bytes, which readers need to trust the file, are
+ * never rewritten.  A crash in the middle leaves a seal area whose CRC does
+ * not match in the newest raw segment, which readers take as "not sealed"
+ * and recovery clears.
+ */
+static void
+write_seal(const char *path, const CsSegmentSeal *seal)
+{
+	char		buf[CS_SEAL_SIZE];
+	int			fd;
+
+	if (seal != NULL)
+		cs_encode_segment_seal(seal, buf);
+	else
+		memset(buf, 0, sizeof(buf));
+	fd = OpenTransientFile(path, O_WRONLY | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	if (pwrite(fd, buf, CS_SEAL_SIZE, CS_SEAL_OFFSET) != CS_SEAL_SIZE)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write to file \"%s\": %m", path)));
+	cs_fsync_fd(fd, path);
+	CloseTransientFile(fd);
 }
 
 /*
@@ -448,9 +496,29 @@ cs_writer_recover(const char *directory, uint64 generation,
 	 * of the archive, say): the caller opens a new generation and this one
 	 * is left exactly as it is.
 	 */
-	if (scan.position >= confirmed_flush)
-		cut_torn_tail(seg_path, &scan);
-	open_active(newest->index, scan.transactions > 0);
+	if (scan.position < confirmed_flush)
+	{
+		open_active(newest->index, &scan);
+		return;
+	}
+	cut_torn_tail(seg_path, &scan);
+	if (scan.header.format_version < CS_FORMAT_VERSION)
+	{
+		/*
+		 * Upgrade in place: a segment of an older format is not appended
+		 * to; it becomes a sealed segment of its generation as it is, and
+		 * the stream continues in a new segment of the current format.
+		 */
+		ereport(LOG,
+				(errmsg("changestream segment \"%s\" is of format version %u: continuing in a new segment of format version %d",
+						seg_path, scan.header.format_version, CS_FORMAT_VERSION)));
+		create_segment(newest->index + 1, scan.position);
+		cs_compressor_wake();
+		return;
+	}
+	if (scan.header.seal_state != CS_SEAL_NONE)
+		write_seal(seg_path, NULL);
+	open_active(newest->index, &scan);
 }
 
 /*
@@ -460,10 +528,12 @@ cs_writer_recover(const char *directory, uint64 generation,
 static void
 add_preamble(const char *data, uint32 len, void *arg)
 {
-	cs_append_entry(&frame, CS_ENTRY_PREAMBLE, InvalidXLogRecPtr,
-					InvalidXLogRecPtr, 0, data, len);
+	int			before = frame.len;
+
+	cs_append_entry(&frame, &frame_coder, CS_ENTRY_PREAMBLE,
+					InvalidXLogRecPtr, InvalidXLogRecPtr, 0, data, len);
 	frame_entries++;
-	seg_preamble += CS_ENTRY_HEADER_SIZE + len;
+	seg_preamble += frame.len - before;
 }
 
 /*
@@ -479,10 +549,14 @@ cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 {
 	if (kind == CS_ENTRY_MESSAGE)
 		cs_schema_require(data, len, add_preamble, NULL);
-	cs_append_entry(&frame, kind, data_start, wal_end, send_time, data, len);
+	cs_append_entry(&frame, &frame_coder, kind, data_start, wal_end,
+					send_time, data, len);
 	frame_entries++;
 	if (kind == CS_ENTRY_MESSAGE)
 		seg_has_data = true;
+	if (kind == CS_ENTRY_MESSAGE && len >= 26 && data[0] == 'C')
+		cs_seal_note_commit(&seg_seal, cs_get64(data + 2),
+							(TimestampTz) cs_get64(data + 18));
 	if (frame.len >= CS_FRAME_TARGET)
 		write_frame();
 }
@@ -535,7 +609,7 @@ write_frame(void)
 	start_writeback(seg_size, frame.len);
 	seg_size += frame.len;
 	unsynced = true;
-	cs_frame_begin(&frame);
+	cs_frame_begin(&frame, &frame_coder, CS_FORMAT_VERSION);
 	frame_entries = 0;
 	/* a frame of a huge message must not keep its memory */
 	if (frame.maxlen > 4 * CS_FRAME_TARGET)
@@ -544,7 +618,7 @@ write_frame(void)
 
 		pfree(frame.data);
 		initStringInfo(&frame);
-		cs_frame_begin(&frame);
+		cs_frame_begin(&frame, &frame_coder, CS_FORMAT_VERSION);
 		MemoryContextSwitchTo(old);
 	}
 }
@@ -603,9 +677,12 @@ cs_writer_should_rotate(TimestampTz now)
 
 /*
  * cs_writer_rotate
- *	  Seal the active segment (flush, close), start the next one at
- *	  position, the current position of record, and wake the compressor,
- *	  which compresses the sealed one.
+ *	  Seal the active segment (flush; write its commit range and position,
+ *	  the current position of record, into its header and fdatasync; close),
+ *	  start the next one at position, and wake the compressor, which
+ *	  compresses the sealed one.  The seal is durable before the next
+ *	  segment exists, so a segment with a successor always has its seal.
+ *	  Errors: file access SQLSTATEs.
  */
 void
 cs_writer_rotate(XLogRecPtr position)
@@ -613,6 +690,8 @@ cs_writer_rotate(XLogRecPtr position)
 	int64		sealed = seg_index;
 
 	cs_writer_flush();
+	seg_seal.end_lsn = position;
+	write_seal(seg_path, &seg_seal);
 	close(seg_fd);
 	seg_fd = -1;
 	create_segment(sealed + 1, position);

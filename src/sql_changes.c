@@ -290,7 +290,11 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
  *	  or message (new_row {prefix, transactional, content}).  old_row is
  *	  the old key (the whole old row under REPLICA IDENTITY FULL; the new
  *	  row's key when the key did not change).  Unchanged TOASTed columns
- *	  are left out of new_row and listed in unchanged_columns.
+ *	  are left out of new_row and listed in unchanged_columns.  With time
+ *	  bounds, messages outside a transaction are not returned, and sealed
+ *	  segments none of whose transactions committed in the bounds are
+ *	  skipped by their header's seal (docs/FORMAT.md section 6.2) without
+ *	  reading their bodies.
  *	  Errors: 22023 for a malformed generation, 42704 when it does not
  *	  exist, 55000 when changestream.directory is not set; XX001 naming
  *	  file and offset on damage (decoder.c).
@@ -322,6 +326,9 @@ changestream_changes(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
+	if (f.has_start_time || f.has_end_time)
+		cs_decoder_set_time_bounds(d, f.has_start_time, f.start_time,
+								   f.has_end_time, f.end_time);
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "changes row",
 									ALLOCSET_DEFAULT_SIZES);
 	while (cs_decoder_next(d, &c))

@@ -82,14 +82,15 @@ my @cases = (
 		my $segp = ad_parse_segment($buf);
 		for my $f (@{ $segp->{frames} })
 		{
-			my @e = ArchiveDamage::ad_entries($f->{body});
+			my $version = $segp->{header}{version};
+			my @e = ArchiveDamage::ad_entries($f->{body}, $version);
 			my $pos = 0;
 			for my $e (@e)
 			{
 				if ($e->{kind} eq 'w' && substr($e->{data}, 0, 1) eq 'B')
 				{
 					$e->{data} = substr($e->{data}, 0, 5);    # 'B' + 4 of 20 bytes
-					my $frame = ad_frame(ad_body(@e));
+					my $frame = ad_frame(ad_body($version, @e));
 					substr($buf, $f->{offset}, 12 + $f->{length}) = $frame;
 					ad_store($seg, $buf);
 					return (quotemeta(basename($seg)), undef);

@@ -208,7 +208,8 @@ is($rc, 0, 'cs_decode.py --summary: sound') or diag($err);
 $node->stop;
 my ($victim) = sort glob("$gendir/wal/*.wal.gz");
 my $raw = `gzip -dc '$victim'`;
-substr($raw, 64 + 12 + 40, 1) = chr(ord(substr($raw, 64 + 12 + 40, 1)) ^ 0x55);
+my $hsize = unpack('N', substr($raw, 12, 4));    # 64 (format 1) or 128 (2)
+substr($raw, $hsize + 12 + 40, 1) = chr(ord(substr($raw, $hsize + 12 + 40, 1)) ^ 0x55);
 open(my $fh, '|-', "gzip -c > '$victim.new'") or die;
 print $fh $raw;
 close($fh);
@@ -218,7 +219,7 @@ $node->start;
 my $v = $node->safe_psql($db, 'SELECT file_name, byte_offset FROM changestream.verify()');
 my ($vfile, $voff) = split /\|/, $v;
 is($vfile, "wal/$vname", 'verify() names the damaged segment');
-ok($voff >= 64 && $voff <= 116, "verify() names the frame holding the flipped byte (offset $voff)");
+ok($voff >= $hsize && $voff <= $hsize + 52, "verify() names the frame holding the flipped byte (offset $voff)");
 my ($ok, $stdout, $stderr) = ('', '', '');
 $node->psql($db, 'SELECT count(*) FROM changestream.changes()', stdout => \$stdout, stderr => \$stderr,
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);

@@ -4,10 +4,12 @@
 # notes/damage-contract.md).
 #
 # The format is parsed from docs/FORMAT.md (sections 5-8), not from the C
-# code: a 64-byte segment header, then frames "CSFR" | u32 body length |
-# u32 CRC-32C(length field || body) | body, the body made of entries
-# kind u8 | u32 n | u64 dataStart | u64 walEnd | i64 sendTime | n bytes.
-# All integers are big-endian.
+# code: a segment header of 64 bytes (format 1) or 128 (format 2: the
+# header size is at offset 12), then frames "CSFR" | u32 body length |
+# u32 CRC-32C(length field || body) | body, the body made of entries:
+# format 1: kind u8 | u32 n | u64 dataStart | u64 walEnd | i64 sendTime |
+# n bytes; format 2: kind u8 | varint m | fields | data (section 8).
+# Fixed-width integers are big-endian.
 #
 # - files: ad_gen_dir, ad_segments, ad_newest_raw, ad_load, ad_store;
 # - parsing: ad_parse_segment (header and valid frames), ad_entries,
@@ -174,6 +176,8 @@ sub ad_parse_segment
 	}
 	my @frames;
 	my $off = HEADER_SIZE;
+	$off = $seg{header}{header_size}
+	  if $seg{header} && $seg{header}{header_size} == 128;
 	while ($off + FRAME_HEADER <= length($buf))
 	{
 		my ($magic, $len, $crc) = unpack('a4 N N', substr($buf, $off, FRAME_HEADER));
@@ -189,32 +193,132 @@ sub ad_parse_segment
 	return \%seg;
 }
 
-# ad_entries($body) -> list of { kind, data_start, wal_end, send_time, data }
+sub _varint
+{
+	my ($v) = @_;
+	my $s = '';
+	while ($v >= 128)
+	{
+		$s .= chr(($v & 127) | 128);
+		$v >>= 7;
+	}
+	return $s . chr($v);
+}
+sub _svarint { my ($v) = @_; return _varint($v >= 0 ? 2 * $v : -2 * $v - 1); }
+
+# read a varint at $$pos of $s (below $end); undef when it runs past $end
+sub _get_varint
+{
+	my ($s, $pos, $end) = @_;
+	my ($v, $shift) = (0, 0);
+	while ($$pos < $end && $shift < 64)
+	{
+		my $b = ord(substr($s, $$pos++, 1));
+		$v |= ($b & 127) << $shift;
+		return $v unless $b & 128;
+		$shift += 7;
+	}
+	return undef;
+}
+sub _get_svarint
+{
+	my $u = _get_varint(@_);
+	return undef unless defined $u;
+	return ($u & 1) ? -(($u >> 1) + 1) : ($u >> 1);
+}
+
+# ad_entries($body, $version) -> list of { kind, data_start, wal_end,
+# send_time, data } (format 2: 'W' entries as 'w'; what is not stored, 0)
 sub ad_entries
 {
-	my ($body) = @_;
+	my ($body, $version) = @_;
+	$version //= 2;
 	my @e;
 	my $pos = 0;
-	while ($pos + ENTRY_HEADER <= length($body))
+	if ($version == 1)
 	{
-		my ($kind, $n, $ds, $we, $st) =
-		  unpack('a1 N Q> Q> q>', substr($body, $pos, ENTRY_HEADER));
-		last if $n > length($body) - $pos - ENTRY_HEADER;
+		while ($pos + ENTRY_HEADER <= length($body))
+		{
+			my ($kind, $n, $ds, $we, $st) =
+			  unpack('a1 N Q> Q> q>', substr($body, $pos, ENTRY_HEADER));
+			last if $n > length($body) - $pos - ENTRY_HEADER;
+			push @e, {
+				kind => $kind, data_start => $ds, wal_end => $we,
+				send_time => $st, data => substr($body, $pos + ENTRY_HEADER, $n) };
+			$pos += ENTRY_HEADER + $n;
+		}
+		return @e;
+	}
+	my ($plsn, $ptime) = (0, 0);
+	while ($pos < length($body))
+	{
+		my $kind = substr($body, $pos++, 1);
+		my $m = _get_varint($body, \$pos, length($body));
+		last if !defined $m || $m > length($body) - $pos;
+		my $end = $pos + $m;
+		my ($ds, $we, $st) = (0, 0, 0);
+		if ($kind eq 'w' || $kind eq 'W')
+		{
+			$ds = $we = $plsn + _get_svarint($body, \$pos, $end);
+			$plsn = $ds;
+		}
+		$we = $ds + _get_svarint($body, \$pos, $end) if $kind eq 'W';
+		if ($kind eq 'k')
+		{
+			$we = $plsn + _get_svarint($body, \$pos, $end);
+			$plsn = $we;
+		}
+		if ($kind eq 'W' || $kind eq 'k')
+		{
+			$st = $ptime + _get_svarint($body, \$pos, $end);
+			$ptime = $st;
+		}
 		push @e, {
-			kind => $kind, data_start => $ds, wal_end => $we,
-			send_time => $st, data => substr($body, $pos + ENTRY_HEADER, $n) };
-		$pos += ENTRY_HEADER + $n;
+			kind => ($kind eq 'W' ? 'w' : $kind), data_start => $ds,
+			wal_end => $we, send_time => $st,
+			data => substr($body, $pos, $end - $pos) };
+		$pos = $end;
 	}
 	return @e;
 }
 
-# Encode entries back into a body.
+# ad_body($version, @entries): encode entries back into a body.
 sub ad_body
 {
-	my (@e) = @_;
-	return join('',
-		map { pack('a1 N Q> Q> q>', $_->{kind}, length($_->{data}),
-				$_->{data_start}, $_->{wal_end}, $_->{send_time}) . $_->{data} } @e);
+	my ($version, @e) = @_;
+	if ($version == 1)
+	{
+		return join('',
+			map { pack('a1 N Q> Q> q>', $_->{kind}, length($_->{data}),
+					$_->{data_start}, $_->{wal_end}, $_->{send_time}) . $_->{data} } @e);
+	}
+	my ($plsn, $ptime, $out) = (0, 0, '');
+	for my $x (@e)
+	{
+		my ($k, $d) = ($x->{kind}, $x->{data});
+		$k = 'W' if $k eq 'w' && ($x->{wal_end} != $x->{data_start}
+			|| substr($d, 0, 1) eq 'C'
+			|| (substr($d, 0, 1) eq 'M' && length($d) > 1 && !(ord(substr($d, 1, 1)) & 1)));
+		my $f = '';
+		if ($k eq 'w' || $k eq 'W')
+		{
+			$f .= _svarint($x->{data_start} - $plsn);
+			$plsn = $x->{data_start};
+		}
+		$f .= _svarint($x->{wal_end} - $x->{data_start}) if $k eq 'W';
+		if ($k eq 'k')
+		{
+			$f .= _svarint($x->{wal_end} - $plsn);
+			$plsn = $x->{wal_end};
+		}
+		if ($k eq 'W' || $k eq 'k')
+		{
+			$f .= _svarint($x->{send_time} - $ptime);
+			$ptime = $x->{send_time};
+		}
+		$out .= $k . _varint(length($f) + length($d)) . $f . $d;
+	}
+	return $out;
 }
 
 # A valid frame (magic, length, CRC) around a body.

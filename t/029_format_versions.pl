@@ -1,0 +1,252 @@
+# Format versions 1 and 2 (issue 13 item 3, issue 11's time bounds).
+#
+# 1. A format 1 archive written by changestream before format 2
+#    (t/fixtures/format1, made by t/fixtures/make_format1.sh with main at
+#    e335a00) reads back today exactly as that code read it: wal_records(),
+#    changes(), wal_segments() and verify() give what it gave, and
+#    scripts/cs_decode.py accepts it.
+# 2. What is written now is format 2: 128-byte headers, and every segment
+#    with a successor has a seal; verify() and cs_decode.py accept it.
+# 3. Time bounds: changes(start_time, end_time) gives exactly the rows of
+#    changes() whose commit time lies in the bounds, and as many as the
+#    pgbench transactions run in that window made (4 changes each).  It
+#    skips sealed segments outside the bounds (DEBUG lines), and it never
+#    opens their bodies: after the body of such a segment is damaged, the
+#    bounded call still succeeds with the same rows, while the unbounded
+#    call and verify() report XX001 naming that segment.
+use strict;
+use warnings;
+
+use File::Copy;
+use FindBin;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use ChangestreamTest;
+
+my $node = cs_new_node('fmt',
+	conf => "changestream.segment_size = '64kB'\nchangestream.message_prefixes = 'fx'\n");
+$node->start;
+my $db = 'postgres';
+cs_pgbench($node, $db, '-i', '-s', '1', '-q');
+$node->safe_psql($db, "CREATE EXTENSION changestream; CREATE PUBLICATION changestream FOR ALL TABLES;");
+cs_start_archiving($node);
+my $archive = cs_archive_dir($node);
+my $utc = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET extra_float_digits = 1;";
+
+sub slurp
+{
+	my ($path) = @_;
+	open(my $fh, '<:raw', $path) or die "$path: $!";
+	local $/;
+	my $s = <$fh>;
+	close $fh;
+	return $s;
+}
+
+sub decode
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'python3', "$FindBin::Bin/../scripts/cs_decode.py", '--summary', @_ ],
+		'>', \$out, '2>', \$err);
+	return ($? >> 8, $out, $err);
+}
+
+sub uncompressed
+{
+	my ($path) = @_;
+	return $path =~ /\.gz$/ ? `gzip -dc '$path'` : slurp($path);
+}
+
+# ---- 1. the format 1 fixture
+my $fixdir = "$FindBin::Bin/fixtures/format1";
+opendir(my $dh, $fixdir) or die "$fixdir: $!";
+my ($fixgen) = grep { /^[0-9a-f]{16}$/ } readdir($dh);
+closedir $dh;
+system('cp', '-a', "$fixdir/$fixgen", "$archive/generations/$fixgen") == 0 or die "cp failed";
+system('chmod', '-R', 'u+rwX,go-rwx', "$archive/generations/$fixgen");
+system('chown', '-R', '--reference=' . $archive, "$archive/generations/$fixgen") if $> == 0;
+my $seg0 = uncompressed("$archive/generations/$fixgen/wal/0000000000000000.wal.gz");
+is(unpack('N', substr($seg0, 8, 4)), 1, 'the fixture is format version 1');
+
+my %queries = (
+	'wal_records.out' => "SELECT lsn, wal_end, sent_at, md5(data) FROM changestream.wal_records('$fixgen')",
+	'changes.out' => "SELECT commit_lsn, commit_time, xid, ordinal, action, schema_name, table_name, md5(old_row::text), md5(new_row::text), unchanged_columns FROM changestream.changes('$fixgen')",
+	'wal_segments.out' => "SELECT segment_index, start_lsn, end_lsn, compressed FROM changestream.wal_segments('$fixgen')",
+	'verify.out' => "SELECT * FROM changestream.verify('$fixgen')");
+for my $f (sort keys %queries)
+{
+	my $got = $node->safe_psql($db, "$utc COPY ($queries{$f}) TO STDOUT");
+	my $want = slurp("$fixdir/$f");
+	chomp $want;
+	if ($f eq 'wal_segments.out')
+	{
+		# the newest segment's end was the live flushed position when the
+		# fixture was made; now it is the position of record (FORMAT.md 10)
+		s/\t[^\t]+\t([tf])\z/\t-\t$1/ for ($got, $want);
+	}
+	is($got, $want, "format 1 fixture: $f as the format 1 code returned it");
+}
+my ($want_records) = (slurp("$fixdir/wal_records.out") =~ tr/\n//);
+cmp_ok($want_records, '>', 400, "the fixture holds $want_records messages");
+my ($rc, $out, $err) = decode("$archive/generations/$fixgen");
+is($rc, 0, 'cs_decode.py accepts the format 1 fixture') or diag($err);
+
+# ---- 2. bursts of pgbench transactions, apart in time
+sub burst
+{
+	my ($n) = @_;
+	cs_pgbench($node, $db, '-n', '-c', '1', '-t', $n);
+	cs_wait_archived($node, name => "burst of $n");
+}
+# segments rotate in every pause between bursts (segment_timeout, checked
+# while idle too), so none holds two bursts
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.segment_timeout = '1s'; SELECT pg_reload_conf();");
+burst(600);
+sleep 2.5;
+my $t1 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
+my $before = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
+burst(300);
+my $after = $node->safe_psql($db, "SELECT count(*) FROM pgbench_history");
+my $t2 = $node->safe_psql($db, "SET DateStyle = 'ISO, MDY'; SELECT now()");
+my $digest_sql = "SELECT md5(string_agg(t::text, '|' ORDER BY aid)) FROM %s t";
+my $digest_t2 = $node->safe_psql($db, sprintf($digest_sql, 'pgbench_accounts'));
+sleep 2.5;
+burst(600);
+sleep 2.5;
+burst(5);
+my $gen = $node->safe_psql($db, "SELECT generation FROM changestream.status()");
+my @segs = sort glob("$archive/generations/$gen/wal/*.wal*");
+cmp_ok(scalar(@segs), '>=', 6, scalar(@segs) . ' segments written');
+my ($v2, $sealed) = (0, 0);
+for my $i (0 .. $#segs - 1)
+{
+	my $h = substr(uncompressed($segs[$i]), 0, 128);
+	$v2++ if unpack('N', substr($h, 8, 4)) == 2 && unpack('N', substr($h, 12, 4)) == 128;
+	$sealed++ if substr($h, 64, 64) ne "\0" x 64;
+}
+is($v2, $#segs, 'every segment is format 2 with a 128-byte header');
+is($sealed, $#segs, 'every segment with a successor has a seal');
+is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0', 'verify(): the format 2 generation is sound');
+($rc, $out, $err) = decode("$archive/generations/$gen");
+is($rc, 0, 'cs_decode.py accepts the format 2 generation (its seals included)') or diag($err);
+
+# ---- 3. time bounds
+my $cols = "commit_lsn, commit_time, xid, ordinal, action, schema_name, table_name, old_row::text, new_row::text, unchanged_columns";
+my $bounded = "SELECT $cols FROM changestream.changes('$gen', start_time => '$t1', end_time => '$t2')";
+my $filtered = "SELECT $cols FROM changestream.changes('$gen') WHERE commit_time BETWEEN '$t1' AND '$t2'";
+my $rows_bounded = $node->safe_psql($db, "$utc COPY ($bounded) TO STDOUT");
+my $rows_filtered = $node->safe_psql($db, "$utc COPY ($filtered) TO STDOUT");
+is($rows_bounded, $rows_filtered, 'changes() with time bounds = changes() filtered by commit time');
+my $n_bounded = () = $rows_bounded =~ /\n/g;
+$n_bounded++ if $rows_bounded ne '';
+is($n_bounded, 4 * ($after - $before), "the bounded rows are the window's pgbench changes (" . ($after - $before) . " transactions x 4)");
+
+my ($ok, $stdout, $stderr) = (0, '', '');
+$node->psql($db, "SET client_min_messages = debug1; SELECT count(*) FROM changestream.changes('$gen', start_time => '$t1', end_time => '$t2')",
+	stdout => \$stdout, stderr => \$stderr);
+my @skipped = ($stderr =~ /segment "([^"]+)" skipped: its seal/g);
+cmp_ok(scalar(@skipped), '>=', 2, scalar(@skipped) . ' sealed segments skipped by the time bounds');
+
+# restore to t2 does not open the segments after it: damage the first frame
+# of the first sealed segment all of whose transactions came after t2
+my $t2us = $node->safe_psql($db, "SELECT ((extract(epoch FROM '$t2'::timestamptz) - 946684800) * 1000000)::bigint");
+my $after_t2;
+for my $s (@segs[0 .. $#segs - 1])
+{
+	my $h = substr(uncompressed($s), 0, 128);
+	$after_t2 = $s if !defined $after_t2 && unpack('q>', substr($h, 88, 8)) > $t2us
+	  && unpack('Q>', substr($h, 104, 8)) > 0;
+}
+ok(defined $after_t2 && $after_t2 =~ /\.gz$/, 'a compressed segment lies wholly after t2');
+$node->stop;
+copy($after_t2, "$after_t2.keep") or die;
+my $araw = uncompressed($after_t2);
+substr($araw, 128 + 12 + 3, 1) = chr(ord(substr($araw, 128 + 12 + 3, 1)) ^ 0x40);
+open(my $afh, '|-', "gzip -c > '$after_t2'") or die;
+print $afh $araw;
+close($afh);
+$node->start;
+(my $aname = $after_t2) =~ s{.*/}{};
+$node->safe_psql($db, "SELECT * FROM changestream.restore('r1', '$gen', target_time => '$t2', tables => ARRAY['public.pgbench_accounts'])");
+is($node->safe_psql($db, sprintf($digest_sql, 'r1.pgbench_accounts')), $digest_t2,
+	'restore(target_time => t2) gives the table as it was at t2, without opening the damaged segment after it');
+($ok, $stdout, $stderr) = (0, '', '');
+$node->psql($db, "SELECT * FROM changestream.restore('r2', '$gen', tables => ARRAY['public.pgbench_accounts'])",
+	stdout => \$stdout, stderr => \$stderr);
+like($stderr, qr/\Q$aname\E/, 'restore() of everything reads it and reports the damage');
+$node->stop;
+move("$after_t2.keep", $after_t2) or die;
+$node->start;
+
+# damage the body of a skipped segment that lies wholly before t1
+my $t1us = $node->safe_psql($db, "SELECT ((extract(epoch FROM '$t1'::timestamptz) - 946684800) * 1000000)::bigint");
+my $victim;
+for my $s (@segs[0 .. $#segs - 1])
+{
+	my $h = substr(uncompressed($s), 0, 128);
+	my $maxt = unpack('q>', substr($h, 96, 8));
+	$victim = $s if !defined $victim && $s =~ /\.gz$/ && $maxt < $t1us && unpack('Q>', substr($h, 104, 8)) > 0;
+}
+ok(defined $victim, 'a compressed segment lies wholly before the window') or BAIL_OUT('no victim');
+$node->stop;
+my $raw = uncompressed($victim);
+my $at = 128 + 12 + int((length($raw) - 140) / 2);
+substr($raw, $at, 1) = chr(ord(substr($raw, $at, 1)) ^ 0x20);
+open(my $fh, '|-', "gzip -c > '$victim.new'") or die;
+print $fh $raw;
+close($fh);
+move("$victim.new", $victim) or die;
+$node->start;
+(my $vname = $victim) =~ s{.*/}{};
+
+is($node->safe_psql($db, "$utc COPY ($bounded) TO STDOUT"), $rows_filtered,
+	'with a segment outside the bounds damaged, the bounded changes() still gives the same rows');
+($ok, $stdout, $stderr) = (0, '', '');
+$node->psql($db, "SELECT count(*) FROM changestream.changes('$gen')", stdout => \$stdout, stderr => \$stderr,
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($stderr, qr/XX001.*\Q$vname\E/s, 'the unbounded changes() reports XX001 naming the damaged segment');
+like($node->safe_psql($db, "SELECT file_name FROM changestream.verify('$gen')"), qr/\Q$vname\E/,
+	'verify() names the damaged segment');
+
+# a seal that lies (CRC made to match) is damage too, even when skipping
+$node->stop;
+move($victim, "$victim.saved") or die;
+$raw = `gzip -dc < '$victim.saved'`;
+substr($raw, $at, 1) = chr(ord(substr($raw, $at, 1)) ^ 0x20);    # body sound again
+substr($raw, 104, 8) = pack('Q>', unpack('Q>', substr($raw, 104, 8)) + 1);    # one transaction more
+substr($raw, 124, 4) = pack('N', ArchiveCrc::crc32c(substr($raw, 64, 60)));
+open($fh, '|-', "gzip -c > '$victim'") or die;
+print $fh $raw;
+close($fh);
+unlink("$victim.saved");
+$node->start;
+($ok, $stdout, $stderr) = (0, '', '');
+$node->psql($db, "SELECT count(*) FROM changestream.changes('$gen')", stdout => \$stdout, stderr => \$stderr);
+like($stderr, qr/\Q$vname\E.*seal/s, 'a seal that does not match its segment is reported when the segment is read');
+($rc, $out, $err) = decode("$archive/generations/$gen");
+like($err, qr/\Q$vname\E: offset 64: the seal says/, 'cs_decode.py reports the same seal');
+
+$node->stop;
+done_testing();
+
+package ArchiveCrc;
+# CRC-32C (docs/FORMAT.md section 2)
+my @T;
+sub crc32c
+{
+	my ($s) = @_;
+	if (!@T)
+	{
+		for my $i (0 .. 255)
+		{
+			my $c = $i;
+			$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
+			$T[$i] = $c;
+		}
+	}
+	my $crc = 0xFFFFFFFF;
+	$crc = ($crc >> 8) ^ $T[($crc ^ $_) & 0xFF] for unpack('C*', $s);
+	return $crc ^ 0xFFFFFFFF;
+}
