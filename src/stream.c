@@ -43,6 +43,7 @@
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
+#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
@@ -183,8 +184,25 @@ send_status(TimestampTz now)
 }
 
 /*
- * Report a new durable position.  While catching up, status_interval
- * paces the reports instead (batch_duties(), cs_stream_periodic()): each
+ * How often, in ms, flushes are reported while catching up: status_interval,
+ * but at least four times per wal_sender_timeout.  Catching up is only
+ * detected against the local server (behind_by()), whose wal_sender_timeout
+ * is this process's own setting.  Without a reply within that timeout the
+ * walsender ends the connection (WalSndCheckTimeOut() in walsender.c); its
+ * keepalive asking for a reply may sit behind megabytes of data in the
+ * socket, so the reports themselves must keep the connection alive.
+ */
+static int
+catchup_status_ms(void)
+{
+	if (wal_sender_timeout > 0)
+		return Min(cs_status_interval_ms, wal_sender_timeout / 4);
+	return cs_status_interval_ms;
+}
+
+/*
+ * Report a new durable position.  While catching up, catchup_status_ms()
+ * paces the reports instead: each
  * one that moves confirmed_flush_lsn may make the walsender save the slot
  * to disk, and a backlog gains nothing from being confirmed every
  * flush_interval.  The end of the backlog is reported at once.
@@ -192,7 +210,8 @@ send_status(TimestampTz now)
 static void
 report_flushed(TimestampTz now)
 {
-	if (!catching_up())
+	if (!catching_up() ||
+		TimestampDifferenceExceeds(st.last_status_sent, now, catchup_status_ms()))
 		send_status(now);
 }
 
