@@ -436,7 +436,7 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 					 "{\"format_version\": %d, \"generation\": \"%016llx\", "
 					 "\"lsn\": \"%s\", \"snapshot_time\": \"%s\", "
 					 "\"encoding\": \"%s\", \"source_encoding\": \"%s\", \"tables\": [",
-					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts,
+					 CS_SNAPSHOT_FORMAT_VERSION, (unsigned long long) generation, lsn_text, ts,
 					 file_encoding, source_encoding);
 	foreach(lc, tables)
 	{
@@ -468,7 +468,7 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 					 "-- rows: " INT64_FORMAT "\n"
 					 "-- manifest: %s\n"
 					 "-- end of manifest\n\n",
-					 CS_FORMAT_VERSION, (unsigned long long) generation, lsn_text,
+					 CS_SNAPSHOT_FORMAT_VERSION, (unsigned long long) generation, lsn_text,
 					 ts, file_encoding, source_encoding, list_length(tables),
 					 total_rows, json.data);
 	return m.data;

@@ -11,6 +11,12 @@
 
 #include "access/xlogdefs.h"
 
+/*
+ * Version of the snapshot file (manifest and COPY sections, docs/FORMAT.md
+ * 3.2).  Segment format 2 changed only segments, so snapshots stay at 1.
+ */
+#define CS_SNAPSHOT_FORMAT_VERSION	1
+
 struct WalReceiverConn;
 
 typedef struct CsSnapshotResult
