@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "retention.h"
 
 #define ERROR_REPEAT_SECS	300
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
@@ -190,6 +191,8 @@ stream_loop(void)
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);
 		maybe_schedule_snapshot(now);
+		if (cs_retention_step(sess_directory, cur_generation, now))
+			idle = false;		/* more of a retention run to do */
 		MemoryContextReset(loop_cxt);
 		if (idle)
 			cs_stream_wait(fd, now);
@@ -370,6 +373,7 @@ run_session(void)
 	cs_stream_reset();
 	cs_writer_reset();
 	cs_compress_reset();
+	cs_retention_reset();
 
 	slot_event = session_connect(&sysid, &tli, &slot);
 	position = choose_generation(sysid, tli, &slot, slot_event);

@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "retention.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 
@@ -41,6 +42,7 @@ void
 cs_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
+	RequestAddinShmemSpace(cs_pins_shmem_size());
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
 
@@ -64,6 +66,7 @@ cs_shmem_startup(void)
 		cs_status->segment_index = -1;
 		cs_status->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
 	}
+	cs_pins_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -24,12 +24,13 @@
 #include "utils/timestamp.h"
 
 #include "changestream.h"
+#include "retention.h"
 
 PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		21
+#define STATUS_COLS		23
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -41,11 +42,15 @@ static void require_streaming(CsStatus *s, const char *fname,
  *	  last_message_at, last_flush_at timestamptz, messages, transactions,
  *	  bytes bigint, last_error text, last_error_at timestamptz,
  *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
- *	  tables_without_replica_identity text)
+ *	  tables_without_replica_identity text, last_retention_at timestamptz,
+ *	  retention_freed_bytes bigint)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
  *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
+ *	  last_retention_at is the archiver's last retention run (NULL: none
+ *	  since the server started), retention_freed_bytes what retention
+ *	  deleted since then (bytes on disk).
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
@@ -140,6 +145,14 @@ changestream_status(PG_FUNCTION_ARGS)
 	}
 	values[20] = CStringGetTextDatum(s.no_replica_identity);
 	nulls[20] = s.no_replica_identity[0] == '\0';
+	{
+		int64		freed;
+		TimestampTz at = cs_retention_status_get(&freed);
+
+		values[21] = TimestampTzGetDatum(at);
+		nulls[21] = at == 0;
+		values[22] = Int64GetDatum(freed);
+	}
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
