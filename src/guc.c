@@ -175,7 +175,7 @@ cs_define_gucs(void)
 	DefineCustomIntVariable("changestream.retention",
 							"How long archived history stays restorable; older files are deleted.",
 							"0 keeps everything.  Needs changestream.snapshot_interval to free anything.",
-							&cs_retention_s, 0, 0, INT_MAX,
+							&cs_retention_s, 0, 0, 10 * 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
