@@ -628,9 +628,18 @@ def main():
                 for k, v in ident.items():
                     print("  %s = %s" % (k, v))
         files = segment_files(wal_dir)
+        horizon = read_horizon(gen_dir, problems)
+        first_index = 0
+        if horizon is not None:
+            # below the retention horizon: being deleted, ignored (FORMAT.md 4.3)
+            first_index = horizon["first_segment"]
+            files = dict((i, f) for i, f in files.items() if i >= first_index)
         indexes = list(files)
+        if indexes and indexes[0] != first_index:
+            problems.append("%s: offset 0: the segments start at %d, not at %d"
+                            % (os.path.basename(files[indexes[0]]), indexes[0], first_index))
         expected_start = None
-        if ident and "start_lsn" in ident:
+        if ident and "start_lsn" in ident and horizon is None:
             expected_start = parse_lsn(ident["start_lsn"])
         for n, idx in enumerate(indexes):
             p = files[idx]
@@ -656,6 +665,9 @@ def main():
             if expected_start is not None and h["start_lsn"] != expected_start:
                 problems.append("%s: start_lsn %s, but the previous segment ends at %s"
                                 % (name, lsn(h["start_lsn"]), lsn(expected_start)))
+            if n == 0 and horizon is not None and h["start_lsn"] > horizon["snapshot_lsn"]:
+                problems.append("%s: offset 0: starts at %s, after the retention horizon's snapshot %s"
+                                % (name, lsn(h["start_lsn"]), lsn(horizon["snapshot_lsn"])))
             expected_start = r.position
             sealed = not newest or p.endswith(".gz")
             if r.torn and sealed:
@@ -663,8 +675,11 @@ def main():
                                 % (name, r.valid_end, r.torn))
             if r.open_txn is not None and sealed:
                 problems.append("%s: sealed segment ends inside a transaction" % name)
-        problems.extend(check_snapshots(gen_dir, parse_lsn(ident["start_lsn"])
-                                        if ident and "start_lsn" in ident else None))
+        if horizon is not None:
+            problems.extend(check_snapshots(gen_dir, horizon["snapshot_lsn"], True))
+        else:
+            problems.extend(check_snapshots(gen_dir, parse_lsn(ident["start_lsn"])
+                                            if ident and "start_lsn" in ident else None))
         title = "generation %s" % gen_name
     else:
         r = read_segment(path, show, show, args.values, state)
@@ -742,16 +757,41 @@ def check_snapshot_file(path):
     return problems
 
 
-def check_snapshots(gen_dir, start_lsn):
+def check_snapshots(gen_dir, start_lsn, horizon=False):
     snap_dir = os.path.join(gen_dir, "snapshots")
     names = sorted(n for n in os.listdir(snap_dir) if re.match(r"^[0-9A-F]{16}\.snapshot\.gz$", n)) \
         if os.path.isdir(snap_dir) else []
+    if horizon:
+        names = [n for n in names if int(n[:16], 16) >= start_lsn]
     problems = []
     for n in names:
         problems.extend(check_snapshot_file(os.path.join(snap_dir, n)))
     if start_lsn is not None and "%016X.snapshot.gz" % start_lsn not in names:
-        problems.append("snapshots: offset 0: no snapshot at the generation's start %s" % lsn(start_lsn))
+        problems.append("snapshots: offset 0: no snapshot at the generation's %s %s"
+                        % ("retention horizon" if horizon else "start", lsn(start_lsn)))
     return problems
+
+
+# The retention horizon (docs/FORMAT.md section 4.3), or None without one.
+def read_horizon(gen_dir, problems):
+    path = os.path.join(gen_dir, "retention")
+    if not os.path.exists(path):
+        return None
+    keys = {}
+    with open(path, "rb") as f:
+        for line in f.read().decode("utf-8", "replace").split("\n"):
+            if line.startswith("#") or " = " not in line:
+                continue
+            k, v = line.split(" = ", 1)
+            keys[k] = v
+    try:
+        return {"first_segment": int(keys["first_segment"]),
+                "snapshot_lsn": parse_lsn(keys["snapshot_lsn"]),
+                "snapshot_time_us": int(keys["snapshot_time_us"])}
+    except (KeyError, ValueError):
+        problems.append("retention: offset 0: the retention horizon lacks first_segment, "
+                        "snapshot_lsn or snapshot_time_us")
+        return None
 
 
 if __name__ == "__main__":

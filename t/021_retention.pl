@@ -1,0 +1,295 @@
+# Retention (issue 12): a bounded archive that keeps every point of its
+# window restorable.
+#
+# 1. pgbench for ~30 s without retention, then ~60 s with retention = 20s
+#    and snapshot_interval = 5s.  Every second the test records, with the
+#    pgbench tables locked against writers (SHARE mode waits for running
+#    transactions and holds off new ones), pg_current_wal_lsn(),
+#    clock_timestamp(), a per-table digest of the source and the archive's
+#    size on disk.  The sizes give the figures with and without retention.
+#    Then a second session pins the generation (snapshots() in an open
+#    transaction: retention rule 5), and every recorded point at or after
+#    the generation's restorable_from_lsn must restore to its digest, every
+#    point in the window (time >= pin time - 20 s) must be among them, and
+#    older points are refused with an error naming the restorable range.
+#    The archive size must level off instead of growing.
+# 2. A changes() cursor held open across retention runs: its transaction's
+#    pin keeps the segment it reads (checked on disk), its rows are exactly
+#    the marks inserted since its start LSN, and after it commits retention
+#    removes that segment.
+# 3. Old generations (after new_generation()) stay while their last write
+#    is inside the window and are removed, whole, once it is out.
+# 4. kill -9 of the server and archiver at several moments while retention
+#    runs under pgbench: verify() finds nothing and the newest points still
+#    restore.
+use strict;
+use warnings;
+
+use File::Find;
+use FindBin;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use ChangestreamTest;
+
+my $retention = 20;
+my $node = cs_new_node('retention', conf => qq{
+changestream.segment_size = '64kB'
+changestream.snapshot_interval = '5s'
+});
+$node->start;
+my $db = 'postgres';
+my $S = $ChangestreamTest::ORACLE_SETTINGS;
+my $dir = cs_archive_dir($node);
+
+$node->safe_psql($db, 'CREATE EXTENSION changestream');
+cs_pgbench($node, $db, '-i', '-s', '1', '-q');
+$node->safe_psql($db, q{
+CREATE TABLE marks (id int PRIMARY KEY, at timestamptz DEFAULT clock_timestamp());
+CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches,
+	pgbench_tellers, pgbench_history, marks;
+});
+my @tables = qw(pgbench_accounts pgbench_branches pgbench_tellers pgbench_history marks);
+cs_start_archiving($node);
+
+sub archive_bytes
+{
+	my $total = 0;
+	find({ wanted => sub { $total += -s $_ if -f $_ }, no_chdir => 1 }, $dir);
+	return $total;
+}
+
+sub digest_sql
+{
+	my ($schema, $table) = @_;
+	return qq{SELECT '$table', md5(coalesce(string_agg(r, '|' ORDER BY r), ''))
+		FROM (SELECT t::text AS r FROM $schema.$table t) x};
+}
+
+my @points;    # { lsn, time, digest => {t => md5}, mark }
+my $mark = 0;
+
+# Record one point with writers held off: LSN, time and digests agree.
+sub record_point
+{
+	$mark++;
+	my $out = $node->safe_psql($db, "$S BEGIN;
+		LOCK TABLE pgbench_accounts, pgbench_tellers, pgbench_branches, pgbench_history IN SHARE MODE;
+		INSERT INTO marks (id) VALUES ($mark);
+		COMMIT;
+		BEGIN;
+		LOCK TABLE pgbench_accounts, pgbench_tellers, pgbench_branches, pgbench_history IN SHARE MODE;
+		SELECT pg_current_wal_lsn(), clock_timestamp();"
+		  . join(";\n", map { digest_sql('public', $_) } @tables) . "; COMMIT;");
+	my @lines = split /\n/, $out;
+	my ($lsn, $time) = split /\|/, shift @lines;
+	my %digest = map { split /\|/ } @lines;
+	push @points, { lsn => $lsn, time => $time, digest => \%digest, mark => $mark };
+	return;
+}
+
+# Run pgbench for $secs seconds, recording a point and the size each second.
+sub run_phase
+{
+	my ($secs, $label, $sizes) = @_;
+	my $h = cs_pgbench_bg($node, $db, '-n', '-T', $secs, '-c', '2');
+	my $t0 = time();
+	while (time() - $t0 < $secs)
+	{
+		my $tick = time();
+		record_point();
+		push @$sizes, [ int(time() - $t0), archive_bytes() ];
+		my $left = 1 - (time() - $tick);
+		usleep(int($left * 1e6)) if $left > 0;
+	}
+	my ($ok, $out, $err) = cs_pgbench_finish($h);
+	ok($ok, "$label: pgbench ran") or diag($err);
+	return;
+}
+
+############################################################################
+# 1. the window under pgbench, and the size with and without retention
+
+my (@without, @with);
+run_phase(30, 'without retention', \@without);
+my $first_with = scalar(@points);
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = '${retention}s'; SELECT pg_reload_conf()");
+run_phase(60, 'with retention', \@with);
+cs_wait_archived($node, name => 'after the pgbench phases', timeout => 300);
+
+note(sprintf("archive size without retention: %s",
+	join(', ', map { "${\ $_->[0]}s=${\ int($_->[1] / 1024)}kB" } grep { $_->[0] % 5 == 0 } @without)));
+note(sprintf("archive size with retention = ${retention}s: %s",
+	join(', ', map { "${\ $_->[0]}s=${\ int($_->[1] / 1024)}kB" } grep { $_->[0] % 5 == 0 } @with)));
+
+# growth without retention: the last 10 s grew; with it: the last 20 s
+# stay below the peak of the 20 s before them (it levels off)
+ok($without[-1][1] > $without[ int(@without / 2) ][1], 'without retention the archive grows');
+my @tail = map { $_->[1] } @with[ -20 .. -1 ];
+my @mid  = map { $_->[1] } @with[ -40 .. -21 ];
+my ($tail_max) = sort { $b <=> $a } @tail;
+my ($mid_max)  = sort { $b <=> $a } @mid;
+my $growth_without = ($without[-1][1] - $without[ -21 ][1]);
+ok($tail_max - $mid_max < $growth_without / 2,
+	"with retention the archive levels off (peak of the last 20 s $tail_max, of the 20 s before $mid_max; "
+	  . "20 s without retention grew $growth_without)");
+like($node->safe_psql($db, 'SELECT retention_freed_bytes > 0 AND last_retention_at IS NOT NULL FROM changestream.status()'),
+	qr/^t$/, 'status() shows retention runs and freed bytes');
+my $log = slurp_file($node->logfile);
+like($log, qr/LOG:  retention removed \d+ files \(\d+ bytes\) from the changestream archive/,
+	'a retention run that frees something logs one line');
+unlike($log, qr/snapshot_interval is not/, 'no warning with snapshot_interval set');
+
+my $gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+
+# pin the generation in a second session, so that the window stands still
+my $pin = $node->background_psql($db);
+$pin->query_safe("BEGIN; SELECT count(*) FROM changestream.snapshots('$gen')");
+my $pinned_at = $node->safe_psql($db, 'SELECT extract(epoch FROM clock_timestamp())');
+my ($from_lsn, $from_time_ok) = split /\|/, $node->safe_psql($db,
+	"SELECT restorable_from_lsn, restorable_from_time <= to_timestamp($pinned_at) - interval '${retention}s'
+	   FROM changestream.generations() WHERE generation = '$gen'");
+is($from_time_ok, 't', 'the restorable start is at or before the window start');
+ok(cs_lsn_ge($from_lsn, $points[0]{lsn}) && !cs_lsn_ge($points[0]{lsn}, $from_lsn),
+	"retention moved the restorable start ($from_lsn) past the oldest point");
+
+is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0',
+	'verify() finds the generation sound after retention');
+{
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(['python3', "$FindBin::Bin/../scripts/cs_decode.py", '--summary',
+		"$dir/generations/$gen"], '>', \$out, '2>', \$err);
+	ok($ok, 'cs_decode.py agrees: the generation is sound after retention') or diag("$err\n$out");
+	ok(-e "$dir/generations/$gen/retention", 'the generation has a retention horizon');
+}
+
+my ($restored, $refused, $in_window) = (0, 0, 0);
+for my $p (@points)
+{
+	my $sql = "$S BEGIN; SELECT 1 FROM changestream.restore('scratch', target_lsn => '$p->{lsn}');"
+	  . join(";\n", map { digest_sql('scratch', $_) } @tables) . "; ROLLBACK;";
+	my ($out, $err) = ('', '');
+	$node->psql($db, $sql, stdout => \$out, stderr => \$err, on_error_stop => 1);
+	my $p_epoch = $node->safe_psql($db, "SELECT extract(epoch FROM '$p->{time}'::timestamptz)");
+	my $inside = $p_epoch >= $pinned_at - $retention;
+	$in_window++ if $inside;
+	if (cs_lsn_ge($p->{lsn}, $from_lsn))
+	{
+		my @lines = split /\n/, $out;
+		shift @lines;
+		my %got = map { split /\|/ } @lines;
+		my @bad = grep { ($got{$_} // 'missing') ne $p->{digest}{$_} } @tables;
+		ok(!@bad && $err !~ /ERROR/, "point $p->{mark} ($p->{lsn}) restores to its digests")
+		  or diag("differing: @bad\n$err");
+		$restored++;
+	}
+	else
+	{
+		ok(!$inside, "point $p->{mark} ($p->{lsn}), removed, lies before the window");
+		like($err, qr/not archived in generation.*\n.*restorable from \Q$from_lsn\E/,
+			"point $p->{mark} ($p->{lsn}) is refused naming the restorable range");
+		$refused++;
+	}
+}
+note("points: " . scalar(@points) . ", restored $restored, refused $refused, inside the window $in_window");
+ok($in_window >= 10, "at least 10 points inside the window ($in_window)");
+ok($refused >= 10, "at least 10 points removed by retention ($refused)");
+$pin->query_safe('COMMIT');
+$pin->quit;
+
+############################################################################
+# 2. a changes() cursor held open across retention runs
+
+my $h = cs_pgbench_bg($node, $db, '-n', '-T', '40', '-c', '2');
+record_point();
+my $cursor_from = $points[-1];
+record_point() for 1 .. 3;
+my $last_mark = $mark;
+cs_wait_archived($node, name => 'cursor start archived', timeout => 120);
+my $seg = $node->safe_psql($db, "SELECT file_name FROM changestream.wal_segments('$gen')
+	WHERE start_lsn <= '$cursor_from->{lsn}' ORDER BY segment_index DESC LIMIT 1");
+my $cur = $node->background_psql($db);
+$cur->query_safe("BEGIN; DECLARE c CURSOR FOR SELECT (new_row->>'id')::int AS id
+	FROM changestream.changes('$gen', start_lsn => '$cursor_from->{lsn}', relations => '{marks}')
+	WHERE action = 'insert'");
+my $first = $cur->query_safe('FETCH 1 FROM c');
+my $seg_path = "$dir/generations/$gen/wal/$seg";
+my $runs_before = $node->safe_psql($db, 'SELECT last_retention_at FROM changestream.status()');
+cs_sleep($retention + 10);    # out of the window, several runs later
+cs_poll_or_diag($node, $db, "SELECT last_retention_at > '$runs_before' FROM changestream.status()", 't', 60,
+	'retention ran while the cursor was open');
+ok(-e $seg_path || -e "$seg_path.gz" || -e ($seg_path =~ s/\.gz$//r),
+	"the cursor's segment $seg is kept while its transaction is open");
+my $rest = $cur->query_safe('FETCH ALL FROM c');
+my @ids = ($first, grep { $_ ne '' } split /\n/, $rest);
+is("@ids", join(' ', $cursor_from->{mark} + 1 .. $last_mark),
+	'the cursor returns exactly the marks inserted from its start LSN');
+$cur->query_safe('COMMIT');
+$cur->quit;
+cs_pgbench_finish($h);
+record_point();
+cs_wait_archived($node, name => 'after the cursor', timeout => 120);
+cs_poll_or_diag($node, $db,
+	"SELECT NOT EXISTS (SELECT 1 FROM changestream.wal_segments('$gen') WHERE file_name = '$seg')",
+	't', 120, "once the cursor's transaction ended, retention removes $seg");
+
+############################################################################
+# 3. old generations: kept inside the window, removed whole after it
+
+my $old = $gen;
+$node->safe_psql($db, 'SELECT changestream.new_generation()');
+cs_poll_or_diag($node, $db, "SELECT generation <> '$old' AND state = 'streaming' FROM changestream.status()",
+	't', 120, 'a new generation is being written');
+$gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+my $old_last = $node->safe_psql($db, "SELECT extract(epoch FROM max(modified_at)) FROM changestream.wal_segments('$old')");
+my $kept_checks = 0;
+while (time() < $old_last + $retention - 3)
+{
+	is($node->safe_psql($db, "SELECT count(*) FROM changestream.generations() WHERE generation = '$old'"),
+		'1', 'the old generation is kept while its last write is inside the window')
+	  if ++$kept_checks % 4 == 1;
+	record_point();
+	cs_sleep(1);
+}
+ok($kept_checks > 0, "checked the old generation inside the window ($kept_checks times)");
+cs_poll_or_diag($node, $db, "SELECT count(*) FROM changestream.generations() WHERE generation = '$old'",
+	'0', 120, 'the old generation is removed once out of the window');
+ok(time() >= $old_last + $retention, 'not before its last write left the window');
+ok(!-e "$dir/generations/$old" && !-e "$dir/generations/$old.tmp", 'its directory is gone');
+
+############################################################################
+# 4. kill -9 while retention runs
+
+for my $round (1 .. 3)
+{
+	my $hb = cs_pgbench_bg($node, $db, '-n', '-T', '20', '-c', '2');
+	cs_sleep(3 + 2 * $round);
+	record_point();
+	cs_crash($node, also_archiver => 1);
+	cs_pgbench_finish($hb);
+	cs_start_after_crash($node);
+	cs_wait_state($node, 'streaming', name => "crash round $round: streaming again", timeout => 120);
+	is($node->safe_psql($db, 'SELECT count(*) FROM changestream.verify()'), '0',
+		"crash round $round: verify() finds nothing");
+	record_point();
+	cs_wait_archived($node, name => "crash round $round", timeout => 120);
+	for my $p ($points[-2], $points[-1])
+	{
+		my $sql = "$S BEGIN; SELECT 1 FROM changestream.restore('scratch', target_lsn => '$p->{lsn}');"
+		  . join(";\n", map { digest_sql('scratch', $_) } @tables) . "; ROLLBACK;";
+		my ($out, $err) = ('', '');
+		$node->psql($db, $sql, stdout => \$out, stderr => \$err, on_error_stop => 1);
+		my @lines = split /\n/, $out;
+		shift @lines;
+		my %got = map { split /\|/ } @lines;
+		my @bad = grep { ($got{$_} // 'missing') ne $p->{digest}{$_} } @tables;
+		ok(!@bad && $err !~ /ERROR/, "crash round $round: point $p->{mark} restores to its digests")
+		  or diag("differing: @bad\n$err");
+	}
+}
+like(slurp_file($node->logfile), qr/retention removed/, 'retention kept running across the crashes');
+
+$node->stop;
+done_testing();
