@@ -140,14 +140,17 @@ pins_exit_callback(int code, Datum arg)
  *	  Pin what this backend is about to read: generation (a uint64 name,
  *	  or CS_PIN_ALL_GENERATIONS) from oldest_lsn on (InvalidXLogRecPtr: the
  *	  whole generation).  Call it before listing any file of it.  The pin
- *	  lasts until the end of the current transaction.
+ *	  lasts until the end of the current transaction.  A backend keeps one
+ *	  pin per generation (a second read widens it); when every slot is
+ *	  taken, one of its pins grows to cover every generation.
  *	  Errors: 53400 (configuration_limit_exceeded) when every pin slot is
- *	  taken (two per backend).
+ *	  taken and this backend holds none (two slots per backend).
  */
 void
 cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 {
 	int			free_slot = -1;
+	int			mine = -1;
 
 	if (!callbacks_registered)
 	{
@@ -156,15 +159,37 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 		callbacks_registered = true;
 	}
 	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < cs_pins->npins && free_slot < 0; i++)
-		if (cs_pins->pins[i].pid == 0)
+	for (int i = 0; i < cs_pins->npins; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == 0 && free_slot < 0)
 			free_slot = i;
+		if (p->pid != MyProcPid)
+			continue;
+		/* a pin of this backend that covers the generation: widen it */
+		if (p->generation == CS_PIN_ALL_GENERATIONS || p->generation == generation)
+		{
+			if (p->generation == generation && oldest_lsn < p->oldest_lsn)
+				p->oldest_lsn = oldest_lsn;
+			LWLockRelease(cs_pins->lock);
+			return;
+		}
+		mine = i;
+	}
 	if (free_slot >= 0)
 	{
 		cs_pins->pins[free_slot].generation = generation;
 		cs_pins->pins[free_slot].oldest_lsn = oldest_lsn;
 		cs_pins->pins[free_slot].pid = MyProcPid;
 		my_pins++;
+	}
+	else if (mine >= 0)
+	{
+		/* no slot left: one of this backend's pins covers everything */
+		cs_pins->pins[mine].generation = CS_PIN_ALL_GENERATIONS;
+		cs_pins->pins[mine].oldest_lsn = InvalidXLogRecPtr;
+		free_slot = mine;
 	}
 	LWLockRelease(cs_pins->lock);
 	if (free_slot < 0)
@@ -179,7 +204,8 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 /*
  * cs_pins_lock, cs_pins_unlock
  *	  Retention holds the pins' lock exclusively from reading the pins
- *	  (cs_pinned()) until the horizon it chose is durable.
+ *	  (cs_pinned()) until the horizon it chose is durable.  cs_pins_unlock()
+ *	  does nothing when the lock is not held (retention's error path).
  */
 void
 cs_pins_lock(void)
@@ -190,7 +216,8 @@ cs_pins_lock(void)
 void
 cs_pins_unlock(void)
 {
-	LWLockRelease(cs_pins->lock);
+	if (LWLockHeldByMe(cs_pins->lock))
+		LWLockRelease(cs_pins->lock);
 }
 
 /*

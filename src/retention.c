@@ -70,6 +70,11 @@ static RetentionRun run;
 static TimestampTz last_run_at = 0;
 static TimestampTz seen_snapshot_at = 0;
 static bool warned = false;
+static char last_error[256] = "";
+
+static bool step(const char *directory, uint64 current_generation,
+				 TimestampTz now);
+static void skip_run(ErrorData *edata);
 
 /*
  * cs_retention_reset
@@ -496,17 +501,66 @@ run_due(TimestampTz now)
  *	  is the archive, current_generation the one being written, now the
  *	  loop's time.  Returns true when more of a run is left, so that the
  *	  caller does not sleep before the next step.
- *	  Errors: file access errors (class 58) as core's messages; XX001 for
- *	  a damaged horizon, segment header or snapshot manifest that retention
- *	  reads.  Either ends the session like any archiver error; what the run
- *	  had decided is durable, and the next run continues it.
+ *	  Errors: none.  A file access error or damage (XX001) met by a run is
+ *	  logged as a WARNING (once per distinct message) and drops the run:
+ *	  retention never stops the archiving.  What the run had decided is
+ *	  durable, and the next run continues it.
  */
 bool
 cs_retention_step(const char *directory, uint64 current_generation,
 				  TimestampTz now)
 {
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool more = false;
+
 	if (retention_cxt == NULL)
 		cs_retention_reset();
+	PG_TRY();
+	{
+		more = step(directory, current_generation, now);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		cs_pins_unlock();
+		skip_run(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return more;
+}
+
+/*
+ * A run failed (a damaged file retention reads, a file it cannot remove):
+ * retention must never stop the archiving, so the run is dropped and
+ * logged (once per distinct message), and the next run starts over.  What
+ * the run made durable stays valid: readers honour the horizon, and the
+ * next run removes what lies below it.
+ */
+static void
+skip_run(ErrorData *edata)
+{
+	if (strcmp(edata->message, last_error) != 0)
+	{
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("retention skipped a run: %s", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("Retention tries again at its next run; archiving goes on.")));
+		strlcpy(last_error, edata->message, sizeof(last_error));
+	}
+	MemoryContextReset(retention_cxt);
+	memset(&run, 0, sizeof(run));
+}
+
+/* One step of cs_retention_step(); errors are handled there. */
+static bool
+step(const char *directory, uint64 current_generation, TimestampTz now)
+{
 	if (run.queue != NIL)
 	{
 		delete_slice(now);
@@ -522,6 +576,7 @@ cs_retention_step(const char *directory, uint64 current_generation,
 		return false;
 	last_run_at = now;
 	plan(directory, current_generation, now);
+	last_error[0] = '\0';		/* a run went through: log the next error */
 	if (run.queue == NIL)
 	{
 		cs_retention_status_set(now, 0);
