@@ -22,6 +22,12 @@
 # 4. kill -9 of the server and archiver at several moments while retention
 #    runs under pgbench: verify() finds nothing and the newest points still
 #    restore.
+# 5. The states a crash inside a run can leave, made exactly from a copy of
+#    the generation taken before the run: the horizon durable and no file,
+#    or only the oldest half, deleted; an old generation renamed to .tmp
+#    and partly deleted.  verify() and cs_decode.py find them sound, the
+#    restorable start is the horizon's, the newest point restores, and the
+#    next run (or session start) removes the rest.
 use strict;
 use warnings;
 
@@ -57,11 +63,16 @@ CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches,
 my @tables = qw(pgbench_accounts pgbench_branches pgbench_tellers pgbench_history marks);
 cs_start_archiving($node);
 
+# -> (bytes of every file, bytes of the segments)
 sub archive_bytes
 {
-	my $total = 0;
-	find({ wanted => sub { $total += -s $_ if -f $_ }, no_chdir => 1 }, $dir);
-	return $total;
+	my ($total, $wal) = (0, 0);
+	find({ wanted => sub {
+		return unless -f $_;
+		$total += -s $_;
+		$wal += -s $_ if m{/wal/[0-9a-f]{16}\.wal(\.gz)?$};
+	}, no_chdir => 1 }, $dir);
+	return ($total, $wal);
 }
 
 sub digest_sql
@@ -103,7 +114,7 @@ sub run_phase
 	{
 		my $tick = time();
 		record_point();
-		push @$sizes, [ int(time() - $t0), archive_bytes() ];
+		push @$sizes, [ int(time() - $t0), archive_bytes() ];    # [t, total, wal]
 		my $left = 1 - (time() - $tick);
 		usleep(int($left * 1e6)) if $left > 0;
 	}
@@ -131,21 +142,26 @@ cs_wait_archived($node, name => 'after the pgbench phases', timeout => 300);
 
 sub sizes_text
 {
-	return join(', ', map { sprintf('%ds=%dkB', $_->[0], $_->[1] / 1024) } @_);
+	return join(', ', map { sprintf('%ds=%dkB (segments %dkB)', $_->[0], $_->[1] / 1024, $_->[2] / 1024) } @_);
 }
 note('archive size without retention: ' . sizes_text(@without));
 note("archive size with retention = ${retention}s: " . sizes_text(@with));
 
 # without retention it grows at some rate; with it, the last 20 s stay
 # below the peak of the 20 s before them plus half of what 20 s add
-# without retention (it levels off)
-my $rate = ($without[-1][1] - $without[0][1]) / (($without[-1][0] - $without[0][0]) || 1);
-ok($rate > 0, sprintf('without retention the archive grows (%.0f bytes/s)', $rate));
-my ($tail_max) = sort { $b <=> $a } map { $_->[1] } grep { $_->[0] >= 40 } @with;
-my ($mid_max)  = sort { $b <=> $a } map { $_->[1] } grep { $_->[0] >= 20 && $_->[0] < 40 } @with;
-ok(defined $tail_max && defined $mid_max && $tail_max - $mid_max < 10 * $rate,
-	sprintf('with retention the archive levels off (peak of the last 20 s %d, of the 20 s before %d; '
-		  . '20 s without retention add %.0f)', $tail_max // -1, $mid_max // -1, 20 * $rate));
+# without retention (it levels off).  The segments are the history;
+# snapshots grow with the tables themselves (pgbench_history only grows).
+for my $col ([1, 'archive'], [2, 'segments'])
+{
+	my ($i, $what) = @$col;
+	my $rate = ($without[-1][$i] - $without[0][$i]) / (($without[-1][0] - $without[0][0]) || 1);
+	ok($rate > 0, sprintf('without retention the %s grow(s) (%.0f bytes/s)', $what, $rate));
+	my ($tail_max) = sort { $b <=> $a } map { $_->[$i] } grep { $_->[0] >= 40 } @with;
+	my ($mid_max)  = sort { $b <=> $a } map { $_->[$i] } grep { $_->[0] >= 20 && $_->[0] < 40 } @with;
+	ok(defined $tail_max && defined $mid_max && $tail_max - $mid_max < 10 * $rate,
+		sprintf('with retention the %s level(s) off (peak of the last 20 s %d, of the 20 s before %d; '
+			  . '20 s without retention add %.0f)', $what, $tail_max // -1, $mid_max // -1, 20 * $rate));
+}
 like($node->safe_psql($db, 'SELECT retention_freed_bytes > 0 AND last_retention_at IS NOT NULL FROM changestream.status()'),
 	qr/^t$/, 'status() shows retention runs and freed bytes');
 my $log = slurp_file($node->logfile);
@@ -295,6 +311,96 @@ for my $round (1 .. 3)
 	}
 }
 like(slurp_file($node->logfile), qr/retention removed/, 'retention kept running across the crashes');
+
+############################################################################
+# 5. the states a crash inside a run leaves, made exactly: the horizon is
+#    durable and nothing, or only the oldest half, is deleted; an old
+#    generation renamed to .tmp and partly deleted
+
+$gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+my $gdir = "$dir/generations/$gen";
+my $backup = PostgreSQL::Test::Utils::tempdir() . '/gen-backup';
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0");
+$node->stop;
+system('cp', '-a', $gdir, $backup) == 0 or die "cp -a failed";
+$node->start;
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = '${retention}s'; SELECT pg_reload_conf()");
+my $freed0 = $node->safe_psql($db, 'SELECT retention_freed_bytes FROM changestream.status()');
+my $hb = cs_pgbench_bg($node, $db, '-n', '-T', $retention + 15, '-c', '2');
+my $t_end = time() + $retention + 15;
+while (time() < $t_end) { record_point(); cs_sleep(1); }
+cs_pgbench_finish($hb);
+my $newest = $points[-1];
+cs_wait_archived($node, name => 'before the crash states', timeout => 120);
+cs_poll_or_diag($node, $db, "SELECT retention_freed_bytes > $freed0 FROM changestream.status()", 't', 120,
+	'retention freed files of the backed-up generation');
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0");
+my $from = $node->safe_psql($db, "SELECT restorable_from_lsn FROM changestream.generations() WHERE generation = '$gen'");
+$node->stop;
+
+# what retention deleted, oldest first (names sort by index and LSN)
+my @deleted;
+for my $sub ('wal', 'snapshots')
+{
+	opendir(my $dh, "$backup/$sub") or die;
+	push @deleted, map { "$sub/$_" } sort grep { !-e "$gdir/$sub/$_" && /^[0-9A-Fa-f]{16}\./ } readdir $dh;
+	closedir $dh;
+}
+my @del_wal = grep { m{^wal/} } @deleted;
+my @del_snap = grep { m{^snapshots/} } @deleted;
+ok(@del_wal >= 2 && @del_snap >= 1, sprintf('retention deleted %d segments and %d snapshots', scalar @del_wal, scalar @del_snap));
+
+sub check_state
+{
+	my ($label) = @_;
+	$node->start;
+	is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify()"), '0', "$label: verify() finds nothing");
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(['python3', "$FindBin::Bin/../scripts/cs_decode.py", '--summary', $gdir],
+		'>', \$out, '2>', \$err);
+	ok($ok, "$label: cs_decode.py finds the generation sound") or diag("$err\n$out");
+	is($node->safe_psql($db, "SELECT restorable_from_lsn FROM changestream.generations() WHERE generation = '$gen'"),
+		$from, "$label: the restorable start is the horizon's");
+	my $sql = "$S BEGIN; SELECT 1 FROM changestream.restore('scratch', target_lsn => '$newest->{lsn}');"
+	  . join(";\n", map { digest_sql('scratch', $_) } @tables) . "; ROLLBACK;";
+	($out, $err) = ('', '');
+	$node->psql($db, $sql, stdout => \$out, stderr => \$err, on_error_stop => 1);
+	my @lines = split /\n/, $out;
+	shift @lines;
+	my %got = map { split /\|/ } @lines;
+	my @bad = grep { ($got{$_} // 'missing') ne $newest->{digest}{$_} } @tables;
+	ok(!@bad && $err !~ /ERROR/, "$label: the newest point restores to its digests") or diag("@bad\n$err");
+	$node->stop;
+	return;
+}
+
+# horizon durable, nothing deleted yet
+system('cp', '-a', "$backup/$_", "$gdir/$_") == 0 or die for @deleted;
+check_state('crash right after the horizon');
+# the oldest half deleted
+my @half = (@del_wal[ int(@del_wal / 2) .. $#del_wal ], @del_snap[ int(@del_snap / 2) .. $#del_snap ]);
+unlink "$gdir/$_" for @deleted;
+system('cp', '-a', "$backup/$_", "$gdir/$_") == 0 or die for @half;
+check_state('crash in the middle of the deletions');
+# and an old generation renamed to .tmp, partly deleted
+system('cp', '-a', $backup, "$dir/generations/0000000000000001.tmp") == 0 or die;
+unlink glob("$dir/generations/0000000000000001.tmp/wal/0000000000000000.wal*");
+check_state('crash while deleting an old generation');
+ok(!-e "$dir/generations/0000000000000001.tmp", 'session start removed the half-deleted generation');
+
+# retention on again: it removes what lay below the horizon
+$node->start;
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = '${retention}s'; SELECT pg_reload_conf()");
+cs_poll_or_diag($node, $db, "SELECT last_retention_at IS NOT NULL FROM changestream.status()", 't', 120,
+	'retention runs again');
+my @left;
+for my $try (1 .. 60)
+{
+	@left = grep { -e "$gdir/$_" } @half;
+	last unless @left;
+	cs_sleep(1);
+}
+is(scalar(@left), 0, 'the next run removed what a crash left below the horizon') or diag("@left");
 
 $node->stop;
 done_testing();
