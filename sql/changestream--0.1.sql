@@ -269,8 +269,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   transaction.  The newest snapshot not after the target is loaded with
  *   COPY, then the archived transactions after it are applied in commit
  *   order (session_replication_role = replica; column changes followed).
- *   Existing target tables must be empty and have the archived columns;
- *   missing ones are created.  archive_directory (superuser only) reads a
+ *   Existing target tables must be empty and have the archived columns
+ *   (and, for updates and deletes, the key as replica identity index or
+ *   primary key); missing ones are created.  archive_directory (superuser only) reads a
  *   copy of an archive, for disaster recovery.  NOTICEs report progress.
  *   Errors: 22023 target outside the generation (range in DETAIL), or both
  *           targets given; 42P07 two tables would share a target; 55000 a

@@ -83,6 +83,9 @@ typedef struct RestoreState
 	const char *progress_table;
 } RestoreState;
 
+/* The tables of the running restore, whose apply states DDL must close. */
+static List **open_tables = NULL;
+
 /* The snapshot section being fed to COPY (its callback takes no argument). */
 static CsSnapshotReader *copy_reader = NULL;
 static RestoreState *copy_state = NULL;
@@ -90,9 +93,24 @@ static RestoreState *copy_state = NULL;
 /* ---------- helpers ---------- */
 
 static void
+close_apply_states(void)
+{
+	ListCell   *lc;
+
+	if (open_tables == NULL)
+		return;
+	foreach(lc, *open_tables)
+		cs_apply_close(lfirst(lc));
+}
+
+/* Run DDL (or a check): the tables' apply states are closed first. */
+static void
 run_sql(const char *sql)
 {
-	int			rc = SPI_execute(sql, false, 0);
+	int			rc;
+
+	close_apply_states();
+	rc = SPI_execute(sql, false, 0);
 
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed (%d): %s", rc, sql);
@@ -873,7 +891,17 @@ changestream_restore(PG_FUNCTION_ARGS)
 			prepare_target(&rs, t, lfirst(lc2));
 	}
 	load_snapshot(&rs);
-	apply_archive(&rs);
+	open_tables = &rs.tables;
+	PG_TRY();
+	{
+		apply_archive(&rs);
+		close_apply_states();
+	}
+	PG_FINALLY();
+	{
+		open_tables = NULL;
+	}
+	PG_END_TRY();
 	SPI_finish();
 	MemoryContextSwitchTo(cxt);
 	AtEOXact_GUC(true, nest);

@@ -26,6 +26,7 @@ typedef struct CsRestoreTable
 	LogicalRepRelation *synced; /* Relation the target was last matched to */
 	AttrNumber *attmap;			/* synced's column i -> target attnum */
 	int64		rows;			/* snapshot rows loaded */
+	struct CsApplyState *apply; /* open for applying, or NULL */
 } CsRestoreTable;
 
 /* restore.c */
@@ -34,5 +35,6 @@ extern void cs_restore_sync_table(CsRestoreTable *t, CsDecoder *decoder,
 
 /* restore_apply.c */
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);
+extern void cs_apply_close(CsRestoreTable *t);
 
 #endif							/* CS_RESTORE_H */

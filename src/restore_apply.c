@@ -11,7 +11,10 @@
  *	  primary key), with a sequential scan when there is none (REPLICA
  *	  IDENTITY FULL), and ExecSimpleRelationInsert/Update/Delete, which
  *	  maintain indexes.  Unchanged TOASTed columns keep the old row's
- *	  value.  Triggers and foreign keys do not fire because the caller runs
+ *	  value.  Unlike the apply worker, which builds the EState for each
+ *	  change, the state of a table stays open across its changes (until
+ *	  cs_apply_close(), which restore.c calls before any DDL or TRUNCATE
+ *	  and at the end), with a per-change memory context.  Triggers and foreign keys do not fire because the caller runs
  *	  under session_replication_role = replica.
  *
  *-------------------------------------------------------------------------
@@ -31,11 +34,15 @@
 #include "compat.h"
 #include "restore.h"
 
-typedef struct ApplyState
+typedef struct CsApplyState
 {
 	Relation	rel;
 	EState	   *estate;
 	ResultRelInfo *rri;
+	TupleTableSlot *remoteslot;
+	TupleTableSlot *searchslot;
+	TupleTableSlot *localslot;
+	MemoryContext change_cxt;	/* reset after each change */
 } ApplyState;
 
 /* The apply worker's create_edata_for_relation(), for one target table. */
@@ -59,16 +66,36 @@ begin_apply(ApplyState *as, Oid relid)
 	as->estate->es_output_cid = GetCurrentCommandId(true);
 	AfterTriggerBeginQuery();
 	ExecOpenIndices(as->rri, false);
+	as->remoteslot = ExecInitExtraTupleSlot(as->estate, RelationGetDescr(as->rel),
+											&TTSOpsVirtual);
+	as->searchslot = ExecInitExtraTupleSlot(as->estate, RelationGetDescr(as->rel),
+											&TTSOpsVirtual);
+	as->localslot = table_slot_create(as->rel, &as->estate->es_tupleTable);
+	as->change_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										   "changestream restore change",
+										   ALLOCSET_DEFAULT_SIZES);
 }
 
-static void
-end_apply(ApplyState *as)
+/*
+ * cs_apply_close
+ *	  Closes the apply state of target table t, if open (indexes, after
+ *	  trigger query, executor state, relation; its lock is kept).
+ */
+void
+cs_apply_close(CsRestoreTable *t)
 {
+	ApplyState *as = t->apply;
+
+	if (as == NULL)
+		return;
 	ExecCloseIndices(as->rri);
 	AfterTriggerEndQuery(as->estate);
 	ExecResetTupleTable(as->estate->es_tupleTable, false);
 	FreeExecutorState(as->estate);
 	table_close(as->rel, NoLock);
+	MemoryContextDelete(as->change_cxt);
+	pfree(as);
+	t->apply = NULL;
 	CommandCounterIncrement();
 }
 
@@ -133,12 +160,10 @@ static void
 find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 		 TupleTableSlot *localslot)
 {
-	TupleTableSlot *searchslot;
+	TupleTableSlot *searchslot = as->searchslot;
 	Oid			idx = lookup_index(as->rel);
 	bool		found;
 
-	searchslot = ExecInitExtraTupleSlot(as->estate, RelationGetDescr(as->rel),
-										&TTSOpsVirtual);
 	fill_slot(searchslot, NULL, t, c->old_kind ? &c->oldtup : &c->newtup);
 	if (OidIsValid(idx))
 		found = RelationFindReplTupleByIndex(as->rel, idx, LockTupleExclusive,
@@ -170,38 +195,46 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 void
 cs_apply_change(CsRestoreTable *t, const CsChange *c)
 {
-	ApplyState	as;
-	TupleTableSlot *remoteslot;
-	TupleTableSlot *localslot;
+	ApplyState *as;
+	MemoryContext old;
 	EPQState	epq;
 
-	begin_apply(&as, t->relid);
-	remoteslot = ExecInitExtraTupleSlot(as.estate, RelationGetDescr(as.rel),
-										&TTSOpsVirtual);
+	if (t->apply == NULL)
+	{
+		t->apply = palloc0(sizeof(ApplyState));
+		begin_apply(t->apply, t->relid);
+	}
+	as = t->apply;
+	old = MemoryContextSwitchTo(as->change_cxt);
+	as->estate->es_output_cid = GetCurrentCommandId(true);
 	switch (c->kind)
 	{
 		case CS_CHANGE_INSERT:
-			fill_slot(remoteslot, NULL, t, &c->newtup);
-			ExecSimpleRelationInsert(as.rri, as.estate, remoteslot);
+			fill_slot(as->remoteslot, NULL, t, &c->newtup);
+			ExecSimpleRelationInsert(as->rri, as->estate, as->remoteslot);
 			break;
 		case CS_CHANGE_UPDATE:
-			localslot = table_slot_create(as.rel, &as.estate->es_tupleTable);
-			find_row(&as, t, c, localslot);
-			fill_slot(remoteslot, localslot, t, &c->newtup);
-			cs_epq_init(&epq, as.estate);
-			ExecSimpleRelationUpdate(as.rri, as.estate, &epq, localslot,
-									 remoteslot);
+			find_row(as, t, c, as->localslot);
+			fill_slot(as->remoteslot, as->localslot, t, &c->newtup);
+			cs_epq_init(&epq, as->estate);
+			ExecSimpleRelationUpdate(as->rri, as->estate, &epq, as->localslot,
+									 as->remoteslot);
 			EvalPlanQualEnd(&epq);
 			break;
 		case CS_CHANGE_DELETE:
-			localslot = table_slot_create(as.rel, &as.estate->es_tupleTable);
-			find_row(&as, t, c, localslot);
-			cs_epq_init(&epq, as.estate);
-			ExecSimpleRelationDelete(as.rri, as.estate, &epq, localslot);
+			find_row(as, t, c, as->localslot);
+			cs_epq_init(&epq, as->estate);
+			ExecSimpleRelationDelete(as->rri, as->estate, &epq, as->localslot);
 			EvalPlanQualEnd(&epq);
 			break;
 		default:
 			elog(ERROR, "unexpected change kind %d", (int) c->kind);
 	}
-	end_apply(&as);
+	ExecClearTuple(as->remoteslot);
+	ExecClearTuple(as->searchslot);
+	ExecClearTuple(as->localslot);
+	ResetPerTupleExprContext(as->estate);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(as->change_cxt);
+	CommandCounterIncrement();
 }

@@ -331,9 +331,11 @@ cs_snapreader_next_table(CsSnapshotReader *r)
 
 /*
  * cs_snapreader_read
- *	  Copies up to maxread bytes of the current section's rows (COPY text,
- *	  whole lines in the end) into buf.  Returns 0 at the section's "\."
- *	  line, which it consumes.
+ *	  Copies up to maxread bytes of the current section's rows (COPY text)
+ *	  into buf, in large chunks: a chunk ends before the "\." line, and a
+ *	  chunk that empties the buffer ends at a line end, so that the end
+ *	  marker is always seen whole at the start of a line.  Returns 0 at the
+ *	  section's "\." line, which it consumes.
  *	  Errors: XX001 when the file ends inside the section.
  */
 int
@@ -346,34 +348,44 @@ cs_snapreader_read(CsSnapshotReader *r, char *buf, int maxread)
 	while (copied < maxread)
 	{
 		int			avail;
-		char	   *nl;
+		int			chunk;
+		int			window;
+		char	   *at = r->buf + r->pos;
+		char	   *m;
 		int			n;
 
-		if (r->len - r->pos < 3 && !r->eof)
+		if (r->len - r->pos < SNAP_BUF_SIZE / 4 && !r->eof)
 			(void) refill(r);
+		at = r->buf + r->pos;
 		avail = r->len - r->pos;
-		if (r->line_start && avail >= 3 &&
-			memcmp(r->buf + r->pos, "\\.\n", 3) == 0)
+		if (r->line_start && avail >= 3 && memcmp(at, "\\.\n", 3) == 0)
 		{
 			r->pos += 3;
 			r->in_section = false;
 			break;
 		}
-		if (avail == 0)
+		if (avail == 0 || (r->eof && r->line_start && avail < 3))
 			cs_file_damage(r->path, cs_snapreader_offset(r),
 						   "The file ends inside a table section (no \"\\.\" line).");
-		nl = memchr(r->buf + r->pos, '\n', avail);
-		n = nl != NULL ? nl - (r->buf + r->pos) + 1 : avail;
-		if (n > maxread - copied)
+		chunk = Min(avail, maxread - copied);
+		window = Min(avail, chunk + 3);
+		m = memmem(at, window, "\n\\.\n", 4);
+		if (m != NULL)
+			n = m - at + 1;
+		else if (chunk == avail && !r->eof)
 		{
-			n = maxread - copied;
-			r->line_start = false;
+			char	   *nl = memrchr(at, '\n', chunk);
+
+			n = nl != NULL ? nl - at + 1 : chunk;
 		}
 		else
-			r->line_start = (nl != NULL);
-		memcpy(buf + copied, r->buf + r->pos, n);
+			n = chunk;
+		memcpy(buf + copied, at, n);
 		r->pos += n;
 		copied += n;
+		r->line_start = (at[n - 1] == '\n');
+		if (m != NULL)
+			break;				/* the marker is next */
 	}
 	return copied;
 }
