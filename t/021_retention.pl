@@ -402,5 +402,18 @@ for my $try (1 .. 60)
 }
 is(scalar(@left), 0, 'the next run removed what a crash left below the horizon') or diag("@left");
 
+# retention without scheduled snapshots: one warning
+my $log_at = -s $node->logfile;
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.snapshot_interval = 0; SELECT pg_reload_conf()");
+my $warned = 0;
+for my $try (1 .. 120)
+{
+	my $new = substr(slurp_file($node->logfile), $log_at);
+	$warned = () = $new =~ /WARNING:  changestream\.retention is set but changestream\.snapshot_interval is not/g;
+	last if $warned && $try > 20;
+	cs_sleep(0.5);
+}
+is($warned, 1, 'retention without snapshot_interval warns once');
+
 $node->stop;
 done_testing();
