@@ -2,7 +2,12 @@
 #
 # Build:   make            (warnings are errors: -Wall -Wextra -Werror)
 # Install: make install
-# Tests:   bash scripts/test.sh   (pg_regress + TAP, as the postgres user)
+# Tests:   make installcheck     (pg_regress against the running server, then
+#                                 the TAP tests in t/, which start their own)
+#          bash scripts/test.sh  (the same on a temporary instance, as the
+#                                 postgres user; see the README)
+# PG_CONFIG chooses the PostgreSQL version, as for any PGXS module:
+#          make PG_CONFIG=/usr/lib/postgresql/17/bin/pg_config
 
 MODULE_big = changestream
 OBJS = \
@@ -45,19 +50,43 @@ SHLIB_LINK += -lz
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
+# pg_regress test of the SQL surface (sql/changestream.sql, expected/; the
+# alternative expected/changestream_1.out is PostgreSQL 17+'s wording of GUC
+# range errors).  "make installcheck" runs it against the running server,
+# which must preload changestream and have changestream.directory set (see
+# the README).  A temporary instance (scripts/test.sh, or "make check" in a
+# source tree) is configured by test/regress.conf plus the archive directory
+# written by the regress-conf rule below: --temp-config, as contrib's
+# pg_prewarm and basic_archive do.
+REGRESS = changestream
+REGRESS_CONF = $(CURDIR)/tmp_regress/archive.conf
+REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf \
+	--temp-config=$(REGRESS_CONF)
+REGRESS_PREP = regress-conf
+
+# TAP tests in t/ (PostgreSQL::Test::Cluster nodes, changestream must be
+# installed); t/ChangestreamTest.pm is their helper module.
+TAP_TESTS = 1
+EXTRA_CLEAN = tmp_regress
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+PG_PROVE_FLAGS += -I $(srcdir)/t
+
+# PostgreSQL 16+ TAP modules put node directories under TESTDATADIR and logs
+# under TESTLOGDIR (PGXS sets them from 16 on; harmless for 15).
+export TESTDATADIR ?= $(CURDIR)/tmp_check
+export TESTLOGDIR ?= $(CURDIR)/tmp_check/log
+
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
-$(OBJS): src/changestream.h src/compat.h src/wire.h src/pinned_settings.h \
-	src/archive_layout.h src/generation_reader.h src/decoder.h \
-	src/snapshot_reader.h src/restore.h
+$(OBJS): $(wildcard src/*.h)
 
-# pg_regress test of the SQL surface (sql/changestream.sql, expected/).
-# It needs the library preloaded and an archive directory: run it with
-# "bash scripts/test.sh regress", which uses a temporary instance configured
-# from test/regress.conf.  Listing it here also makes "make clean" remove
-# results/, tmp_check/ and regression.*.
-REGRESS = changestream
+# The archive directory of a temporary regress instance: an absolute path,
+# so it is written at run time.
+.PHONY: regress-conf
+regress-conf:
+	@mkdir -p $(CURDIR)/tmp_regress/archive
+	@echo "changestream.directory = '$(CURDIR)/tmp_regress/archive'" >$(REGRESS_CONF)

@@ -58,9 +58,10 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
-PG_MAJOR=15
-PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_OS_USER=postgres
+# PG_CONFIG, PG_BINDIR, PG_OS_USER, cs_as_pg, cs_install_deps, the
+# throwaway cluster (cs_cluster_*) and the other cs_* helpers
+# shellcheck source=../scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 
 QUICK=0
 PROFILE=0
@@ -92,23 +93,11 @@ RECV_OPTS=(-o proto_version=1 -o publication_names=changestream -o messages=true
 
 # ---------------------------------------------------------------- helpers
 
-is_root() { [ "$(id -u)" -eq 0 ]; }
-section() { printf '\n==== %s ====\n' "$*"; }
-info() { printf '%s\n' "$*"; }
-die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 now() { date +%s.%N; }
 # calc EXPR [DECIMALS]: floating point arithmetic
 calc() { awk "BEGIN { printf \"%.${2:-3}f\", ($1) }"; }
 # median of the arguments
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%s", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-as_pg() {
-	if is_root; then
-		runuser -u "$PG_OS_USER" -- "$@"
-	else
-		"$@"
-	fi
-}
 
 # Start a program as the PostgreSQL user in the background; its own pid
 # (not runuser's) is written to PIDFILE.  bg_pg PIDFILE LOGFILE cmd args...
@@ -117,13 +106,13 @@ bg_pg() {
 	shift 2
 	rm -f "$pidfile"
 	# shellcheck disable=SC2016
-	as_pg sh -c 'echo $$ > "$0"; exec "$@"' "$pidfile" "$@" >"$log" 2>&1 &
+	cs_as_pg sh -c 'echo $$ > "$0"; exec "$@"' "$pidfile" "$@" >"$log" 2>&1 &
 	local i
 	for i in $(seq 100); do
 		[ -s "$pidfile" ] && return 0
 		sleep 0.05
 	done
-	die "could not start $1"
+	cs_die "could not start $1"
 }
 
 # Wait until the backend or walsender that served a finished client has
@@ -236,41 +225,27 @@ note_load() {
 	busy=$(other_busy)
 	while [ "$(awk "BEGIN { print ($busy >= $QUIET_BUSY) ? 1 : 0 }")" = 1 ] &&
 	      [ $(( $(date +%s) - t0 )) -lt "$QUIET_WAIT" ]; do
-		[ -n "$waited" ] || info "  other work keeps $busy CPUs busy: waiting up to ${QUIET_WAIT}s for it to drop below $QUIET_BUSY"
+		[ -n "$waited" ] || cs_info "  other work keeps $busy CPUs busy: waiting up to ${QUIET_WAIT}s for it to drop below $QUIET_BUSY"
 		waited=1
 		sleep 4
 		busy=$(other_busy)
 	done
-	[ -z "$waited" ] || info "  waited $(( $(date +%s) - t0 ))s; other work now keeps $busy CPUs busy"
+	[ -z "$waited" ] || cs_info "  waited $(( $(date +%s) - t0 ))s; other work now keeps $busy CPUs busy"
 	LOADS+=("$1: $busy")
 }
 
 psqlc() {
-	as_pg "$PGBIN/psql" -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"
+	cs_cluster_psql "$WORK" "$PORT" -q -v ON_ERROR_STOP=1 "$@"
 }
 # one value (unaligned, tuples only)
 q() { psqlc -At -c "$1"; }
 
 # ------------------------------------------------------- deps and build
 
+# lib.sh's package list plus what only the bench uses (pg_walinspect,
+# ps/pgrep, taskset)
 install_deps() {
-	local pkgs="make gcc libc6-dev zlib1g-dev perl gzip procps util-linux
-	  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-contrib
-	  postgresql-server-dev-$PG_MAJOR" missing="" p st
-	for p in $pkgs; do
-		st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-		[ "$st" = installed ] || missing="$missing $p"
-	done
-	if [ -z "$missing" ]; then
-		info "dependencies: all present"
-		return 0
-	fi
-	is_root || die "missing packages:$missing (run as root to install them)"
-	info "installing:$missing"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing </dev/null
+	CS_PACKAGES="$CS_PACKAGES postgresql-contrib gzip procps util-linux" cs_install_deps
 }
 
 # ------------------------------------------------------- cluster
@@ -299,48 +274,24 @@ cleanup() {
 		fi
 	fi
 	if [ "$KEEP" = 1 ] && [ -n "$WORK" ]; then
-		info "kept: cluster $WORK/data (port $PORT, socket directory $WORK)"
-		info "stop: runuser -u $PG_OS_USER -- $PGBIN/pg_ctl -D $WORK/data stop; rm -rf $WORK"
+		cs_info "kept: cluster $WORK/data (port $PORT, socket directory $WORK)"
+		cs_info "stop: runuser -u $PG_OS_USER -- $PG_BINDIR/pg_ctl -D $WORK/data stop; rm -rf $WORK"
 	elif [ -n "$WORK" ]; then
 		if [ "$STARTED" = 1 ]; then
-			as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1
+			cs_cluster_stop "$WORK" immediate
 		fi
 		rm -rf "$WORK"
 	fi
-	if [ "$rc" != 0 ]; then info "bench: FAILED (exit $rc); logs in $RUN_DIR"; elif [ "$OK" != 1 ]; then info "bench: incomplete; logs in $RUN_DIR"; fi
+	if [ "$rc" != 0 ]; then cs_info "bench: FAILED (exit $rc); logs in $RUN_DIR"; elif [ "$OK" != 1 ]; then cs_info "bench: incomplete; logs in $RUN_DIR"; fi
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-	local port=$1
-	while [ "$port" -lt 65000 ]; do
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
-		   [ ! -e "/tmp/.s.PGSQL.$port" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$port" ]; then
-			echo "$port"
-			return 0
-		fi
-		port=$((port + 1))
-	done
-	die "no free port"
-}
-
 setup_cluster() {
-	WORK=$(mktemp -d "${TMPDIR:-/tmp}/changestream-bench.XXXXXX")
-	chmod 0755 "$WORK"
-	is_root && chown "$PG_OS_USER": "$WORK"
-	PORT=$(free_port 54400)
-	as_pg "$PGBIN/initdb" -D "$WORK/data" -U postgres -A trust -E UTF8 --locale=C \
-		>"$RUN_DIR/initdb.log" 2>&1 || { cat "$RUN_DIR/initdb.log"; die "initdb failed"; }
-	as_pg tee -a "$WORK/data/postgresql.conf" >/dev/null <<EOF
-
-# ---- changestream bench ----
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$WORK'
-shared_preload_libraries = 'changestream'
-wal_level = logical
+	WORK=$(cs_mkwork changestream-bench)
+	PORT=$(cs_free_port 54400)
+	cs_cluster_init "$WORK" "$PORT" <<EOF || cs_die "initdb failed"
 max_replication_slots = 16
 max_wal_senders = 16
 shared_buffers = 512MB
@@ -352,17 +303,17 @@ log_line_prefix = '%m [%p] '
 log_checkpoints = on
 changestream.directory = ''     # set by the harness for each measurement
 EOF
-	as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/postgres.log" -w start >/dev/null
+	cs_cluster_start "$WORK" "$WORK/postgres.log"
 	STARTED=1
 	LIB_NOTE=""
-	if [ -f "$ROOT/changestream.so" ] && ! cmp -s "$ROOT/changestream.so" "$("$PGBIN/pg_config" --pkglibdir)/changestream.so"; then
+	if [ -f "$ROOT/changestream.so" ] && ! cmp -s "$ROOT/changestream.so" "$("$PG_CONFIG" --pkglibdir)/changestream.so"; then
 		LIB_NOTE=" WARNING: the installed changestream.so differs from this checkout's build (installed by something else?)."
-		info "$LIB_NOTE"
+		cs_info "$LIB_NOTE"
 	fi
-	info "PostgreSQL $(q 'SHOW server_version') in $WORK/data, port $PORT"
-	info "pgbench -i -s $SCALE"
-	as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -i -s "$SCALE" -q postgres >"$RUN_DIR/pgbench-init.log" 2>&1 ||
-		{ cat "$RUN_DIR/pgbench-init.log"; die "pgbench -i failed"; }
+	cs_info "PostgreSQL $(q 'SHOW server_version') in $WORK/data, port $PORT"
+	cs_info "pgbench -i -s $SCALE"
+	cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -i -s "$SCALE" -q postgres >"$RUN_DIR/pgbench-init.log" 2>&1 ||
+		{ cat "$RUN_DIR/pgbench-init.log"; cs_die "pgbench -i failed"; }
 	psqlc <<'EOF'
 CREATE TABLE bench_big (id int PRIMARY KEY, payload text);
 CREATE PUBLICATION changestream
@@ -422,7 +373,7 @@ wait_state() {
 		s=$(cs_state)
 		[ "$s" = "$want" ] && return 0
 		if [ $(( $(date +%s) - t0 )) -ge "$timeout" ]; then
-			die "changestream state is '$s', not '$want', after ${timeout}s (last error: $(q "SELECT last_error FROM changestream.status()"))"
+			cs_die "changestream state is '$s', not '$want', after ${timeout}s (last error: $(q "SELECT last_error FROM changestream.status()"))"
 		fi
 		sleep 0.05
 	done
@@ -448,7 +399,7 @@ cs_stop() {
 new_archive() {
 	ARCHIVE=$WORK/archive-$1
 	rm -rf "$ARCHIVE"
-	as_pg mkdir -p "$ARCHIVE"
+	cs_as_pg mkdir -p "$ARCHIVE"
 }
 
 create_slot() {
@@ -466,7 +417,7 @@ drop_slot() {
 		fi
 		sleep 0.1
 	done
-	die "could not drop replication slot $1"
+	cs_die "could not drop replication slot $1"
 }
 
 # The end LSN of a transactional marker written now: every transaction
@@ -587,9 +538,9 @@ EOF
 	if [ "$which" = A ]; then
 		CS_BYTES[r]=$((b1 - b0))
 		CS_MESSAGES[r]=$((m1 - m0))
-		info "  (a) changestream:            ${d_time[r]} s  (streaming after ${d_start[r]} s; all sealed segments compressed after ${d_compressed[r]} s; worker CPU ${d_cpu[r]} s, ${d_cpu2[r]} s with compression; its walsender ${d_ws[r]} s; ${CS_BYTES[r]} bytes, ${CS_MESSAGES[r]} messages; other work ${d_other[r]} CPUs)"
+		cs_info "  (a) changestream:            ${d_time[r]} s  (streaming after ${d_start[r]} s; all sealed segments compressed after ${d_compressed[r]} s; worker CPU ${d_cpu[r]} s, ${d_cpu2[r]} s with compression; its walsender ${d_ws[r]} s; ${CS_BYTES[r]} bytes, ${CS_MESSAGES[r]} messages; other work ${d_other[r]} CPUs)"
 	else
-		info "  (e) changestream, level 0:   ${d_time[r]} s  (streaming after ${d_start[r]} s; worker CPU ${d_cpu[r]} s; its walsender ${d_ws[r]} s; $((b1 - b0)) bytes; other work ${d_other[r]} CPUs)"
+		cs_info "  (e) changestream, level 0:   ${d_time[r]} s  (streaming after ${d_start[r]} s; worker CPU ${d_cpu[r]} s; its walsender ${d_ws[r]} s; $((b1 - b0)) bytes; other work ${d_other[r]} CPUs)"
 	fi
 	# stop the worker so that it does not run during the other drains
 	cs_set_directory ''
@@ -601,9 +552,9 @@ drain_recvlogical_null() {
 	w0=$(reaped_ticks)
 	cpu_mark
 	t0=$(now)
-	cpu=$( { TIMEFORMAT='%U %S'; time as_pg "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
+	cpu=$( { TIMEFORMAT='%U %S'; time cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
 		"${RECV_OPTS[@]}" --endpos="$end" -v -F 0 -f /dev/null >"$RUN_DIR/recvlogical-null-$r.log" 2>&1; } 2>&1 ) ||
-		{ cat "$RUN_DIR/recvlogical-null-$r.log"; die "pg_recvlogical -f /dev/null failed"; }
+		{ cat "$RUN_DIR/recvlogical-null-$r.log"; cs_die "pg_recvlogical -f /dev/null failed"; }
 	t1=$(now)
 	other_cpus
 	D_OTHER_B[r]=$OTHER_CPUS
@@ -611,7 +562,7 @@ drain_recvlogical_null() {
 	D_WS_CPU_B[r]=$(ticks_s "$(( $(reaped_ticks) - w0 ))")
 	D_TIME_B[r]=$(calc "$t1 - $t0")
 	D_CPU_B[r]=$(calc "${cpu% *} + ${cpu#* }" 2)
-	info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; its walsender ${D_WS_CPU_B[r]} s; other work ${D_OTHER_B[r]} CPUs)"
+	cs_info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; its walsender ${D_WS_CPU_B[r]} s; other work ${D_OTHER_B[r]} CPUs)"
 }
 
 drain_recvlogical_file() {
@@ -620,9 +571,9 @@ drain_recvlogical_file() {
 	w0=$(reaped_ticks)
 	cpu_mark
 	t0=$(now)
-	cpu=$( { TIMEFORMAT='%U %S'; time as_pg "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_file --start --no-loop \
+	cpu=$( { TIMEFORMAT='%U %S'; time cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_file --start --no-loop \
 		"${RECV_OPTS[@]}" --endpos="$end" -v -f "$WORK/recv.out" >"$RUN_DIR/recvlogical-file-$r.log" 2>&1; } 2>&1 ) ||
-		{ cat "$RUN_DIR/recvlogical-file-$r.log"; die "pg_recvlogical -f FILE failed"; }
+		{ cat "$RUN_DIR/recvlogical-file-$r.log"; cs_die "pg_recvlogical -f FILE failed"; }
 	t1=$(now)
 	other_cpus
 	D_OTHER_C[r]=$OTHER_CPUS
@@ -631,7 +582,7 @@ drain_recvlogical_file() {
 	D_TIME_C[r]=$(calc "$t1 - $t0")
 	D_CPU_C[r]=$(calc "${cpu% *} + ${cpu#* }" 2)
 	RECV_FILE_BYTES[r]=$(stat -c %s "$WORK/recv.out")
-	info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; its walsender ${D_WS_CPU_C[r]} s; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
+	cs_info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; its walsender ${D_WS_CPU_C[r]} s; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
 }
 
 drain_peek() {
@@ -648,7 +599,7 @@ drain_peek() {
 	D_TIME_D[r]=$(calc "$t1 - $t0")
 	PEEK_MESSAGES[r]=${out% *}
 	PAYLOAD_BYTES[r]=${out#* }
-	info "  (d) peek_binary_changes:     ${D_TIME_D[r]} s  (its backend ${D_WS_CPU_D[r]} s; ${PAYLOAD_BYTES[r]} bytes, ${PEEK_MESSAGES[r]} messages; other work ${D_OTHER_D[r]} CPUs)"
+	cs_info "  (d) peek_binary_changes:     ${D_TIME_D[r]} s  (its backend ${D_WS_CPU_D[r]} s; ${PAYLOAD_BYTES[r]} bytes, ${PEEK_MESSAGES[r]} messages; other work ${D_OTHER_D[r]} CPUs)"
 }
 
 # Compression (round 1): seal the active segment, wait for every sealed
@@ -669,7 +620,7 @@ EOF
 		           FROM changestream.status() s")" = t ]; then
 			break
 		fi
-		[ $(( $(date +%s) - t0 )) -lt 120 ] || die "the active segment was not sealed and compressed within 120 s"
+		[ $(( $(date +%s) - t0 )) -lt 120 ] || cs_die "the active segment was not sealed and compressed within 120 s"
 		sleep 0.2
 	done
 	psqlc >/dev/null <<'EOF'
@@ -680,7 +631,7 @@ EOF
 	ARCHIVE_SEGMENTS=$(q "SELECT count(*) FROM changestream.status() s, changestream.wal_segments(s.generation) w")
 	# the archive's bytes before compression (framing included)
 	# shellcheck disable=SC2016
-	ARCHIVE_RAW_BYTES=$(as_pg sh -c 'cd "$1" && for f in generations/*/wal/*; do case $f in *.gz) zcat "$f" ;; *) cat "$f" ;; esac; done | wc -c' sh "$ARCHIVE")
+	ARCHIVE_RAW_BYTES=$(cs_as_pg sh -c 'cd "$1" && for f in generations/*/wal/*; do case $f in *.gz) zcat "$f" ;; *) cat "$f" ;; esac; done | wc -c' sh "$ARCHIVE")
 	# the exact pgoutput bytes of the same WAL, from the peek slot
 	q "COPY (SELECT data FROM pg_logical_slot_peek_binary_changes('bench_peek', '$end', NULL, $PGOUTPUT_OPTS)) TO STDOUT" |
 		perl -ne 'chomp; s/^\\\\x//; print pack("H*", $_)' >"$WORK/payload.bin"
@@ -691,12 +642,12 @@ EOF
 	perl "$BENCH_DIR/entry_overhead.pl" "$ARCHIVE"/generations/*/wal/* >"$RUN_DIR/entry_overhead.txt"
 	sed 's/^/               /' "$RUN_DIR/entry_overhead.txt"
 	rm -f "$WORK/payload.bin"
-	info "  compression: archive $ARCHIVE_BYTES bytes in $ARCHIVE_SEGMENTS segments ($ARCHIVE_RAW_BYTES before compression);"
-	info "               pgoutput $RAW_PAYLOAD_FILE_BYTES bytes, gzip -6 $GZIP_PAYLOAD_BYTES; pg_recvlogical file gzip -6 $GZIP_RECV_BYTES"
+	cs_info "  compression: archive $ARCHIVE_BYTES bytes in $ARCHIVE_SEGMENTS segments ($ARCHIVE_RAW_BYTES before compression);"
+	cs_info "               pgoutput $RAW_PAYLOAD_FILE_BYTES bytes, gzip -6 $GZIP_PAYLOAD_BYTES; pg_recvlogical file gzip -6 $GZIP_RECV_BYTES"
 }
 
 drain_phase() {
-	section "1. drain throughput ($ROUNDS rounds of $((DRAIN_CLIENTS * DRAIN_TXNS)) pgbench transactions)"
+	cs_section "1. drain throughput ($ROUNDS rounds of $((DRAIN_CLIENTS * DRAIN_TXNS)) pgbench transactions)"
 	local r end order c
 	# (some are only used through namerefs, in drain_changestream)
 	# shellcheck disable=SC2034
@@ -707,21 +658,21 @@ drain_phase() {
 	for r in $(seq 1 "$ROUNDS"); do
 		vacuum_checkpoint
 		note_load "drain round $r"
-		info "round $r: opening changestream's slots and generations (snapshots), then stopping it"
+		cs_info "round $r: opening changestream's slots and generations (snapshots), then stopping it"
 		new_archive "drain$r"
 		ARCHIVE0=$WORK/archive-drain$r-level0
 		rm -rf "$ARCHIVE0"
-		as_pg mkdir -p "$ARCHIVE0"
+		cs_as_pg mkdir -p "$ARCHIVE0"
 		cs_open_generation "$ARCHIVE" changestream 6
 		cs_open_generation "$ARCHIVE0" changestream_l0 0
 		for s in bench_null bench_file bench_peek; do create_slot "$s"; done
-		info "  writing the backlog (no consumer running)"
-		as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -c "$DRAIN_CLIENTS" -j 2 -t "$DRAIN_TXNS" \
+		cs_info "  writing the backlog (no consumer running)"
+		cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -c "$DRAIN_CLIENTS" -j 2 -t "$DRAIN_TXNS" \
 			--no-vacuum postgres >"$RUN_DIR/drain-pgbench-$r.log" 2>&1 ||
-			{ cat "$RUN_DIR/drain-pgbench-$r.log"; die "pgbench failed"; }
+			{ cat "$RUN_DIR/drain-pgbench-$r.log"; cs_die "pgbench failed"; }
 		end=$(mark_end)
 		q "CHECKPOINT" >/dev/null
-		info "  backlog: $(q "SELECT pg_size_pretty(pg_wal_lsn_diff('$end', restart_lsn)) FROM pg_replication_slots WHERE slot_name = 'bench_peek'") of WAL, end LSN $end"
+		cs_info "  backlog: $(q "SELECT pg_size_pretty(pg_wal_lsn_diff('$end', restart_lsn)) FROM pg_replication_slots WHERE slot_name = 'bench_peek'") of WAL, end LSN $end"
 		# rotate the order so that no consumer always goes first
 		case $(( (r - 1) % 5 )) in
 			0) order="a b c d e" ;; 1) order="b c d e a" ;; 2) order="c d e a b" ;;
@@ -750,10 +701,10 @@ drain_phase() {
 		D_MBS_D[r]=$(calc "${PAYLOAD_BYTES[r]} / 1e6 / ${D_TIME_D[r]}" 2)
 		D_MBS_E[r]=$(calc "${PAYLOAD_BYTES[r]} / 1e6 / ${D_TIME_E[r]}" 2)
 		[ "${CS_BYTES[r]}" = "${PAYLOAD_BYTES[r]}" ] ||
-			info "  WARNING: changestream received ${CS_BYTES[r]} pgoutput bytes, peek decoded ${PAYLOAD_BYTES[r]}"
+			cs_info "  WARNING: changestream received ${CS_BYTES[r]} pgoutput bytes, peek decoded ${PAYLOAD_BYTES[r]}"
 		[ "${RECV_FILE_BYTES[r]}" = "$(( PAYLOAD_BYTES[r] + PEEK_MESSAGES[r] ))" ] ||
-			info "  WARNING: pg_recvlogical wrote ${RECV_FILE_BYTES[r]} bytes, expected $(( PAYLOAD_BYTES[r] + PEEK_MESSAGES[r] )) (payload + one newline per message)"
-		info "  MB/s: (a) ${D_MBS_A[r]}  (b) ${D_MBS_B[r]}  (c) ${D_MBS_C[r]}  (d) ${D_MBS_D[r]}  (e) ${D_MBS_E[r]}"
+			cs_info "  WARNING: pg_recvlogical wrote ${RECV_FILE_BYTES[r]} bytes, expected $(( PAYLOAD_BYTES[r] + PEEK_MESSAGES[r] )) (payload + one newline per message)"
+		cs_info "  MB/s: (a) ${D_MBS_A[r]}  (b) ${D_MBS_B[r]}  (c) ${D_MBS_C[r]}  (d) ${D_MBS_D[r]}  (e) ${D_MBS_E[r]}"
 		rm -f "$WORK/recv.out"
 		for s in changestream changestream_l0 bench_null bench_file bench_peek; do drop_slot "$s"; done
 		rm -rf "$ARCHIVE" "$ARCHIVE0"
@@ -782,12 +733,12 @@ tps_run() {
 		none) ;;
 		recvlogical)
 			create_slot bench_tps
-			bg_pg "$WORK/recv-tps.pid" "$RUN_DIR/recvlogical-tps.log" "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" \
+			bg_pg "$WORK/recv-tps.pid" "$RUN_DIR/recvlogical-tps.log" "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" \
 				-d postgres -S bench_tps --start --no-loop "${RECV_OPTS[@]}" -F 0 -f /dev/null
 			local t0
 			t0=$(date +%s)
 			until [ "$(q "SELECT active FROM pg_replication_slots WHERE slot_name = 'bench_tps'")" = t ]; do
-				[ $(( $(date +%s) - t0 )) -lt 60 ] || die "pg_recvlogical did not start"
+				[ $(( $(date +%s) - t0 )) -lt 60 ] || cs_die "pg_recvlogical did not start"
 				sleep 0.05
 			done
 			pids="$(cat "$WORK/recv-tps.pid") $(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'bench_tps'")"
@@ -802,11 +753,11 @@ tps_run() {
 	note_load "tps $mode $i"
 	for p in $pids; do c0=$((c0 + $(cpu_ticks "$p"))); done
 	cpu_mark
-	as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -c "$TPS_CLIENTS" -j 2 -T "$TPS_SECONDS" --no-vacuum postgres \
-		>"$RUN_DIR/tps-$mode-$i.log" 2>&1 || { cat "$RUN_DIR/tps-$mode-$i.log"; die "pgbench failed"; }
+	cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -c "$TPS_CLIENTS" -j 2 -T "$TPS_SECONDS" --no-vacuum postgres \
+		>"$RUN_DIR/tps-$mode-$i.log" 2>&1 || { cat "$RUN_DIR/tps-$mode-$i.log"; cs_die "pgbench failed"; }
 	other_cpus
 	tps=$(sed -n 's/^tps = \([0-9]*\.[0-9]\).* (without initial connection time)/\1/p' "$RUN_DIR/tps-$mode-$i.log")
-	[ -n "$tps" ] || die "no tps in $RUN_DIR/tps-$mode-$i.log"
+	[ -n "$tps" ] || cs_die "no tps in $RUN_DIR/tps-$mode-$i.log"
 	if [ -n "$pids" ]; then
 		for p in $pids; do c1=$((c1 + $(cpu_ticks "$p"))); done
 		cpu=$(ticks_s "$((c1 - c0))")
@@ -824,7 +775,7 @@ tps_run() {
 			;;
 	esac
 	LAST_TPS=$tps LAST_CPU=$cpu LAST_BEHIND=$behind LAST_OTHER=$OTHER_CPUS
-	info "  $mode: $tps tps (other work $OTHER_CPUS CPUs)${cpu:+  (consumer CPU $cpu s: client/worker + walsender; WAL behind when pgbench ended: $behind MB)}"
+	cs_info "  $mode: $tps tps (other work $OTHER_CPUS CPUs)${cpu:+  (consumer CPU $cpu s: client/worker + walsender; WAL behind when pgbench ended: $behind MB)}"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$i" "$tps" "$behind" "$cpu" "$OTHER_CPUS" >>"$RUN_DIR/tps.tsv"
 }
 
@@ -838,7 +789,7 @@ tps_measure() {
 			break
 		fi
 		try=$((try + 1))
-		info "    (other work ran alongside: repeating, attempt $((try + 1)) of $((QUIET_RETRIES + 1)))"
+		cs_info "    (other work ran alongside: repeating, attempt $((try + 1)) of $((QUIET_RETRIES + 1)))"
 	done
 	TPS_RUNS[$mode]="${TPS_RUNS[$mode]:-} $LAST_TPS"
 	TPS_OTHER[$mode]="${TPS_OTHER[$mode]:-} $LAST_OTHER"
@@ -847,7 +798,7 @@ tps_measure() {
 }
 
 tps_phase() {
-	section "2. overhead: pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS, $TPS_ROUNDS run(s) per configuration"
+	cs_section "2. overhead: pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS, $TPS_ROUNDS run(s) per configuration"
 	local i order m
 	for i in $(seq 1 "$TPS_ROUNDS"); do
 		case $(( (i - 1) % 3 )) in
@@ -872,7 +823,7 @@ tps_phase() {
 # ======================================================= 3. lag
 
 lag_phase() {
-	section "3. lag: pgbench -R $LAG_RATE -c $TPS_CLIENTS -j 2 -T $LAG_SECONDS while archiving"
+	cs_section "3. lag: pgbench -R $LAG_RATE -c $TPS_CLIENTS -j 2 -T $LAG_SECONDS while archiving"
 	vacuum_checkpoint
 	new_archive lag
 	cs_set_directory "$ARCHIVE"
@@ -881,17 +832,17 @@ lag_phase() {
 	local samples=$WORK/lag-samples.txt t0 t1
 	# one query every 5 ms: the clock, the server's WAL flush position and
 	# the archive's durable position, read together
-	as_pg tee "$WORK/sampler.sql" >/dev/null <<'EOF'
+	cs_as_pg tee "$WORK/sampler.sql" >/dev/null <<'EOF'
 SELECT extract(epoch FROM clock_timestamp()), pg_current_wal_flush_lsn(), flushed_lsn
   FROM changestream.status() \watch 0.005
 EOF
-	bg_pg "$WORK/sampler.pid" "$samples" "$PGBIN/psql" -X -q -At -h "$WORK" -p "$PORT" -d postgres \
+	bg_pg "$WORK/sampler.pid" "$samples" "$PG_BINDIR/psql" -X -q -At -h "$WORK" -p "$PORT" -d postgres \
 		-f "$WORK/sampler.sql"
 	sleep 1
 	cpu_mark
 	t0=$(now)
-	as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -c "$TPS_CLIENTS" -j 2 -R "$LAG_RATE" -T "$LAG_SECONDS" \
-		--no-vacuum postgres >"$RUN_DIR/lag-pgbench.log" 2>&1 || { cat "$RUN_DIR/lag-pgbench.log"; die "pgbench failed"; }
+	cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -c "$TPS_CLIENTS" -j 2 -R "$LAG_RATE" -T "$LAG_SECONDS" \
+		--no-vacuum postgres >"$RUN_DIR/lag-pgbench.log" 2>&1 || { cat "$RUN_DIR/lag-pgbench.log"; cs_die "pgbench failed"; }
 	t1=$(now)
 	other_cpus
 	LAG_OTHER=$OTHER_CPUS
@@ -908,7 +859,7 @@ EOF
 	LAG_MAX=$(awk '$1 == "max_ms" { print $2 }' "$RUN_DIR/lag.txt")
 	LAG_N=$(awk '$1 == "resolved" { print $2 }' "$RUN_DIR/lag.txt")
 	LAG_INTERVAL=$(awk '$1 == "interval_ms" { print $2 }' "$RUN_DIR/lag.txt")
-	info "  $LAG_TPS tps; lag p50 $LAG_P50 ms, p90 $LAG_P90 ms, p99 $LAG_P99 ms, max $LAG_MAX ms ($LAG_N samples, every $LAG_INTERVAL ms; other work $LAG_OTHER CPUs)"
+	cs_info "  $LAG_TPS tps; lag p50 $LAG_P50 ms, p90 $LAG_P90 ms, p99 $LAG_P99 ms, max $LAG_MAX ms ($LAG_N samples, every $LAG_INTERVAL ms; other work $LAG_OTHER CPUs)"
 	cs_stop
 }
 
@@ -917,7 +868,7 @@ EOF
 rss_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # VmHWM (peak RSS) is reset to the current RSS by writing 5 to clear_refs.
-reset_hwm() { if is_root; then echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; fi; }
+reset_hwm() { if cs_is_root; then echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; fi; }
 
 memory_txn() {
 	local pid=$1 mb=$2 rows out end t0 t1 b0 b1
@@ -940,11 +891,11 @@ EOF
 	MEM_TXN_BYTES[$mb]=$((b1 - b0))
 	MEM_HWM[$mb]=$(rss_kb "$pid" VmHWM)
 	MEM_ANON[$mb]=$(rss_kb "$pid" RssAnon)
-	info "  ${mb} MB transaction ($rows rows, $(calc "${MEM_TXN_BYTES[$mb]} / 1e6" 0) MB pgoutput): archived $(calc "$t1 - $t0" 1) s after its commit; worker VmHWM $(calc "${MEM_HWM[$mb]} / 1024" 1) MB"
+	cs_info "  ${mb} MB transaction ($rows rows, $(calc "${MEM_TXN_BYTES[$mb]} / 1e6" 0) MB pgoutput): archived $(calc "$t1 - $t0" 1) s after its commit; worker VmHWM $(calc "${MEM_HWM[$mb]} / 1024" 1) MB"
 }
 
 memory_phase() {
-	section "4. memory: the archiver's peak RSS during a ${BIG_MB} MB transaction"
+	cs_section "4. memory: the archiver's peak RSS during a ${BIG_MB} MB transaction"
 	declare -g -A MEM_HWM MEM_ANON MEM_TXN_BYTES
 	vacuum_checkpoint
 	new_archive memory
@@ -958,11 +909,11 @@ memory_phase() {
 	sleep 3
 	MEM_IDLE_RSS=$(rss_kb "$pid" VmRSS)
 	MEM_IDLE_HWM=$(rss_kb "$pid" VmHWM)
-	info "  idle: VmRSS $(calc "$MEM_IDLE_RSS / 1024" 1) MB, VmHWM $(calc "$MEM_IDLE_HWM / 1024" 1) MB"
+	cs_info "  idle: VmRSS $(calc "$MEM_IDLE_RSS / 1024" 1) MB, VmHWM $(calc "$MEM_IDLE_HWM / 1024" 1) MB"
 	SMALL_MB=$(( BIG_MB / 4 ))
 	memory_txn "$pid" "$SMALL_MB"
 	memory_txn "$pid" "$BIG_MB"
-	[ "$(q "SELECT pid FROM changestream.status()")" = "$pid" ] || info "  WARNING: the worker restarted during the memory test"
+	[ "$(q "SELECT pid FROM changestream.status()")" = "$pid" ] || cs_info "  WARNING: the worker restarted during the memory test"
 	cs_stop
 }
 
@@ -1141,7 +1092,7 @@ report() {
 		echo "Cluster: shared_buffers 512MB, max_wal_size 16GB, checkpoint_timeout 1h, autovacuum off (VACUUM and CHECKPOINT before each measurement), fsync and synchronous_commit on; changestream defaults otherwise."
 	} >"$f"
 	cp "$f" "$RESULTS/latest.md"
-	section "results (bench/results/latest.md)"
+	cs_section "results (bench/results/latest.md)"
 	cat "$f"
 }
 
@@ -1158,8 +1109,8 @@ profile_backlog() {
 	wait_state streaming "$TIMEOUT"
 	cs_set_directory ''
 	wait_state disabled 120
-	as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -c "$DRAIN_CLIENTS" -j 2 -t "$DRAIN_TXNS" \
-		--no-vacuum postgres >"$RUN_DIR/profile-pgbench-$tag.log" 2>&1 || die "pgbench failed"
+	cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -c "$DRAIN_CLIENTS" -j 2 -t "$DRAIN_TXNS" \
+		--no-vacuum postgres >"$RUN_DIR/profile-pgbench-$tag.log" 2>&1 || cs_die "pgbench failed"
 	PROFILE_END=$(mark_end)
 	q "CHECKPOINT" >/dev/null
 }
@@ -1173,19 +1124,19 @@ SELECT pg_reload_conf() \g /dev/null
 SELECT bench.wait_flushed('$PROFILE_END', $TIMEOUT);
 EOF
 )
-	info "  drained in $(calc "$(now) - $t0") s (streaming after ${out% *} s)"
+	cs_info "  drained in $(calc "$(now) - $t0") s (streaming after ${out% *} s)"
 	PROFILE_WS=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'changestream'")
 }
 
 profile_phase() {
-	section "profile: changestream draining $((DRAIN_CLIENTS * DRAIN_TXNS)) pgbench transactions"
+	cs_section "profile: changestream draining $((DRAIN_CLIENTS * DRAIN_TXNS)) pgbench transactions"
 	local wpid
 	wpid=$(q "SELECT pid FROM changestream.status()")
-	command -v perf >/dev/null || { is_root && apt-get install -y -qq linux-perf </dev/null >/dev/null 2>&1; } || true
+	command -v perf >/dev/null || { cs_is_root && apt-get install -y -qq linux-perf </dev/null >/dev/null 2>&1; } || true
 	note_load "profile (perf)"
 	create_slot bench_prof
 	profile_backlog perf
-	if command -v perf >/dev/null && is_root; then
+	if command -v perf >/dev/null && cs_is_root; then
 		perf record -a -g -F 999 -o "$RUN_DIR/perf.data" >"$RUN_DIR/perf-record.log" 2>&1 &
 		local perf_pid=$!
 		sleep 0.5
@@ -1197,15 +1148,15 @@ profile_phase() {
 		# shared object
 		perf report -i "$RUN_DIR/perf.data" --no-children --sort pid,dso -g none \
 			>"$RUN_DIR/perf-pid-dso.txt" 2>/dev/null || true
-		info "  perf: share of all CPU samples (2 x drain time) by process and shared object"
-		info "  (worker pid $wpid, its walsender pid $PROFILE_WS):"
+		cs_info "  perf: share of all CPU samples (2 x drain time) by process and shared object"
+		cs_info "  (worker pid $wpid, its walsender pid $PROFILE_WS):"
 		grep -E "^ +[0-9.]+% +($wpid|$PROFILE_WS):" "$RUN_DIR/perf-pid-dso.txt" | sed -n '1,16s/^/    /p'
 		for who in worker walsender; do
 			pid=$wpid
 			[ "$who" = walsender ] && pid=$PROFILE_WS
 			perf report -i "$RUN_DIR/perf.data" --pid="$pid" --no-children --percentage relative \
 				--sort dso,sym -g none >"$RUN_DIR/perf-$who-sym.txt" 2>/dev/null || true
-			info "  perf, $who: top symbols (share of that process's samples)"
+			cs_info "  perf, $who: top symbols (share of that process's samples)"
 			grep -v -e '^#' -e '^$' "$RUN_DIR/perf-$who-sym.txt" | sed -n '1,20s/^/    /p'
 		done
 		cs_set_directory ''
@@ -1217,7 +1168,7 @@ profile_phase() {
 		perf_pid=$!
 		sleep 0.5
 		t0=$(now)
-		bg_pg "$WORK/recv-prof.pid" "$RUN_DIR/recvlogical-prof.log" "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" \
+		bg_pg "$WORK/recv-prof.pid" "$RUN_DIR/recvlogical-prof.log" "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" \
 			-d postgres -S bench_prof --start --no-loop "${RECV_OPTS[@]}" --endpos="$PROFILE_END" -F 0 -f /dev/null
 		rpid=$(cat "$WORK/recv-prof.pid")
 		while kill -0 "$rpid" 2>/dev/null; do
@@ -1225,19 +1176,19 @@ profile_phase() {
 			sleep 0.01
 		done
 		rm -f "$WORK/recv-prof.pid"
-		info "  pg_recvlogical -f /dev/null drained the same backlog in $(calc "$(now) - $t0") s"
+		cs_info "  pg_recvlogical -f /dev/null drained the same backlog in $(calc "$(now) - $t0") s"
 		kill -INT "$perf_pid"
 		wait "$perf_pid" || true
 		perf report -i "$RUN_DIR/perf-recvlogical.data" --no-children --sort pid,dso -g none \
 			>"$RUN_DIR/perf-recvlogical-pid-dso.txt" 2>/dev/null || true
-		info "  perf: share of all CPU samples by process and shared object (pg_recvlogical pid $rpid, its walsender pid $rws):"
+		cs_info "  perf: share of all CPU samples by process and shared object (pg_recvlogical pid $rpid, its walsender pid $rws):"
 		grep -E "^ +[0-9.]+% +($rpid|$rws):" "$RUN_DIR/perf-recvlogical-pid-dso.txt" | sed -n '1,12s/^/    /p'
 		perf report -i "$RUN_DIR/perf-recvlogical.data" --pid="$rws" --no-children --percentage relative \
 			--sort dso,sym -g none >"$RUN_DIR/perf-recvlogical-walsender-sym.txt" 2>/dev/null || true
-		info "  perf, walsender serving pg_recvlogical: top symbols (share of that process's samples)"
+		cs_info "  perf, walsender serving pg_recvlogical: top symbols (share of that process's samples)"
 		grep -v -e '^#' -e '^$' "$RUN_DIR/perf-recvlogical-walsender-sym.txt" | sed -n '1,20s/^/    /p'
 	else
-		info "  perf is not available (or not root): skipped"
+		cs_info "  perf is not available (or not root): skipped"
 		profile_drain
 		cs_set_directory ''
 		wait_state disabled 120
@@ -1253,7 +1204,7 @@ profile_phase() {
 		profile_drain
 		kill -INT "$st_pid"
 		wait "$st_pid" || true
-		info "  syscalls of the worker while draining (strace -c):"
+		cs_info "  syscalls of the worker while draining (strace -c):"
 		sed -n '1,16s/^/    /p' "$RUN_DIR/strace-worker.txt"
 	fi
 	cs_set_directory ''
@@ -1275,17 +1226,17 @@ profile_phase() {
 			cs_set_directory ''
 			wait_state disabled 120
 		else
-			as_pg "$PGBIN/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
+			cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d postgres -S bench_null --start --no-loop \
 				"${RECV_OPTS[@]}" --endpos="$PROFILE_END" -F 0 -f /dev/null
 		fi
 		touch "$WORK/sampler.stop"
 		wait "$ws_pid" || true
 		rm -f "$WORK/sampler.stop"
-		info "  walsender serving $who: wait events every 2 ms while draining (CPU = running or runnable)"
+		cs_info "  walsender serving $who: wait events every 2 ms while draining (CPU = running or runnable)"
 		sed 's/^/    /' "$RUN_DIR/walsender-waits-$who.txt"
 	done
 	drop_slot bench_null
-	info "perf data and reports in $RUN_DIR"
+	cs_info "perf data and reports in $RUN_DIR"
 }
 
 # Sample the walsenders' wait events every 2 ms until $WORK/sampler.stop
@@ -1314,17 +1265,17 @@ EOF
 # editing this file while it runs cannot change what the run executes.
 main() {
 	if [ "$SKIP_BUILD" != 1 ]; then
-		section "dependencies and build"
+		cs_section "dependencies and build"
 		install_deps
 		make -C "$ROOT" -s -j"$(nproc)" >/dev/null
 		make -C "$ROOT" -s install >/dev/null
-		info "installed $("$PGBIN/pg_config" --pkglibdir)/changestream.so"
+		cs_info "installed $("$PG_CONFIG" --pkglibdir)/changestream.so"
 	fi
 
-	section "throwaway cluster"
+	cs_section "throwaway cluster"
 	setup_cluster
 	machine_info
-	info "machine: $NPROC x $CPU_MODEL, Linux $KERNEL, $DISK, fdatasync $FSYNC_MS ms"
+	cs_info "machine: $NPROC x $CPU_MODEL, Linux $KERNEL, $DISK, fdatasync $FSYNC_MS ms"
 
 	if [ "$PROFILE" = 1 ]; then
 		profile_phase

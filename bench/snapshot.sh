@@ -16,7 +16,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/scripts/lib.sh"
 SCALE=${SCALE:-20}
 ROUNDS=${ROUNDS:-3}
-PGBIN=/usr/lib/postgresql/15/bin
 
 cs_install_deps >/dev/null
 [ "${SKIP_BUILD:-0}" = 1 ] || cs_build_install >/dev/null
@@ -24,24 +23,18 @@ cs_install_deps >/dev/null
 W=$(cs_mkwork changestream-snapbench)
 PORT=$(cs_free_port 55400)
 cleanup() {
-	cs_as_pg "$PGBIN/pg_ctl" -D "$W/data" -m immediate stop >/dev/null 2>&1 || true
+	cs_cluster_stop "$W" immediate
 	rm -rf "$W"
 }
 trap cleanup EXIT
 
-cs_as_pg "$PGBIN/initdb" -D "$W/data" -A trust -U postgres >/dev/null
-cs_as_pg tee -a "$W/data/postgresql.conf" >/dev/null <<CONF
-port = $PORT
-unix_socket_directories = '$W'
-listen_addresses = ''
-shared_preload_libraries = 'changestream'
-wal_level = logical
+cs_cluster_init "$W" "$PORT" <<CONF
 changestream.directory = '$W/archive'
 CONF
-cs_as_pg "$PGBIN/pg_ctl" -D "$W/data" -l "$W/log" -w start >/dev/null
-psql() { cs_as_pg "$PGBIN/psql" -X -q -h "$W" -p "$PORT" -d postgres "$@"; }
+cs_cluster_start "$W" "$W/log"
+psql() { cs_cluster_psql "$W" "$PORT" -q "$@"; }
 
-cs_as_pg "$PGBIN/pgbench" -h "$W" -p "$PORT" -i -s "$SCALE" -q postgres >/dev/null 2>&1
+cs_as_pg "$PG_BINDIR/pgbench" -h "$W" -p "$PORT" -i -s "$SCALE" -q postgres >/dev/null 2>&1
 psql -c "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts" -c "CREATE EXTENSION changestream"
 for _ in $(seq 1 120); do
 	[ "$(psql -Atc "SELECT state FROM changestream.status()")" = streaming ] && break
@@ -54,7 +47,7 @@ now() { date +%s.%N; }
 snap_times=()
 base_times=()
 for r in $(seq 1 "$ROUNDS"); do
-	t0=$(now); cs_as_pg bash -c "'$PGBIN/psql' -X -q -h '$W' -p $PORT -d postgres -c 'COPY pgbench_accounts TO STDOUT' | gzip -6 > '$W/base.gz'"; t1=$(now)
+	t0=$(now); cs_as_pg bash -c "'$PG_BINDIR/psql' -X -q -h '$W' -p $PORT -d postgres -c 'COPY pgbench_accounts TO STDOUT' | gzip -6 > '$W/base.gz'"; t1=$(now)
 	base_times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')")
 	t0=$(now); psql -Atc "SELECT changestream.take_snapshot()" >/dev/null; t1=$(now)
 	snap_times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')")

@@ -7,22 +7,33 @@ archive without changestream's code.
 
     cs_decode.py SEGMENT.wal|SEGMENT.wal.gz    print every entry
     cs_decode.py GENERATION_DIR                 every segment, in index order
+    cs_decode.py ARCHIVE_DIR                    every generation
     cs_decode.py --summary PATH                 counts and positions only
     cs_decode.py --values PATH                  also print tuple values
 
 A GENERATION_DIR is <changestream.directory>/generations/<16 hex digits>;
-a path to its wal/ subdirectory works too.
+a path to its wal/ subdirectory works too.  An ARCHIVE_DIR is the
+changestream.directory itself (it holds generations/).
 
 Every segment header CRC and frame CRC is checked (CRC-32C, Castagnoli,
 reflected polynomial 0x82F63B78), every frame must be exactly filled by its
 entries, and every pgoutput message (protocol version 1) is parsed to its
-last byte.  Reading a segment stops at the first frame that does not
-validate: that is a torn tail, legal only at the end of the newest raw
-(*.wal) segment of a generation.
+last byte.  A frame that does not validate is a torn tail only when it is
+the last frame of the newest raw (*.wal) segment of a generation, i.e. no
+valid frame follows it; anywhere else it is damage.  A generation's
+segments must be continuous (docs/FORMAT.md section 11): indexes 0..n
+without a gap, header index and generation equal to the file name and the
+directory, each start_lsn equal to the previous segment's position of
+record, commit LSNs strictly increasing and positions never going back.
+Files are opened with O_NONBLOCK and must be regular files (fstat), so a
+FIFO or device never blocks the reader.
 
-Exit status: 0 when everything validates (a torn tail or an incomplete
-final transaction in the newest raw segment is reported, not an error);
-1 when anything else is damaged or inconsistent; 2 on usage errors.
+Each damage is printed on stderr as '<file>: offset <N>: <problem>'
+(N = byte offset in the uncompressed segment; 0 for a header or a whole
+file).  Exit status: 0 when everything validates (a torn tail or an
+incomplete final transaction in the newest raw segment is reported on
+stdout, not an error); 1 when anything is damaged or inconsistent; 2 on
+usage errors; 3 on an internal error of this script (a bug).
 """
 
 import argparse
@@ -30,6 +41,7 @@ import datetime
 import gzip
 import os
 import re
+import stat
 import struct
 import sys
 import zlib
@@ -50,6 +62,7 @@ PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
 SEGMENT_NAME = re.compile(r"^([0-9a-f]{16})\.wal(\.gz)?$")
 GENERATION_NAME = re.compile(r"^[0-9a-f]{16}$")
+SNAPSHOT_NAME = re.compile(r"^[0-9A-F]{16}\.snapshot\.gz$")
 
 # ---------------------------------------------------------------- CRC-32C
 
@@ -259,51 +272,110 @@ def parse_pgoutput(data):
     b.done()
     return m
 
+# ---------------------------------------------------------------- problems
+
+
+class Problems:
+    """Every damage found, as (file, offset, text), printed on stderr as
+    '<file>: offset <N>: <text>' (docs/FORMAT.md section 11.6)."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, path, offset, text):
+        self.items.append((path, offset, text))
+
+    def __len__(self):
+        return len(self.items)
+
+    def print(self, stream):
+        for path, offset, text in self.items:
+            print("%s: offset %d: %s" % (path, offset, text), file=stream)
+
+
+class FileProblem(Exception):
+    """A file that cannot be read as a file of the archive at all."""
+
+    def __init__(self, offset, text):
+        super().__init__(text)
+        self.offset = offset
+        self.text = text
+
+
+def read_regular_file(path):
+    """The bytes of path, which must be a regular file (a symbolic link to
+    one is followed).  Opened with O_NONBLOCK and checked with fstat before
+    anything is read, so a FIFO, socket or device never blocks the reader."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise FileProblem(0, "could not open file: %s" % e.strerror)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileProblem(0, "\"%s\" is not a regular file" % path)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise FileProblem(0, "could not read file: %s" % e.strerror)
+    finally:
+        os.close(fd)
+
 # ---------------------------------------------------------------- segments
 
 
 def read_segment_bytes(path):
-    """The uncompressed bytes of a segment, and None or the reason the gzip
-    stream could not be read to its end (what was decoded up to the damage
-    is returned, so the damage shows as a torn tail, as with zlib's
-    gzread)."""
+    """(path actually read, uncompressed bytes, None or (offset, reason) when
+    the gzip stream could not be read to its end).  What was decoded up to
+    the gzip damage is returned, as zlib's gzread gives it."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+        raw = read_regular_file(path)
+    except FileProblem as e:
         # a raw segment compressed (and removed) since it was listed
-        if not path.endswith(".wal"):
-            raise
-        with open(path + ".gz", "rb") as f:
-            raw = f.read()
+        if path.endswith(".wal") and not os.path.lexists(path) \
+                and os.path.lexists(path + ".gz"):
+            path = path + ".gz"
+            raw = read_regular_file(path)
+        else:
+            raise e
     if raw[:2] != b"\x1f\x8b":
-        return raw, None          # a raw segment (starts with CSTRMWAL)
+        return path, raw, None          # a raw segment (starts with CSTRMWAL)
     out = []
+    outlen = 0
     pos = 0
     while True:
         d = zlib.decompressobj(wbits=31)
         try:
             while pos < len(raw) and not d.eof:
-                chunk = raw[pos:pos + 1024]
+                chunk = raw[pos:pos + 65536]
                 pos += len(chunk)
-                out.append(d.decompress(chunk))
+                piece = d.decompress(chunk)
+                out.append(piece)
+                outlen += len(piece)
                 if d.eof:
                     pos -= len(d.unused_data)
         except zlib.error as e:
-            return b"".join(out), "gzip error: %s" % e
+            return path, b"".join(out), (outlen, "gzip error: %s" % e)
         if not d.eof:
-            return b"".join(out), "gzip stream ends early"
+            return path, b"".join(out), (outlen, "gzip stream ends early")
         # concatenated members are legal gzip (zlib's gzread reads them)
         if pos >= len(raw):
-            return b"".join(out), None
+            return path, b"".join(out), None
 
 
 def decode_header(buf):
     if len(buf) < SEGMENT_HEADER_SIZE:
-        raise Damaged("shorter than the %d-byte segment header" % SEGMENT_HEADER_SIZE)
+        raise Damaged("shorter than the %d-byte segment header (%d bytes)"
+                      % (SEGMENT_HEADER_SIZE, len(buf)))
     h = buf[:SEGMENT_HEADER_SIZE]
     if h[0:8] != SEGMENT_MAGIC:
-        raise Damaged("bad segment magic %r" % h[0:8])
+        raise Damaged("bad segment magic %s" % h[0:8].hex())
     (crc,) = struct.unpack(">I", h[60:64])
     if crc32c(h[0:60]) != crc:
         raise Damaged("segment header CRC mismatch")
@@ -319,32 +391,41 @@ def decode_header(buf):
             "reserved": h[52:60], "crc": crc}
 
 
-def iter_frames(buf):
-    """Yield (offset, body) for each valid frame; return (valid_end, torn
-    reason or None) via StopIteration.value."""
-    off = SEGMENT_HEADER_SIZE
+def check_frame(buf, off):
+    """(body length, None) when a valid frame starts at off, else
+    (None, reason).  Every length is compared with the bytes really there
+    before anything is sliced."""
+    if off + FRAME_HEADER_SIZE > len(buf):
+        return None, "partial frame header (%d bytes)" % (len(buf) - off)
+    fh = buf[off:off + FRAME_HEADER_SIZE]
+    if fh[0:4] != FRAME_MAGIC:
+        return None, "bad frame magic %s" % fh[0:4].hex()
+    blen, crc = struct.unpack(">II", fh[4:12])
+    if blen == 0 or blen > MAX_FRAME_BODY:
+        return None, "bad frame body length %d" % blen
+    if blen > len(buf) - off - FRAME_HEADER_SIZE:
+        return None, "frame body length %d runs past the end of the file (%d bytes there)" % (
+            blen, len(buf) - off - FRAME_HEADER_SIZE)
+    body = buf[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + blen]
+    if crc32c(fh[4:8], body) != crc:
+        return None, "frame CRC mismatch"
+    if split_entries(body) is None:
+        return None, "frame entries do not exactly fill the body"
+    return blen, None
+
+
+def valid_frame_after(buf, off):
+    """Offset of the first valid frame that starts after off, or None: a bad
+    frame is a torn tail only when nothing valid follows it."""
+    pos = off + 1
     while True:
-        if off == len(buf):
-            return off, None
-        if off + FRAME_HEADER_SIZE > len(buf):
-            return off, "partial frame header (%d bytes)" % (len(buf) - off)
-        fh = buf[off:off + FRAME_HEADER_SIZE]
-        if fh[0:4] != FRAME_MAGIC:
-            return off, "bad frame magic %s" % fh[0:4].hex()
-        blen, crc = struct.unpack(">II", fh[4:12])
-        if blen == 0 or blen > MAX_FRAME_BODY:
-            return off, "bad frame body length %d" % blen
-        if off + FRAME_HEADER_SIZE + blen > len(buf):
-            return off, "frame body truncated (%d of %d bytes)" % (
-                len(buf) - off - FRAME_HEADER_SIZE, blen)
-        body = buf[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + blen]
-        if crc32c(fh[4:8], body) != crc:
-            return off, "frame CRC mismatch"
-        entries = split_entries(body)
-        if entries is None:
-            return off, "frame entries do not exactly fill the body"
-        yield off, entries
-        off += FRAME_HEADER_SIZE + blen
+        pos = buf.find(FRAME_MAGIC, pos)
+        if pos < 0:
+            return None
+        blen, _ = check_frame(buf, pos)
+        if blen is not None:
+            return pos
+        pos += 1
 
 
 def split_entries(body):
@@ -376,32 +457,47 @@ class SegmentResult:
         self.first_commit = None
         self.last_commit = None
         self.position = None      # position of record at the safe end
-        self.safe_offset = None   # (frame offset, entry end offset in body)
         self.valid_end = None
         self.size = None
-        self.torn = None
+        self.torn = None          # reason of a (legal) torn tail
         self.open_txn = None      # final_lsn of an incomplete trailing txn
+        self.open_txn_offset = None
         self.unknown_kinds = 0
-        self.problems = []
 
 
-def read_segment(path, out, show_entries, show_values, state):
-    """Decode one segment.  state carries transaction state across the
-    segments of a generation (only for consistency checks)."""
+def new_state(start_lsn=None):
+    """What the continuity checks carry from one segment to the next."""
+    return {"last_commit": None,   # commit LSNs strictly increase
+            "floor": 0,            # LSNs of position-bearing entries never go back
+            "floor_what": None,
+            "start_lsn": start_lsn}
+
+
+def read_segment(path, problems, show_entries, show_values, state, torn_ok):
+    """Decode one segment.  torn_ok: this is the newest raw segment of its
+    generation, where the last frame may be torn.  Every damage goes to
+    problems; returns a SegmentResult (header None if unreadable)."""
     r = SegmentResult(path)
-    buf, gz_problem = read_segment_bytes(path)
+    try:
+        path, buf, gz_problem = read_segment_bytes(path)
+    except FileProblem as e:
+        problems.add(path, e.offset, e.text)
+        return r
+    r.path = path
+    if path.endswith(".gz"):
+        torn_ok = False
     r.size = len(buf)
     try:
         r.header = decode_header(buf)
     except Damaged as e:
-        r.problems.append("header: %s" % e)
+        problems.add(path, 0, "not a valid changestream segment: %s" % e)
         if gz_problem:
-            r.problems.append(gz_problem)
+            problems.add(path, gz_problem[0], gz_problem[1])
         return r
     h = r.header
     if h["reserved"] != b"\0" * 8:
-        r.problems.append("reserved header bytes 52..59 are not zero")
-    if out:
+        problems.add(path, 52, "reserved header bytes 52..59 are not zero")
+    if show_entries:
         print("segment %s" % path)
         print("  header: version %d, system_identifier %d, generation %016x, "
               "index %d, start_lsn %s, timeline %d, crc %08x"
@@ -410,18 +506,31 @@ def read_segment(path, out, show_entries, show_values, state):
     position = h["start_lsn"]
     in_txn = False
     txn_final = None
-    gen = iter_frames(buf)
-    while True:
-        try:
-            foff, entries = next(gen)
-        except StopIteration as stop:
-            r.valid_end, r.torn = stop.value
+    txn_offset = None
+    off = SEGMENT_HEADER_SIZE
+    while off < len(buf):
+        blen, reason = check_frame(buf, off)
+        if blen is None:
+            r.valid_end = off
+            after = valid_frame_after(buf, off)
+            if gz_problem:
+                reason = "%s (%s at uncompressed offset %d)" % (
+                    reason, gz_problem[1], gz_problem[0])
+            if not torn_ok:
+                problems.add(path, off, "bad frame in a sealed segment: %s" % reason)
+            elif after is not None:
+                problems.add(path, off, "bad frame followed by a valid frame at offset %d: %s"
+                             % (after, reason))
+            else:
+                r.torn = reason
             break
+        body = buf[off + FRAME_HEADER_SIZE:off + FRAME_HEADER_SIZE + blen]
+        entries = split_entries(body)
         r.frames += 1
         if show_entries:
-            blen = sum(ENTRY_HEADER_SIZE + len(e[5]) for e in entries)
-            print("  frame @%d: %d bytes, %d entries" % (foff, blen, len(entries)))
+            print("  frame @%d: %d bytes, %d entries" % (off, blen, len(entries)))
         for (eoff, kind, ds, we, st, data) in entries:
+            at = off + FRAME_HEADER_SIZE + eoff
             r.entries += 1
             r.kinds[kind] = r.kinds.get(kind, 0) + 1
             m = None
@@ -429,58 +538,78 @@ def read_segment(path, out, show_entries, show_values, state):
                 try:
                     m = parse_pgoutput(data)
                 except Damaged as e:
-                    r.problems.append("entry at frame %d + %d: %s" % (foff, eoff, e))
-                    m = {"type": chr(data[0]) if data else "?", "brief": "MALFORMED"}
+                    problems.add(path, at, "malformed pgoutput message in frame at offset %d: %s"
+                                 % (off, e))
+                    m = {"type": chr(data[0]) if data else "?", "brief": "MALFORMED",
+                         "malformed": True}
             if kind == "s":
                 r.preamble_types[m["type"]] = r.preamble_types.get(m["type"], 0) + 1
                 if m["type"] not in ("R", "Y"):
-                    r.problems.append("preamble entry of type %r" % m["type"])
+                    problems.add(path, at, "preamble entry of type %r" % m["type"])
                 if in_txn:
-                    r.problems.append("preamble entry inside a transaction")
-            elif kind == "w":
+                    problems.add(path, at, "preamble entry inside a transaction")
+            elif kind == "w" and not m.get("malformed"):
                 t = m["type"]
                 r.types[t] = r.types.get(t, 0) + 1
                 if t == "B":
                     if in_txn:
-                        r.problems.append("BEGIN inside a transaction at frame %d" % foff)
+                        problems.add(path, at, "BEGIN inside a transaction")
                     in_txn = True
-                    txn_final = m.get("final_lsn")
+                    txn_final = m["final_lsn"]
+                    txn_offset = at
                 elif t == "C":
                     if not in_txn:
-                        r.problems.append("COMMIT outside a transaction at frame %d" % foff)
-                    elif "commit_lsn" in m and m["commit_lsn"] != txn_final:
-                        r.problems.append("COMMIT lsn %s differs from BEGIN final_lsn %s"
-                                          % (lsn(m["commit_lsn"]), lsn(txn_final)))
+                        problems.add(path, at, "COMMIT outside a transaction")
+                    elif m["commit_lsn"] != txn_final:
+                        problems.add(path, at, "COMMIT lsn %s differs from BEGIN final_lsn %s"
+                                     % (lsn(m["commit_lsn"]), lsn(txn_final)))
                     in_txn = False
-                    if "commit_lsn" in m:
-                        r.transactions += 1
-                        if r.first_commit is None:
-                            r.first_commit = m["commit_lsn"]
-                        if r.last_commit is not None and m["commit_lsn"] <= r.last_commit:
-                            r.problems.append("commit LSN %s not after %s"
-                                              % (lsn(m["commit_lsn"]), lsn(r.last_commit)))
-                        if state.get("last_commit") is not None and \
-                                m["commit_lsn"] <= state["last_commit"]:
-                            r.problems.append("commit LSN %s repeats or goes back (generation)"
-                                              % lsn(m["commit_lsn"]))
-                        state["last_commit"] = m["commit_lsn"]
-                        r.last_commit = m["commit_lsn"]
-                        position = max(position, m["end_lsn"])
+                    c = m["commit_lsn"]
+                    r.transactions += 1
+                    if r.first_commit is None:
+                        r.first_commit = c
+                    if state["last_commit"] is not None and c <= state["last_commit"]:
+                        problems.add(path, at, "commit LSN %s is not after the previous commit LSN %s"
+                                     % (lsn(c), lsn(state["last_commit"])))
+                    elif c < state["floor"]:
+                        problems.add(path, at, "commit LSN %s goes back before %s %s"
+                                     % (lsn(c), state["floor_what"], lsn(state["floor"])))
+                    if m["end_lsn"] < c:
+                        problems.add(path, at, "COMMIT end_lsn %s before its commit LSN %s"
+                                     % (lsn(m["end_lsn"]), lsn(c)))
+                    if state["start_lsn"] is not None and c < state["start_lsn"]:
+                        problems.add(path, at, "commit LSN %s before the generation's start_lsn %s"
+                                     % (lsn(c), lsn(state["start_lsn"])))
+                    state["last_commit"] = c
+                    r.last_commit = c
+                    state["floor"] = max(state["floor"], m["end_lsn"])
+                    state["floor_what"] = "the end of the previous transaction"
+                    position = max(position, m["end_lsn"])
                 elif t in ("I", "U", "D", "T", "R", "Y") and not in_txn:
-                    r.problems.append("%s message outside a transaction" % t)
-                elif t == "M" and m.get("transactional") and not in_txn:
-                    r.problems.append("transactional message outside a transaction")
+                    problems.add(path, at, "%s message outside a transaction" % t)
+                elif t == "M" and not m["transactional"] and not in_txn:
+                    if m["lsn"] < state["floor"]:
+                        problems.add(path, at, "message LSN %s goes back before %s %s"
+                                     % (lsn(m["lsn"]), state["floor_what"], lsn(state["floor"])))
+                    state["floor"] = max(state["floor"], m["lsn"])
+                    state["floor_what"] = "the previous message's LSN"
+                    position = max(position, m["lsn"] + 1)
+                elif t == "M" and m["transactional"] and not in_txn:
+                    problems.add(path, at, "transactional message outside a transaction")
             elif kind == "k":
                 if data:
-                    r.problems.append("position entry with %d data bytes" % len(data))
-                if not in_txn:
-                    position = max(position, we)
+                    problems.add(path, at, "position entry with %d data bytes" % len(data))
+                if in_txn:
+                    problems.add(path, at, "position entry inside a transaction")
                 else:
-                    r.problems.append("position entry inside a transaction")
-            else:
+                    if we < state["floor"]:
+                        problems.add(path, at, "position %s goes back before %s %s"
+                                     % (lsn(we), state["floor_what"], lsn(state["floor"])))
+                    state["floor"] = max(state["floor"], we)
+                    state["floor_what"] = "the previous position"
+                    position = max(position, we)
+            elif kind not in ("w", "s"):
                 r.unknown_kinds += 1
-            if not in_txn:
-                r.safe_offset = (foff, eoff)
             if show_entries:
                 line = "    %s %-8s dataStart %-11s walEnd %-11s sent %s" % (
                     kind, ENTRY_KINDS.get(kind, "UNKNOWN"), lsn(ds), lsn(we), pgtime(st))
@@ -493,17 +622,29 @@ def read_segment(path, out, show_entries, show_values, state):
                     for key in ("old", "new"):
                         if key in m:
                             print("        %s: %r" % (key, m[key]))
-                    if m.get("type") == "M":
+                    if m.get("type") == "M" and "content" in m:
                         print("        content: %r" % m["content"])
+        off += FRAME_HEADER_SIZE + blen
+    else:
+        r.valid_end = off
+    if gz_problem and r.torn is None and r.valid_end == len(buf):
+        # the stream broke exactly at a frame boundary
+        problems.add(path, gz_problem[0], gz_problem[1])
     r.position = position
-    r.open_txn = txn_final if in_txn else None
-    if gz_problem and not r.torn:
-        r.torn = gz_problem
+    if in_txn:
+        r.open_txn = txn_final
+        r.open_txn_offset = txn_offset
+        if not torn_ok:
+            problems.add(path, txn_offset, "sealed segment ends inside a transaction "
+                         "(BEGIN final_lsn %s)" % lsn(txn_final))
     return r
+
+# ---------------------------------------------------------------- generations
 
 
 def segment_files(wal_dir):
-    """{index: path}, the .gz preferred when a raw twin still exists."""
+    """{index: path} in index order; the .gz is used when a raw twin still
+    exists (the compressor's crash window, docs/FORMAT.md section 5.2)."""
     files = {}
     for name in sorted(os.listdir(wal_dir)):
         mo = SEGMENT_NAME.match(name)
@@ -515,30 +656,213 @@ def segment_files(wal_dir):
     return dict(sorted(files.items()))
 
 
-def read_identity(gen_dir):
-    ident = {}
-    path = os.path.join(gen_dir, "generation")
-    try:
-        with open(path, "r", encoding="utf-8") as f:
-            for line in f:
-                line = line.rstrip("\r\n")
-                if line.startswith("#") or " = " not in line:
-                    continue
-                k, v = line.split(" = ", 1)
-                ident[k] = v
-    except FileNotFoundError:
-        return None
-    return ident
+IDENTITY_REQUIRED = ("format_version", "generation", "system_identifier",
+                     "timeline", "start_lsn")
+LSN_TEXT = re.compile(r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")
+CREATED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
 
 def parse_lsn(text):
     hi, lo = text.split("/")
     return (int(hi, 16) << 32) | int(lo, 16)
 
+
+def read_identity(gen_dir, gen_name, problems):
+    """The identity file as a dict, or None when it cannot be used; every
+    problem is reported with the file's path."""
+    path = os.path.join(gen_dir, "generation")
+    if not os.path.lexists(path):
+        problems.add(path, 0, "identity file missing")
+        return None
+    try:
+        raw = read_regular_file(path)
+    except FileProblem as e:
+        problems.add(path, e.offset, e.text)
+        return None
+    ident = {}
+    off = 0
+    for line in raw.split(b"\n"):
+        lineoff = off
+        off += len(line) + 1
+        if len(line) > 1023:
+            problems.add(path, lineoff, "line longer than 1023 bytes")
+            continue
+        try:
+            text = line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError:
+            problems.add(path, lineoff, "line is not UTF-8")
+            continue
+        if text.startswith("#") or " = " not in text:
+            continue
+        k, v = text.split(" = ", 1)
+        ident[k] = v
+    bad = False
+    for key in IDENTITY_REQUIRED:
+        if key not in ident:
+            problems.add(path, 0, "identity file lacks required key %s" % key)
+            bad = True
+    if "start_lsn" in ident and not LSN_TEXT.match(ident["start_lsn"]):
+        problems.add(path, 0, "invalid start_lsn %r" % ident["start_lsn"])
+        bad = True
+    if "generation" in ident and GENERATION_NAME.match(gen_name) \
+            and ident["generation"] != gen_name:
+        problems.add(path, 0, "identity generation %r differs from the directory %s"
+                     % (ident["generation"], gen_name))
+    for key in ("system_identifier", "timeline", "format_version"):
+        if key in ident and not ident[key].isdigit():
+            problems.add(path, 0, "invalid %s %r" % (key, ident[key]))
+    if "created_at" in ident:
+        ok = bool(CREATED_AT.match(ident["created_at"]))
+        if ok:
+            try:
+                datetime.datetime.strptime(ident["created_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
+            except ValueError:
+                ok = False
+        if not ok:
+            problems.add(path, 0, "invalid created_at %r" % ident["created_at"])
+    return None if bad else ident
+
+
+def check_snapshots(gen_dir, problems):
+    """Snapshot files must be regular gzip files; the directory readable."""
+    snap_dir = os.path.join(gen_dir, "snapshots")
+    try:
+        names = sorted(os.listdir(snap_dir))
+    except OSError as e:
+        problems.add(snap_dir, 0, "could not read directory: %s" % e.strerror)
+        return 0
+    n = 0
+    for name in names:
+        if not SNAPSHOT_NAME.match(name):
+            continue
+        p = os.path.join(snap_dir, name)
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(p, flags)
+        except OSError as e:
+            problems.add(p, 0, "could not open file: %s" % e.strerror)
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                problems.add(p, 0, "\"%s\" is not a regular file" % p)
+            elif os.read(fd, 2) != b"\x1f\x8b":
+                problems.add(p, 0, "not a gzip file")
+            else:
+                n += 1
+        except OSError as e:
+            problems.add(p, 0, "could not read file: %s" % e.strerror)
+        finally:
+            os.close(fd)
+    return n
+
+
+def read_generation(gen_dir, problems, show, show_values):
+    """Check and decode one generation directory; returns the segment results."""
+    results = []
+    gen_name = os.path.basename(os.path.abspath(gen_dir))
+    ident = read_identity(gen_dir, gen_name, problems)
+    if ident is not None and not GENERATION_NAME.match(gen_name):
+        gen_name = ident["generation"]       # a renamed copy
+    if show:
+        print("generation %s" % gen_name)
+        if ident:
+            for k, v in ident.items():
+                print("  %s = %s" % (k, v))
+    check_snapshots(gen_dir, problems)
+    wal_dir = os.path.join(gen_dir, "wal")
+    try:
+        files = segment_files(wal_dir)
+    except OSError as e:
+        problems.add(wal_dir, 0, "could not read directory: %s" % e.strerror)
+        return gen_name, results
+    horizon = read_horizon(gen_dir, problems)
+    first_index = 0
+    if horizon is not None:
+        # below the retention horizon: being deleted, ignored (FORMAT.md 4.3)
+        first_index = horizon["first_segment"]
+        files = dict((i, f) for i, f in files.items() if i >= first_index)
+    indexes = list(files)
+    expected_start = None
+    state = new_state()
+    if ident is not None:
+        expected_start = parse_lsn(ident["start_lsn"])
+        state["start_lsn"] = expected_start
+        if horizon is not None:
+            expected_start = None       # the first segment kept starts before the horizon
+    prev_ok = True
+    for n, idx in enumerate(indexes):
+        p = files[idx]
+        newest = n == len(indexes) - 1
+        expected_idx = indexes[n - 1] + 1 if n > 0 else first_index
+        if idx != expected_idx:
+            missing = os.path.join(wal_dir, "%016x.wal" % expected_idx)
+            problems.add(p, 0, "gap in segment indexes: segment %016x is missing (%s)"
+                         % (expected_idx, missing))
+            prev_ok = False
+        r = read_segment(p, problems, show, show_values, state,
+                         torn_ok=newest and not p.endswith(".gz"))
+        results.append(r)
+        p = r.path
+        if r.header is None:
+            prev_ok = False
+            continue
+        h = r.header
+        if h["segment_index"] != idx:
+            problems.add(p, 0, "header says segment index %d, the file name %d"
+                         % (h["segment_index"], idx))
+        if GENERATION_NAME.match(gen_name) and "%016x" % h["generation"] != gen_name:
+            problems.add(p, 0, "header says generation %016x, the directory %s"
+                         % (h["generation"], gen_name))
+        if ident is not None:
+            if str(h["system_identifier"]) != ident.get("system_identifier"):
+                problems.add(p, 0, "system identifier %d differs from the identity's %s"
+                             % (h["system_identifier"], ident.get("system_identifier")))
+            if str(h["timeline"]) != ident.get("timeline"):
+                problems.add(p, 0, "timeline %d differs from the identity's %s"
+                             % (h["timeline"], ident.get("timeline")))
+        if prev_ok and expected_start is not None and h["start_lsn"] != expected_start:
+            problems.add(p, 0, "start_lsn %s, but %s ends at %s"
+                         % (lsn(h["start_lsn"]),
+                            "the identity's start_lsn" if n == 0 else "the previous segment",
+                            lsn(expected_start)))
+        if n == 0 and horizon is not None and h["start_lsn"] > horizon["snapshot_lsn"]:
+            problems.add(p, 0, "starts at %s, after the retention horizon's snapshot %s"
+                         % (lsn(h["start_lsn"]), lsn(horizon["snapshot_lsn"])))
+        expected_start = r.position
+        prev_ok = True
+    if horizon is not None:
+        check_snapshot_contents(gen_dir, horizon["snapshot_lsn"], problems, True)
+    else:
+        check_snapshot_contents(gen_dir, parse_lsn(ident["start_lsn"]) if ident is not None else None,
+                                problems)
+    return gen_name, results
+
+
+def read_horizon(gen_dir, problems):
+    """The retention horizon (docs/FORMAT.md section 4.3), or None without one."""
+    path = os.path.join(gen_dir, "retention")
+    if not os.path.exists(path):
+        return None
+    keys = {}
+    with open(path, "rb") as f:
+        for line in f.read().decode("utf-8", "replace").split("\n"):
+            if line.startswith("#") or " = " not in line:
+                continue
+            k, v = line.split(" = ", 1)
+            keys[k] = v
+    try:
+        return {"first_segment": int(keys["first_segment"]),
+                "snapshot_lsn": parse_lsn(keys["snapshot_lsn"]),
+                "snapshot_time_us": int(keys["snapshot_time_us"])}
+    except (KeyError, ValueError):
+        problems.add(path, 0, "the retention horizon lacks first_segment, snapshot_lsn "
+                     "or snapshot_time_us")
+        return None
+
 # ---------------------------------------------------------------- main
 
 
-def summarize(title, results, problems):
+def summarize(title, results, problems, torn_notes=True):
     types = {}
     kinds = {}
     pre = {}
@@ -580,137 +904,80 @@ def summarize(title, results, problems):
         if r.unknown_kinds:
             print("  %d entries of unknown kind ignored in %s" % (
                 r.unknown_kinds, os.path.basename(r.path)))
-    if problems:
-        print("  PROBLEMS:")
-        for p in problems:
-            print("    " + p)
-    else:
-        print("  all CRCs and messages valid")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("path", help="a .wal or .wal.gz segment, or a generation directory")
+    ap.add_argument("path", help="a .wal or .wal.gz segment, a generation directory, "
+                    "or an archive directory (changestream.directory)")
     ap.add_argument("--summary", action="store_true", help="counts and positions only")
     ap.add_argument("--values", action="store_true", help="print tuple values too")
     args = ap.parse_args()
 
-    path = args.path.rstrip("/")
-    problems = []
-    state = {}
-    results = []
+    path = args.path.rstrip("/") or "/"
+    problems = Problems()
     show = not args.summary
+    sections = []
 
-    if os.path.isdir(path):
+    if os.path.isdir(path) and os.path.isdir(os.path.join(path, "generations")):
+        gens_dir = os.path.join(path, "generations")
+        try:
+            names = sorted(n for n in os.listdir(gens_dir) if GENERATION_NAME.match(n))
+        except OSError as e:
+            problems.add(gens_dir, 0, "could not read directory: %s" % e.strerror)
+            names = []
+        for name in names:
+            g = os.path.join(gens_dir, name)
+            if not os.path.isdir(g):
+                problems.add(g, 0, "\"%s\" is not a directory" % g)
+                continue
+            gen_name, results = read_generation(g, problems, show, args.values)
+            sections.append(("generation %s" % gen_name, results))
+    elif os.path.isdir(path):
         gen_dir = path
         if os.path.basename(path) == "wal":
             gen_dir = os.path.dirname(path)
-        wal_dir = os.path.join(gen_dir, "wal")
-        if not os.path.isdir(wal_dir):
-            print("%s: no wal/ directory: not a generation" % path, file=sys.stderr)
+        if not os.path.isdir(os.path.join(gen_dir, "wal")):
+            print("%s: no wal/ or generations/ directory: not a generation or archive"
+                  % path, file=sys.stderr)
             return 2
-        gen_name = os.path.basename(os.path.abspath(gen_dir))
-        ident = read_identity(gen_dir)
-        if ident is None:
-            problems.append("no identity file")
-        else:
-            for key in ("format_version", "generation", "system_identifier",
-                        "timeline", "start_lsn"):
-                if key not in ident:
-                    problems.append("identity file lacks required key %s" % key)
-            if GENERATION_NAME.match(gen_name) and ident.get("generation") != gen_name:
-                problems.append("identity generation %s differs from directory %s"
-                                % (ident.get("generation"), gen_name))
-            elif not GENERATION_NAME.match(gen_name) and "generation" in ident:
-                gen_name = ident["generation"]   # a renamed copy
-            if show:
-                print("generation %s" % gen_name)
-                for k, v in ident.items():
-                    print("  %s = %s" % (k, v))
-        files = segment_files(wal_dir)
-        horizon = read_horizon(gen_dir, problems)
-        first_index = 0
-        if horizon is not None:
-            # below the retention horizon: being deleted, ignored (FORMAT.md 4.3)
-            first_index = horizon["first_segment"]
-            files = dict((i, f) for i, f in files.items() if i >= first_index)
-        indexes = list(files)
-        if indexes and indexes[0] != first_index:
-            problems.append("%s: offset 0: the segments start at %d, not at %d"
-                            % (os.path.basename(files[indexes[0]]), indexes[0], first_index))
-        expected_start = None
-        if ident and "start_lsn" in ident and horizon is None:
-            expected_start = parse_lsn(ident["start_lsn"])
-        for n, idx in enumerate(indexes):
-            p = files[idx]
-            newest = n == len(indexes) - 1
-            r = read_segment(p, show, show, args.values, state)
-            results.append(r)
-            name = os.path.basename(p)
-            problems.extend("%s: %s" % (name, x) for x in r.problems)
-            if r.header is None:
-                continue
-            h = r.header
-            if h["segment_index"] != idx:
-                problems.append("%s: header index %d" % (name, h["segment_index"]))
-            if "%016x" % h["generation"] != gen_name:
-                problems.append("%s: header generation %016x" % (name, h["generation"]))
-            if ident:
-                if str(h["system_identifier"]) != ident.get("system_identifier"):
-                    problems.append("%s: system identifier differs from identity" % name)
-                if str(h["timeline"]) != ident.get("timeline"):
-                    problems.append("%s: timeline differs from identity" % name)
-            if n > 0 and indexes[n - 1] != idx - 1:
-                problems.append("%s: gap in segment indexes after %d" % (name, indexes[n - 1]))
-            if expected_start is not None and h["start_lsn"] != expected_start:
-                problems.append("%s: start_lsn %s, but the previous segment ends at %s"
-                                % (name, lsn(h["start_lsn"]), lsn(expected_start)))
-            if n == 0 and horizon is not None and h["start_lsn"] > horizon["snapshot_lsn"]:
-                problems.append("%s: offset 0: starts at %s, after the retention horizon's snapshot %s"
-                                % (name, lsn(h["start_lsn"]), lsn(horizon["snapshot_lsn"])))
-            expected_start = r.position
-            sealed = not newest or p.endswith(".gz")
-            if r.torn and sealed:
-                problems.append("%s: sealed segment damaged at offset %d: %s"
-                                % (name, r.valid_end, r.torn))
-            if r.open_txn is not None and sealed:
-                problems.append("%s: sealed segment ends inside a transaction" % name)
-        if horizon is not None:
-            problems.extend(check_snapshots(gen_dir, horizon["snapshot_lsn"], True))
-        else:
-            problems.extend(check_snapshots(gen_dir, parse_lsn(ident["start_lsn"])
-                                            if ident and "start_lsn" in ident else None))
-        title = "generation %s" % gen_name
+        gen_name, results = read_generation(gen_dir, problems, show, args.values)
+        sections.append(("generation %s" % gen_name, results))
     else:
-        r = read_segment(path, show, show, args.values, state)
-        results.append(r)
-        problems.extend(r.problems)
-        if r.torn and path.endswith(".gz"):
-            problems.append("compressed (sealed) segment damaged at offset %d: %s"
-                            % (r.valid_end, r.torn))
-        title = "segment %s" % path
+        # a single segment: a raw one may be the newest of its generation
+        r = read_segment(path, problems, show, show, args.values, new_state(),
+                         torn_ok=not path.endswith(".gz"))
+        sections.append(("segment %s" % path, [r]))
 
-    if show:
-        print()
-    summarize(title, results, problems)
-    return 1 if problems else 0
+    for title, results in sections:
+        if show:
+            print()
+        summarize(title, results, problems)
+    if problems:
+        print("  PROBLEMS: %d (on stderr)" % len(problems))
+        sys.stdout.flush()
+        problems.print(sys.stderr)
+        return 1
+    print("  all CRCs and messages valid")
+    return 0
 
 
-# ---------------------------------------------------------------- snapshots
+# ---------------------------------------------------------------- snapshot contents
 # The snapshot checks of changestream.verify() (docs/DESIGN.md section 10):
 # the whole gzip stream, the manifest, the tables and rows it announces
 # against the COPY sections and rows really there, the file name's LSN, and
-# a snapshot at the generation's start.  Returns problems as
-# "<file>: offset <N>: <problem>" (offset in the decompressed stream).
+# a snapshot at the generation's start.  Offsets are in the decompressed
+# stream.  check_snapshots() above checks the files' kind first.
 
-def check_snapshot_file(path):
+def check_snapshot_file(path, problems):
     import json
     name = os.path.basename(path)
     try:
         with gzip.open(path, "rb") as f:
             data = f.read()
     except (OSError, EOFError, zlib.error) as e:
-        return ["%s: offset 0: the gzip stream cannot be decompressed: %s" % (name, e)]
+        problems.add(path, 0, "the gzip stream cannot be decompressed: %s" % e)
+        return
     lines = data.split(b"\n")
     keys = {}
     i = 0
@@ -721,13 +988,15 @@ def check_snapshot_file(path):
                 keys[key] = line[len(key) + 5:]
         i += 1
     if i == len(lines) or set(keys) != {"lsn", "tables", "rows", "manifest"}:
-        return ["%s: offset 0: the snapshot does not begin with a valid manifest" % name]
+        problems.add(path, 0, "the snapshot does not begin with a valid manifest")
+        return
     try:
         manifest = json.loads(keys["manifest"])
         json_rows = sum(int(t["rows"]) for t in manifest["tables"])
         json_tables = len(manifest["tables"])
     except (ValueError, KeyError, TypeError) as e:
-        return ["%s: offset 0: the manifest's JSON is not valid: %s" % (name, e)]
+        problems.add(path, 0, "the manifest's JSON is not valid: %s" % e)
+        return
     sections = rows = 0
     in_section = False
     offset = sum(len(x) + 1 for x in lines[:i + 1])
@@ -741,42 +1010,39 @@ def check_snapshot_file(path):
             sections += 1
             in_section = True
         elif line != b"":
-            return ["%s: offset %d: a table section does not start with a COPY line" % (name, offset)]
+            problems.add(path, offset, "a table section does not start with a COPY line")
+            return
         offset += len(line) + 1
-    problems = []
     if in_section:
-        problems.append("%s: offset %d: the file ends inside a table section" % (name, len(data)))
+        problems.add(path, len(data), "the file ends inside a table section")
     if name.split(".")[0] != "%016X" % parse_lsn(keys["lsn"]):
-        problems.append("%s: offset 0: the file name's LSN is not the manifest's %s" % (name, keys["lsn"]))
+        problems.add(path, 0, "the file name's LSN is not the manifest's %s" % keys["lsn"])
     if not (sections == int(keys["tables"]) == json_tables):
-        problems.append("%s: offset 0: the manifest announces %s tables (JSON: %d), the file holds %d"
-                        % (name, keys["tables"], json_tables, sections))
+        problems.add(path, 0, "the manifest announces %s tables (JSON: %d), the file holds %d"
+                     % (keys["tables"], json_tables, sections))
     if not (rows == int(keys["rows"]) == json_rows):
-        problems.append("%s: offset 0: the manifest announces %s rows (JSON: %d), the file holds %d"
-                        % (name, keys["rows"], json_rows, rows))
-    return problems
+        problems.add(path, 0, "the manifest announces %s rows (JSON: %d), the file holds %d"
+                     % (keys["rows"], json_rows, rows))
 
 
-def check_snapshots(gen_dir, start_lsn, horizon=False):
+def check_snapshot_contents(gen_dir, start_lsn, problems, horizon=False):
     snap_dir = os.path.join(gen_dir, "snapshots")
-    names = sorted(n for n in os.listdir(snap_dir) if re.match(r"^[0-9A-F]{16}\.snapshot\.gz$", n)) \
-        if os.path.isdir(snap_dir) else []
+    try:
+        names = sorted(n for n in os.listdir(snap_dir) if SNAPSHOT_NAME.match(n))
+    except OSError:
+        return                  # check_snapshots() reported it
     if horizon:
+        # below the retention horizon: being deleted, ignored
         names = [n for n in names if int(n[:16], 16) >= start_lsn]
-    problems = []
     for n in names:
-        problems.extend(check_snapshot_file(os.path.join(snap_dir, n)))
+        p = os.path.join(snap_dir, n)
+        if os.path.isfile(p):
+            check_snapshot_file(p, problems)
     if start_lsn is not None and "%016X.snapshot.gz" % start_lsn not in names:
-        problems.append("snapshots: offset 0: no snapshot at the generation's %s %s"
-                        % ("retention horizon" if horizon else "start", lsn(start_lsn)))
-    return problems
+        problems.add(snap_dir, 0, "no snapshot at the generation's %s %s"
+                     % ("retention horizon" if horizon else "start", lsn(start_lsn)))
 
 
-# The retention horizon (docs/FORMAT.md section 4.3), or None without one.
-def read_horizon(gen_dir, problems):
-    path = os.path.join(gen_dir, "retention")
-    if not os.path.exists(path):
-        return None
     keys = {}
     with open(path, "rb") as f:
         for line in f.read().decode("utf-8", "replace").split("\n"):
@@ -799,3 +1065,7 @@ if __name__ == "__main__":
         sys.exit(main())
     except BrokenPipeError:
         sys.exit(0)
+    except Exception as e:      # a bug in this script, not damage
+        print("cs_decode.py: internal error (a bug in cs_decode.py, not a finding "
+              "about the archive): %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        sys.exit(3)

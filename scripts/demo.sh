@@ -56,7 +56,7 @@ cleanup() {
 		cs_info "then:    rm -rf $DEMO"
 	else
 		if [ "$started" = 1 ]; then
-			cs_as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w stop >/dev/null 2>&1 || true
+			cs_cluster_stop "$DEMO"
 		fi
 		rm -rf "$DEMO"
 	fi
@@ -65,8 +65,7 @@ cleanup() {
 trap cleanup EXIT
 
 psql_demo() {
-	cs_as_pg "$PG_BINDIR/psql" -X -h "$DEMO" -p "$PORT" -d postgres \
-		-v ON_ERROR_STOP=1 "$@"
+	cs_cluster_psql "$DEMO" "$PORT" -v ON_ERROR_STOP=1 "$@"
 }
 # one value, unaligned, no headers
 psql_value() {
@@ -74,24 +73,14 @@ psql_value() {
 }
 
 cs_section "throwaway cluster"
-cs_as_pg "$PG_BINDIR/initdb" -D "$PGDATA_DIR" -U postgres -A trust -E UTF8 \
-	--locale=C --no-sync >"$DEMO/initdb.log" 2>&1 ||
-	{ cat "$DEMO/initdb.log"; cs_die "initdb failed"; }
 cs_as_pg mkdir -p "$ARCHIVE"
-cs_as_pg tee -a "$PGDATA_DIR/postgresql.conf" >/dev/null <<EOF
-
-# ---- changestream demo ----
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$DEMO'
-shared_preload_libraries = 'changestream'
-wal_level = logical
+cs_cluster_init "$DEMO" "$PORT" <<EOF || cs_die "initdb failed"
 changestream.directory = '$ARCHIVE'
 changestream.segment_size = '1MB'
 changestream.status_interval = '1s'
 EOF
-sed -n '/---- changestream demo ----/,$p' "$PGDATA_DIR/postgresql.conf"
-cs_as_pg "$PG_BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$LOG" -w start >/dev/null
+sed -n '/---- throwaway cluster/,$p' "$PGDATA_DIR/postgresql.conf"
+cs_cluster_start "$DEMO" "$LOG"
 started=1
 cs_info "started PostgreSQL $(psql_value 'SHOW server_version') in $PGDATA_DIR, port $PORT"
 

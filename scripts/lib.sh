@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034
-# scripts/lib.sh: helpers shared by scripts/test.sh and scripts/demo.sh.
+# scripts/lib.sh: helpers shared by scripts/test.sh, scripts/demo.sh,
+# bench/run.sh and bench/snapshot.sh.
 # Source it; do not run it.
 #
 # PostgreSQL refuses to run as root, so as root these helpers install the
@@ -9,13 +10,40 @@
 # already and "make install" must be allowed to write PostgreSQL's
 # directories).
 
-PG_MAJOR=${PG_MAJOR:-15}
-PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
-PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
-PG_PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
-PG_REGRESS=${PG_REGRESS:-$PG_PGXS_DIR/src/test/regress/pg_regress}
-PG_TEST_PERL=$PG_PGXS_DIR/src/test/perl
+# PG_CONFIG chooses the PostgreSQL installation, as it does for PGXS: the
+# pg_config given, else the one in PATH, else Debian's PostgreSQL 15 (which
+# cs_install_deps installs when it is missing).  Every other path comes
+# from that pg_config (cs_pg_paths), never from a Debian layout.
+if [ -z "${PG_CONFIG:-}" ]; then
+	if command -v pg_config >/dev/null 2>&1; then
+		PG_CONFIG=$(command -v pg_config)
+	else
+		PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR:-15}/bin/pg_config
+	fi
+fi
 PG_OS_USER=${PG_OS_USER:-postgres}
+
+# PG_MAJOR (for the package names), PG_BINDIR, PG_PKGLIBDIR, PG_PGXS (the
+# pgxs.mk), PG_REGRESS and PG_TEST_PERL (PostgreSQL::Test::*), from
+# $PG_CONFIG.  Returns non-zero while that pg_config does not exist yet.
+cs_pg_paths() {
+	local version pgxs_dir
+	version=$("$PG_CONFIG" --version 2>/dev/null) || return 1
+	# "PostgreSQL 17.12 (Debian 17.12-1)", "PostgreSQL 19rc1"
+	PG_MAJOR=$(printf '%s\n' "$version" | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
+	PG_BINDIR=$("$PG_CONFIG" --bindir)
+	PG_PKGLIBDIR=$("$PG_CONFIG" --pkglibdir)
+	PG_PGXS=$("$PG_CONFIG" --pgxs)
+	pgxs_dir=$(dirname "$(dirname "$(dirname "$PG_PGXS")")")  # .../lib/pgxs
+	PG_REGRESS=$pgxs_dir/src/test/regress/pg_regress
+	PG_TEST_PERL=$pgxs_dir/src/test/perl
+	return 0
+}
+if ! cs_pg_paths; then
+	# not installed yet: the major version only names the packages
+	PG_MAJOR=${PG_MAJOR:-$(printf '%s\n' "$PG_CONFIG" | sed -n 's|.*/postgresql/\([0-9][0-9]*\)/bin/pg_config$|\1|p')}
+	PG_MAJOR=${PG_MAJOR:-15}
+fi
 
 # Debian packages the build, the tests and the demo need.
 CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl
@@ -74,7 +102,8 @@ cs_install_deps() {
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing </dev/null
+	apt-get install -y -qq --no-install-recommends $missing </dev/null || return 1
+	cs_pg_paths
 }
 
 # make (warnings are errors) and make install, from the checkout.
@@ -118,4 +147,53 @@ cs_tail() {
 	[ -f "$file" ] || return 0
 	printf '\n---- last %s lines of %s ----\n' "$lines" "$file"
 	tail -n "$lines" "$file"
+}
+
+# ------------------------------------------------------ throwaway clusters
+#
+# The cluster bring-up of scripts/demo.sh, bench/run.sh and bench/snapshot.sh.
+# A throwaway cluster lives in one directory DIR owned by the PostgreSQL
+# user: data directory DIR/data, Unix socket in DIR, no TCP listener.
+
+# cs_cluster_init DIR PORT < extra-settings
+#   initdb DIR/data (superuser postgres, trust, UTF8, C locale, no sync) and
+#   append to its postgresql.conf: port, the socket directory, changestream
+#   preloaded, wal_level = logical, then the lines on stdin.  initdb's
+#   output goes to DIR/initdb.log and is printed if it fails (returns 1).
+cs_cluster_init() {
+	local dir=$1 port=$2
+	cs_as_pg "$PG_BINDIR/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 \
+		--locale=C --no-sync >"$dir/initdb.log" 2>&1 ||
+		{ cat "$dir/initdb.log"; return 1; }
+	{
+		cat <<-CONF
+
+			# ---- throwaway cluster (scripts/lib.sh) ----
+			port = $port
+			listen_addresses = ''
+			unix_socket_directories = '$dir'
+			shared_preload_libraries = 'changestream'
+			wal_level = logical
+		CONF
+		cat
+	} | cs_as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+}
+
+# cs_cluster_start DIR LOGFILE: start it and wait until it accepts
+# connections.
+cs_cluster_start() {
+	cs_as_pg "$PG_BINDIR/pg_ctl" -D "$1/data" -l "$2" -w start >/dev/null
+}
+
+# cs_cluster_stop DIR [MODE]: stop it (pg_ctl -m MODE, default fast) and
+# wait; never fails (it may not be running).
+cs_cluster_stop() {
+	cs_as_pg "$PG_BINDIR/pg_ctl" -D "$1/data" -m "${2:-fast}" -w stop >/dev/null 2>&1 || true
+}
+
+# cs_cluster_psql DIR PORT [psql arguments]: psql -X on database postgres.
+cs_cluster_psql() {
+	local dir=$1 port=$2
+	shift 2
+	cs_as_pg "$PG_BINDIR/psql" -X -h "$dir" -p "$port" -d postgres "$@"
 }

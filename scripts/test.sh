@@ -12,19 +12,24 @@
 #   PROVE_FLAGS=...  extra flags for prove (e.g. "-v", "-j2")
 #   KEEP=1           keep the work directory even when everything passes
 #
-# As root it installs what is missing with apt, runs make (warnings are
-# errors) and make install, then runs the tests as the "postgres" user from a
-# copy of the source tree in a fresh directory that user owns.  pg_regress
-# runs on a temporary instance with the library preloaded; TAP tests use
-# PostgreSQL::Test::Cluster.  Exits non-zero if anything fails, after printing
-# regression.diffs and the tail of the relevant logs.
+#   PG_CONFIG=...    the PostgreSQL to build and test against (default: the
+#                    pg_config in PATH, else /usr/lib/postgresql/15/bin/pg_config)
+#
+# A thin wrapper around PGXS: as root it installs what is missing with apt,
+# runs make (warnings are errors) and make install, then runs
+# "make installcheck" as the "postgres" user from a copy of the source tree
+# in a fresh directory that user owns: pg_regress on a temporary instance
+# (--temp-instance, configured by the Makefile's --temp-config files), and
+# prove on t/*.pl (PostgreSQL::Test::Cluster nodes).  Exits non-zero if
+# anything fails, after printing regression.diffs and the tail of the
+# relevant logs.
 
 set -uo pipefail
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 run_regress=1
 run_tap=1
@@ -61,14 +66,16 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 	cs_build_install || cs_die "build failed (the Makefile treats warnings as errors)"
 	cs_info "build: $(( $(cs_now) - t0 ))s"
 fi
+cs_pg_paths || cs_die "no PostgreSQL at $PG_CONFIG (set PG_CONFIG)"
 [ -x "$PG_REGRESS" ] || cs_die "pg_regress not found at $PG_REGRESS"
+cs_info "PostgreSQL $PG_MAJOR: $PG_CONFIG"
 
 # A work area the postgres user owns, holding a copy of the source tree
 # (the checkout may not be readable or writable by that user).
 WORK=$(cs_mkwork changestream-test)
 mkdir -p "$WORK/src"
 tar -C "$CS_ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' \
-	--exclude='*.bc' --exclude=./tmp_check --exclude=./results \
+	--exclude='*.bc' --exclude=./tmp_check --exclude=./tmp_regress --exclude=./results \
 	--exclude=./log --exclude='./regression.*' -cf - . | tar -C "$WORK/src" -xf -
 if cs_is_root; then
 	chown -R "$PG_OS_USER": "$WORK"
@@ -83,24 +90,11 @@ failed=0
 if [ "$run_regress" = 1 ]; then
 	cs_section "pg_regress (temporary instance, changestream preloaded)"
 	t0=$(cs_now)
-	R=$WORK/regress
-	cs_as_pg mkdir -p "$R/archive"
-	# test/regress.conf plus an archive directory in the work area
-	{
-		cat "$WORK/src/test/regress.conf"
-		printf "changestream.directory = '%s'\n" "$R/archive"
-	} >"$R/regress.conf"
-	[ "$(id -u)" -eq 0 ] && chown "$PG_OS_USER": "$R/regress.conf"
-
-	(cd "$WORK/src" && cs_as_pg env PATH="$PG_BINDIR:$PATH" \
-		"$PG_REGRESS" \
-		--temp-instance="$R/instance" \
-		--temp-config="$R/regress.conf" \
-		--bindir="$PG_BINDIR" \
-		--inputdir="$WORK/src" \
-		--outputdir="$R" \
-		--dbname=contrib_regression \
-		changestream)
+	R=$WORK/src
+	# REGRESS_OPTS (the Makefile) adds test/regress.conf and the archive
+	# directory as --temp-config; TAP_TESTS= leaves the TAP tests for later
+	cs_as_pg make -C "$WORK/src" -s installcheck PG_CONFIG="$PG_CONFIG" TAP_TESTS= \
+		EXTRA_REGRESS_OPTS="--temp-instance=$R/tmp_regress/instance"
 	rc=$?
 	if [ $rc -eq 0 ]; then
 		regress_result=passed
@@ -111,7 +105,6 @@ if [ "$run_regress" = 1 ]; then
 			printf '\n---- %s ----\n' "$R/regression.diffs"
 			head -n 400 "$R/regression.diffs"
 		fi
-		cs_tail "$R/instance/log/postmaster.log" 60
 		cs_tail "$R/log/postmaster.log" 60
 	fi
 	cs_info "pg_regress: $regress_result ($(( $(cs_now) - t0 ))s)"
@@ -130,12 +123,11 @@ if [ "$run_tap" = 1 ]; then
 		cs_info "no TAP tests found in t/"
 		tap_result="none found"
 	else
-		# What PGXS's prove_installcheck sets up, with TESTDIR in the work area.
-		# shellcheck disable=SC2086
-		(cd "$WORK/src" && cs_as_pg env PATH="$PG_BINDIR:$PATH" \
-			TESTDIR="$WORK/src" PG_REGRESS="$PG_REGRESS" \
-			prove -I "$PG_TEST_PERL" -I . -I t --timer ${PROVE_FLAGS:-} \
-			"${tap_tests[@]}") 2>&1 | tee "$WORK/prove.out"
+		# PGXS's prove_installcheck (REGRESS= leaves pg_regress out); the
+		# Makefile exports TESTDATADIR and TESTLOGDIR for PostgreSQL 16+
+		cs_as_pg make -C "$WORK/src" -s installcheck PG_CONFIG="$PG_CONFIG" REGRESS= \
+			PROVE_TESTS="${tap_tests[*]}" PROVE_FLAGS="--timer ${PROVE_FLAGS:-}" \
+			2>&1 | tee "$WORK/prove.out"
 		rc=${PIPESTATUS[0]}
 		if [ "$rc" -eq 0 ]; then
 			tap_result="passed (${#tap_tests[@]} files)"
@@ -173,7 +165,7 @@ cs_info "pg_regress: $regress_result"
 cs_info "TAP:        $tap_result"
 cs_info "total time: $(( $(cs_now) - t_start ))s"
 if [ $failed -ne 0 ]; then
-	cs_info "logs kept in $WORK (regress/ for pg_regress, src/tmp_check/log/ for TAP)"
+	cs_info "logs kept in $WORK/src (regression.diffs and log/ for pg_regress, tmp_check/log/ for TAP)"
 	exit 1
 fi
 if [ "${KEEP:-0}" = 1 ]; then

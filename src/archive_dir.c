@@ -25,7 +25,9 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "guc.h"
+#include "shmem_status.h"
 
 /*
  * cs_require_directory() -> const char *
@@ -228,9 +230,17 @@ remove_tmp_below(const char *path, int depth)
 	{
 		if (errno == ENOENT)
 			return;
-		ereport(ERROR,
+
+		/*
+		 * Inside a generation the archiver only writes where it can read:
+		 * a directory it cannot read holds none of its leftovers.  Readers
+		 * and recovery report it if they need it.
+		 */
+		ereport(depth > 0 ? WARNING : ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", path)));
+				 errmsg("could not open directory \"%s\": %m", path),
+				 errdetail("Leftover temporary files in it, if any, are not removed.")));
+		return;
 	}
 	while ((de = ReadDir(dir, path)) != NULL)
 	{

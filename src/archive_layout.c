@@ -186,6 +186,8 @@ open_dir(const char *path, bool missing_ok)
 	{
 		if (errno == ENOENT && missing_ok)
 			return NULL;
+		if (errno == ENOTDIR)
+			cs_file_damage(path, 0, "It is not a directory.");
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open directory \"%s\": %m", path)));
@@ -484,6 +486,29 @@ cs_open_regular_file(const char *path, bool missing_ok)
 	flags = fcntl(fd, F_GETFL);
 	if (flags >= 0)
 		(void) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	return fd;
+}
+
+/*
+ * cs_open_counted_file
+ *	  cs_open_regular_file(), with the descriptor counted by fd.c as an
+ *	  external one (AcquireExternalFD()), for a descriptor that zlib or a
+ *	  reader owns: the caller calls ReleaseExternalFD() after closing it.
+ *	  Errors: as cs_open_regular_file(); 53000 when fd.c allows no more
+ *	  files.
+ */
+int
+cs_open_counted_file(const char *path, bool missing_ok)
+{
+	int			fd = cs_open_regular_file(path, missing_ok);
+
+	if (fd >= 0 && !AcquireExternalFD())
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not open file \"%s\": too many open files", path)));
+	}
 	return fd;
 }
 

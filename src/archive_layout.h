@@ -42,6 +42,7 @@ extern void cs_check_segment_sequence(const char *directory, uint64 generation,
 extern List *cs_list_snapshots(const char *directory, uint64 generation);
 
 extern int	cs_open_regular_file(const char *path, bool missing_ok);
+extern int	cs_open_counted_file(const char *path, bool missing_ok);
 extern bool cs_read_small_file(const char *path, Size max_bytes,
 							   StringInfo out, bool missing_ok);
 

@@ -43,8 +43,21 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "archiver.h"
+#include "compress.h"
+#include "generation.h"
+#include "generation_policy.h"
+#include "generation_reader.h"
+#include "guc.h"
 #include "retention.h"
+#include "segment_writer.h"
+#include "shmem_status.h"
+#include "snapshot.h"
+#include "snapshot_worker.h"
+#include "stream.h"
+#include "walsender_conn.h"
 
 #define ERROR_REPEAT_SECS	300
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */

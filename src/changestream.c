@@ -15,7 +15,9 @@
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 
-#include "changestream.h"
+#include "archiver.h"
+#include "guc.h"
+#include "shmem_status.h"
 
 PG_MODULE_MAGIC;
 

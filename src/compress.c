@@ -23,7 +23,10 @@
 #include "nodes/pg_list.h"
 #include "utils/memutils.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "compress.h"
+#include "guc.h"
 
 typedef struct CompressJob
 {

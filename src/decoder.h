@@ -12,7 +12,9 @@
 
 #include "replication/logicalproto.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation_reader.h"
 
 typedef struct CsDecoder CsDecoder;
 

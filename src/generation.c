@@ -23,7 +23,12 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation.h"
+#include "generation_reader.h"
+#include "segment_format.h"
+#include "walsender_conn.h"
 
 /*
  * cs_validate_generation_arg(text, *generation) -> void
@@ -116,6 +121,18 @@ parse_u64(const char *text, uint64 *value)
 	return errno == 0 && *end == '\0';
 }
 
+/* parse_u64() for a value that must fit in 32 bits. */
+static bool
+parse_u32(const char *text, uint32 *value)
+{
+	uint64		v;
+
+	if (!parse_u64(text, &v) || v > PG_UINT32_MAX)
+		return false;
+	*value = (uint32) v;
+	return true;
+}
+
 /*
  * Apply one "key = value" line to *identity; returns the bit of the key
  * among the required ones (0 for others), or -1 for a bad value.
@@ -123,26 +140,14 @@ parse_u64(const char *text, uint64 *value)
 static int
 identity_key(CsIdentity *identity, const char *key, const char *val)
 {
-	uint64		v;
-
 	if (strcmp(key, "format_version") == 0)
-	{
-		if (!parse_u64(val, &v) || v > PG_UINT32_MAX)
-			return -1;
-		identity->format_version = (uint32) v;
-		return 1;
-	}
+		return parse_u32(val, &identity->format_version) ? 1 : -1;
 	if (strcmp(key, "generation") == 0)
 		return cs_parse_generation(val, &identity->generation) ? 2 : -1;
 	if (strcmp(key, "system_identifier") == 0)
 		return parse_u64(val, &identity->system_identifier) ? 4 : -1;
 	if (strcmp(key, "timeline") == 0)
-	{
-		if (!parse_u64(val, &v) || v > PG_UINT32_MAX)
-			return -1;
-		identity->timeline = (uint32) v;
-		return 8;
-	}
+		return parse_u32(val, &identity->timeline) ? 8 : -1;
 	if (strcmp(key, "start_lsn") == 0)
 		return parse_lsn(val, &identity->start_lsn) ? 16 : -1;
 	if (strcmp(key, "created_at") == 0)
@@ -222,6 +227,23 @@ cs_read_identity(const char *directory, uint64 generation, CsIdentity *identity)
 		cs_file_damage(path, 0,
 					   "The identity file lacks required keys (format_version, generation, system_identifier, timeline, start_lsn, created_at).");
 	return true;
+}
+
+/*
+ * cs_require_identity
+ *	  cs_read_identity() for a generation that must have its identity file.
+ *	  Errors: XX001 when it is missing; as cs_read_identity() otherwise.
+ */
+void
+cs_require_identity(const char *directory, uint64 generation,
+					CsIdentity *identity)
+{
+	if (!cs_read_identity(directory, generation, identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) generation),
+				 errhint(CS_DAMAGE_HINT)));
 }
 
 static void

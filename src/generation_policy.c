@@ -28,7 +28,16 @@
 #include "utils/elog.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_layout.h"
+#include "generation.h"
+#include "generation_policy.h"
+#include "generation_reader.h"
+#include "guc.h"
+#include "segment_reader.h"
+#include "segment_writer.h"
+#include "shmem_status.h"
+#include "snapshot.h"
+#include "walsender_conn.h"
 
 /*
  * Why the newest generation's identity file cannot be used, or NULL when it

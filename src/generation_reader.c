@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "archive_layout.h"
 #include "generation_reader.h"
 
 struct CsGenerationReader
@@ -108,11 +109,7 @@ cs_genreader_open(const char *directory, uint64 generation,
 	gr->generation = generation;
 	gr->start_bound = start_bound;
 	gr->end_bound = end_bound;
-	if (!cs_read_identity(directory, generation, &gr->identity))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no identity file",
-						(unsigned long long) generation)));
+	cs_require_identity(directory, generation, &gr->identity);
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
 	MemoryContextSwitchTo(old);

@@ -9,7 +9,10 @@
 #ifndef CS_GENERATION_READER_H
 #define CS_GENERATION_READER_H
 
-#include "changestream.h"
+#include "generation.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
 
 typedef struct CsGenerationReader CsGenerationReader;
 

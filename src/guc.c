@@ -17,7 +17,7 @@
 #include "replication/slot.h"
 #include "utils/guc.h"
 
-#include "changestream.h"
+#include "guc.h"
 #include "retention.h"
 
 char	   *cs_directory = NULL;

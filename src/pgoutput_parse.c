@@ -15,7 +15,8 @@
 #include "postgres.h"
 
 
-#include "changestream.h"
+#include "generation_reader.h"
+#include "pgoutput_parse.h"
 #include "wire.h"
 
 /*

@@ -29,8 +29,12 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "guc.h"
 #include "retention.h"
+#include "segment_reader.h"
+#include "shmem_status.h"
 #include "snapshot_reader.h"
 
 #define RETENTION_SLICE_FILES	16	/* files deleted per step */

@@ -18,7 +18,9 @@
 
 #include "storage/fd.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation.h"
 #include "retention.h"
 
 /*

@@ -24,7 +24,8 @@
 
 #include "port/pg_crc32c.h"
 
-#include "changestream.h"
+#include "generation_reader.h"
+#include "segment_format.h"
 #include "wire.h"
 
 #define CS_FRAME_MAGIC 0x43534652	/* "CSFR" */

@@ -40,7 +40,11 @@
 #include "storage/fd.h"
 #include "utils/memutils.h"
 
-#include "changestream.h"
+#include "archive_layout.h"
+#include "generation_reader.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
 #include "wire.h"
 
 #define READ_SLICE		(1024 * 1024)	/* body bytes read per gzread() */
@@ -146,16 +150,9 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 	int			n;
 	struct stat st;
 
-	fd = cs_open_regular_file(path, missing_ok);
+	fd = cs_open_counted_file(path, missing_ok);
 	if (fd < 0)
 		return NULL;
-	if (!AcquireExternalFD())
-	{
-		close(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not open file \"%s\": too many open files", path)));
-	}
 	cxt = AllocSetContextCreate(CurrentMemoryContext,
 								"changestream segment reader",
 								ALLOCSET_SMALL_SIZES);

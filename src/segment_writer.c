@@ -26,8 +26,17 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "compress.h"
+#include "generation.h"
 #include "generation_reader.h"
+#include "guc.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
+#include "segment_writer.h"
+#include "shmem_status.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
@@ -460,11 +469,7 @@ cs_writer_recover(const char *directory, uint64 generation,
 	CsSegmentScan scan;
 	ListCell   *lc;
 
-	if (!cs_read_identity(directory, generation, &identity))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no identity file",
-						(unsigned long long) generation)));
+	cs_require_identity(directory, generation, &identity);
 	cs_writer_reset();
 	set_target(directory, generation, identity.system_identifier,
 			   identity.timeline);

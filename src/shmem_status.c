@@ -26,8 +26,8 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
 #include "retention.h"
+#include "shmem_status.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 

@@ -45,7 +45,13 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "generation.h"
+#include "guc.h"
+#include "segment_format.h"
+#include "shmem_status.h"
+#include "snapshot.h"
+#include "walsender_conn.h"
 #include "compat.h"
 
 typedef struct SnapTable

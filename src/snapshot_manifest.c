@@ -18,7 +18,8 @@
 
 #include "storage/fd.h"
 
-#include "changestream.h"
+#include "archive_layout.h"
+#include "snapshot.h"
 
 #define MANIFEST_MAX_LINES	64	/* the manifest is a handful of lines */
 
@@ -72,19 +73,12 @@ bool
 cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn, int *tables,
 						  int64 *rows, struct stat *st)
 {
-	int			fd = cs_open_regular_file(path, true);
+	int			fd = cs_open_counted_file(path, true);
 	gzFile		gz = NULL;
 	bool		valid = false;
 
 	if (fd < 0)
 		return false;
-	if (!AcquireExternalFD())
-	{
-		close(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not open file \"%s\": too many open files", path)));
-	}
 	PG_TRY();
 	{
 		if (fstat(fd, st) != 0)

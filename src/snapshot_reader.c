@@ -228,20 +228,7 @@ cs_snapreader_open(const char *path)
 	r->cb.func = release;
 	r->cb.arg = r;
 	MemoryContextRegisterResetCallback(cxt, &r->cb);
-	if (!AcquireExternalFD())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not open file \"%s\": too many open files", path)));
-	PG_TRY();
-	{
-		fd = cs_open_regular_file(path, false);
-	}
-	PG_CATCH();
-	{
-		ReleaseExternalFD();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	fd = cs_open_counted_file(path, false);
 	r->fd = fd;
 	r->gz = gzdopen(fd, "rb");
 	if (r->gz == NULL)

@@ -8,7 +8,10 @@
 #ifndef CS_SNAPSHOT_READER_H
 #define CS_SNAPSHOT_READER_H
 
-#include "changestream.h"
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+
+#include "archive_layout.h"
 
 typedef struct CsSnapshotReader CsSnapshotReader;
 

@@ -26,7 +26,13 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "guc.h"
+#include "shmem_status.h"
+#include "snapshot.h"
+#include "snapshot_worker.h"
+#include "walsender_conn.h"
 
 /*
  * cs_launch_snapshot_worker

@@ -35,9 +35,15 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "changestream.h"
+#include "archive_dir.h"
+#include "archive_layout.h"
+#include "generation.h"
 #include "generation_reader.h"
 #include "retention.h"
+#include "segment_format.h"
+#include "segment_reader.h"
+#include "shmem_status.h"
+#include "snapshot.h"
 #include "snapshot_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
@@ -213,11 +219,7 @@ generation_row_contents(const char *directory, uint64 generation,
 	CsIdentity	identity;
 	List	   *segments;
 
-	if (!cs_read_identity(directory, generation, &identity))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no identity file",
-						(unsigned long long) generation)));
+	cs_require_identity(directory, generation, &identity);
 	segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, segments);
 	values[2] = Int32GetDatum(list_length(segments));
@@ -387,11 +389,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	cs_pin_read(generation, InvalidXLogRecPtr);
 	InitMaterializedSRF(fcinfo, 0);
 
-	if (!cs_read_identity(directory, generation, &identity))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no identity file",
-						(unsigned long long) generation)));
+	cs_require_identity(directory, generation, &identity);
 	segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, segments);
 	n = list_length(segments);

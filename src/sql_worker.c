@@ -23,8 +23,10 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "guc.h"
 #include "retention.h"
+#include "shmem_status.h"
+#include "snapshot_worker.h"
 
 PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
@@ -34,6 +36,49 @@ PG_FUNCTION_INFO_V1(changestream_new_generation);
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
+
+/* confirmed_flush_lsn of a slot of the local server, or 0 */
+static XLogRecPtr
+local_confirmed_flush(const char *name)
+{
+	ReplicationSlot *slot;
+	XLogRecPtr	confirmed = InvalidXLogRecPtr;
+
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	slot = SearchNamedReplicationSlot(name, false);
+	if (slot != NULL)
+	{
+		SpinLockAcquire(&slot->mutex);
+		confirmed = slot->data.confirmed_flush;
+		SpinLockRelease(&slot->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	return confirmed;
+}
+
+/*
+ * The snapshot progress columns of status(): snapshot_table,
+ * snapshot_rows, waiting_for (three values and nulls).
+ */
+static void
+progress_values(const CsStatus *s, Datum *values, bool *nulls)
+{
+	/* the archiver's own snapshot first, else the snapshot worker's */
+	const CsProgress *p = s->progress[CS_PROGRESS_ARCHIVER].table[0] ?
+		&s->progress[CS_PROGRESS_ARCHIVER] : &s->progress[CS_PROGRESS_SNAPSHOT];
+	const char *w0 = s->progress[CS_PROGRESS_ARCHIVER].waiting_for;
+	const char *w1 = s->progress[CS_PROGRESS_SNAPSHOT].waiting_for;
+
+	values[0] = CStringGetTextDatum(p->table);
+	nulls[0] = p->table[0] == '\0';
+	values[1] = Int64GetDatum(p->rows);
+	nulls[1] = p->table[0] == '\0';
+	if (w0[0] && w1[0])
+		values[2] = CStringGetTextDatum(psprintf("archiver: %s; snapshot worker: %s", w0, w1));
+	else
+		values[2] = CStringGetTextDatum(w0[0] ? w0 : w1);
+	nulls[2] = !w0[0] && !w1[0];
+}
 
 /*
  * changestream.status(), returning a record (pid int, state text, database text,
@@ -74,19 +119,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	cs_status_copy(&s);
 
 	if (local && s.slot[0] != '\0')
-	{
-		ReplicationSlot *slot;
-
-		LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
-		slot = SearchNamedReplicationSlot(s.slot, false);
-		if (slot != NULL)
-		{
-			SpinLockAcquire(&slot->mutex);
-			confirmed = slot->data.confirmed_flush;
-			SpinLockRelease(&slot->mutex);
-		}
-		LWLockRelease(ReplicationSlotControlLock);
-	}
+		confirmed = local_confirmed_flush(s.slot);
 
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = Int32GetDatum(s.pid);
@@ -126,23 +159,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[15] = s.last_error[0] == '\0';
 	values[16] = TimestampTzGetDatum(s.last_error_at);
 	nulls[16] = s.last_error_at == 0;
-	{
-		/* the archiver's own snapshot first, else the snapshot worker's */
-		CsProgress *p = s.progress[CS_PROGRESS_ARCHIVER].table[0] ?
-			&s.progress[CS_PROGRESS_ARCHIVER] : &s.progress[CS_PROGRESS_SNAPSHOT];
-		const char *w0 = s.progress[CS_PROGRESS_ARCHIVER].waiting_for;
-		const char *w1 = s.progress[CS_PROGRESS_SNAPSHOT].waiting_for;
-
-		values[17] = CStringGetTextDatum(p->table);
-		nulls[17] = p->table[0] == '\0';
-		values[18] = Int64GetDatum(p->rows);
-		nulls[18] = p->table[0] == '\0';
-		if (w0[0] && w1[0])
-			values[19] = CStringGetTextDatum(psprintf("archiver: %s; snapshot worker: %s", w0, w1));
-		else
-			values[19] = CStringGetTextDatum(w0[0] ? w0 : w1);
-		nulls[19] = !w0[0] && !w1[0];
-	}
+	progress_values(&s, values + 17, nulls + 17);
 	values[20] = CStringGetTextDatum(s.no_replica_identity);
 	nulls[20] = s.no_replica_identity[0] == '\0';
 	{

@@ -34,7 +34,15 @@
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 
-#include "changestream.h"
+#include "compress.h"
+#include "generation_reader.h"
+#include "guc.h"
+#include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_writer.h"
+#include "shmem_status.h"
+#include "stream.h"
+#include "walsender_conn.h"
 #include "compat.h"
 
 #define COMPRESS_SLICE		(256 * 1024)	/* bytes of input per step */

@@ -34,7 +34,8 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "changestream.h"
+#include "guc.h"
+#include "walsender_conn.h"
 #include "compat.h"
 
 /* session settings pinned so that text values never depend on them */

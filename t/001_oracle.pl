@@ -6,25 +6,15 @@
 # of a second pgoutput slot on the same publication, transaction for
 # transaction.  With a small segment_size the generation has several WAL
 # segments, the sealed ones gzip-compressed and valid gzip files.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use File::Basename;
 use ChangestreamTest;
 
-my $node = cs_new_node('main', conf => qq(
+my $node = cs_setup('main', conf => qq(
 changestream.segment_size = '128kB'
 changestream.flush_interval = '100ms'
-));
-$node->start;
-
-cs_pgbench($node, 'postgres', '-i', '-s', '2', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	pgbench => 2,
+	sql => q{
 CREATE TABLE cs_types (
 	id int PRIMARY KEY,
 	ts timestamptz, d date, iv interval, f8 float8, f4 float4,
@@ -37,8 +27,8 @@ CREATE TABLE not_published (id int);
 CREATE PUBLICATION changestream FOR TABLE
 	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history,
 	cs_types, cs_full, cs_toast;
-});
-cs_create_oracle_slot($node);
+},
+	oracle => 1);
 
 # Archiving is off: the worker runs but has nothing to do.
 cs_wait_state($node, 'disabled', name => 'state is disabled without a directory');

@@ -4,30 +4,20 @@
 # same instant, so that it cannot finish the frame it is writing).  Then
 # the archive equals the oracle: nothing missing, nothing archived twice,
 # and it is still one generation.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('crash', conf => qq(
+my $node = cs_setup('crash', conf => qq(
 changestream.segment_size = '256kB'
 changestream.flush_interval = '50ms'
-));
-$node->start;
-
-cs_pgbench($node, 'postgres', '-i', '-s', '1', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	pgbench => 1,
+	sql => q{
 CREATE TABLE cs_bulk (id int, pad text);
 CREATE PUBLICATION changestream FOR TABLE
 	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history, cs_bulk;
-});
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
+},
+	oracle => 1,
+	archive => 1);
 my ($gen0) = cs_single_generation($node, 'at start');
 
 # A mix of short pgbench transactions and bigger multi-row ones, so that a

@@ -3,20 +3,10 @@
 # pgbench runs in another database (busy).  The archiver's slot must keep
 # advancing (durable keepalive positions), or WAL would pile up; and after a
 # restart the idle period must not look like a gap (still one generation).
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('idle');
-$node->start;
-
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+my $node = cs_setup('idle',
+	sql => q{
 CREATE TABLE idle_t (id int PRIMARY KEY, v text);
 CREATE PUBLICATION changestream FOR TABLE idle_t;
 CREATE DATABASE busy;

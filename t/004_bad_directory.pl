@@ -4,29 +4,19 @@
 # does not advance however much is written.  Once the directory is
 # writable again, archiving resumes by itself with no gap: the oracle still
 # matches and it is still one generation.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('baddir', conf => qq(
+my $node = cs_setup('baddir', conf => qq(
 changestream.segment_size = '128kB'
-));
-$node->start;
-my $dir = cs_archive_dir($node);
-
-cs_pgbench($node, 'postgres', '-i', '-s', '1', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	pgbench => 1,
+	sql => q{
 CREATE PUBLICATION changestream FOR TABLE
 	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-});
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
+},
+	oracle => 1,
+	archive => 1);
+my $dir = cs_archive_dir($node);
 cs_pgbench($node, 'postgres', '-c', '2', '-t', '200', '-n');
 cs_wait_archived($node, name => 'before the directory breaks');
 my ($gen0) = cs_single_generation($node, 'before the directory breaks');
@@ -136,11 +126,9 @@ cs_gzip_test($node, $gen, 'after the mid-stream failure');
 
 # A second cluster pointed at the same archive directory is kept out by the
 # lock: it reports the lock in status() and writes nothing.
-my $intruder = cs_new_node('intruder',
-	conf => "changestream.directory = '$dir'\n");
-$intruder->start;
-$intruder->safe_psql('postgres', q{
-CREATE EXTENSION changestream;
+my $intruder = cs_setup('intruder',
+	conf => "changestream.directory = '$dir'\n",
+	sql => q{
 CREATE TABLE x (id int PRIMARY KEY);
 CREATE PUBLICATION changestream FOR TABLE x;});
 cs_poll_or_diag($intruder, 'postgres',

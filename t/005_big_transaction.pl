@@ -4,12 +4,6 @@
 # updates during long work can keep the connection alive), one INSERT of
 # 1,000,000 rows in a single transaction is archived completely, with no
 # disconnect.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 
 my $rows = 1_000_000;
@@ -17,19 +11,16 @@ my $rows = 1_000_000;
 # fsync = on (PostgreSQL::Test::Cluster turns it off): the archiver's
 # fdatasync calls go through pg_fdatasync(), which fsync = off makes no-ops;
 # here they must cost what they cost in production.
-my $node = cs_new_node('big', status_interval => '10s', conf => qq(
+my $node = cs_setup('big', status_interval => '10s', conf => qq(
 fsync = on
 wal_sender_timeout = '2s'
 logical_decoding_work_mem = '64MB'
-));
-$node->start;
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	sql => q{
 CREATE TABLE big (id int);
 CREATE PUBLICATION changestream FOR TABLE big;
-});
-cs_start_archiving($node);
+},
+	archive => 1);
 my ($gen) = cs_single_generation($node, 'at start');
 my $pid0 = cs_status($node)->{pid};
 ok($pid0 =~ /^\d+$/, "archiver pid $pid0");

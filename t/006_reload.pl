@@ -4,24 +4,14 @@
 # ALTER SYSTEM + pg_reload_conf() starts archiving; a segment_size change by
 # reload takes effect; invalid values are rejected; clearing the directory
 # by reload disables archiving again.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('reload');
-$node->start;
-my $dir = cs_archive_dir($node);
-
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+my $node = cs_setup('reload',
+	sql => q{
 CREATE TABLE r (id int PRIMARY KEY, pad text);
 CREATE PUBLICATION changestream FOR TABLE r;
 });
+my $dir = cs_archive_dir($node);
 
 cs_wait_state($node, 'disabled', name => "state 'disabled' while the directory is empty");
 cs_sleep(3);

@@ -18,13 +18,7 @@
 # (TRUNCATE is not MVCC-safe, but it is in the stream), zz is rewritten by
 # ALTER TABLE ... TYPE (not MVCC-safe either, and nothing of it is in the
 # stream): each must still equal its snapshot plus its archived changes.
-use strict;
-use warnings;
-
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use Time::HiRes qw(time usleep);
 use ChangestreamTest;
 use SnapshotTest;
@@ -32,17 +26,15 @@ use SnapshotTest;
 my $ROWS = 1_000_000;
 my $T    = 14;    # seconds of workload
 
-my $node = cs_new_node('handoff', conf => qq(
+my $node = cs_setup('handoff', conf => qq(
 changestream.flush_interval = '100ms'
 max_wal_size = '1GB'
 checkpoint_timeout = '15min'
 ));
-$node->start;
 
 my $t0 = time();
 $node->safe_psql(
 	'postgres', qq{
-CREATE EXTENSION changestream;
 CREATE TABLE big (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL);
 INSERT INTO big SELECT g, md5(g::text), g % 1000 FROM generate_series(1, $ROWS) g;
 CREATE SEQUENCE big_ids START 2000001;

@@ -12,35 +12,26 @@
 # archived change with commit LSN >= that LSN equal the final tables,
 # with no row doubled or lost.  No snapshot worker or temporary slot is
 # left behind.
-use strict;
-use warnings;
-
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use Time::HiRes qw(time usleep);
 use ChangestreamTest;
 use SnapshotTest;
 
 my $T = 26;    # seconds of workload
 
-my $node = cs_new_node('periodic', conf => qq(
+my $node = cs_setup('periodic', conf => qq(
 changestream.flush_interval = '100ms'
 max_wal_size = '1GB'
-));
-$node->start;
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	sql => q{
 CREATE TABLE acct (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL);
 INSERT INTO acct SELECT g, md5(g::text), 0 FROM generate_series(1, 100000) g;
 CREATE SEQUENCE acct_ids START 1000001;
 CREATE TABLE hist (id bigserial PRIMARY KEY, acct bigint, delta int, at timestamptz DEFAULT now());
 INSERT INTO hist (acct, delta) SELECT g, 0 FROM generate_series(1, 1000) g;
 CREATE PUBLICATION changestream FOR TABLE acct, hist;
-});
-cs_start_archiving($node);
+},
+	archive => 1);
 my ($gen, $start) = cs_single_generation($node, 'start');
 
 my $script = snap_write_script('periodic.sql', q{

@@ -13,30 +13,21 @@
 # plus its archived changes equals the final table, with no row doubled or
 # lost; older generations are left as they were; no retry loop opens
 # generation after generation.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use Time::HiRes qw(time usleep);
 use ChangestreamTest;
 use SnapshotTest;
 
-my $node = cs_new_node('slotlost', conf => qq(
+my $node = cs_setup('slotlost', conf => qq(
 changestream.flush_interval = '100ms'
 max_wal_size = '1GB'
-));
-$node->start;
-my $dir = cs_archive_dir($node);
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+),
+	sql => q{
 CREATE TABLE t (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL);
 INSERT INTO t SELECT g, md5(g::text), 0 FROM generate_series(1, 30000) g;
 CREATE SEQUENCE t_ids START 1000001;
 CREATE PUBLICATION changestream FOR TABLE t;
 });
+my $dir = cs_archive_dir($node);
 my $relid = snap_relid($node, 't');
 
 my $script = snap_write_script('slotlost.sql', q{

@@ -13,17 +13,10 @@
 # has the same text form.  The file is also loaded verbatim with
 # "zcat file | psql" into a second database whose session settings are the
 # server's unusual defaults, and compared by per-table digests.
-use strict;
-use warnings;
-
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
-use Test::More;
 use ChangestreamTest;
 use SnapshotTest;
 
-my $node = cs_new_node('edge');
-$node->start;
+my $node = cs_setup('edge');
 
 # DDL for a schema pair: __S__ is "public" or "scratch", __W__ the schema
 # with the quoted name.
@@ -75,7 +68,7 @@ sub types_for
 }
 
 $node->safe_psql('postgres',
-	'CREATE EXTENSION changestream; CREATE SCHEMA "My Schema";'
+	'CREATE SCHEMA "My Schema";'
 	  . types_for('public') . ddl_for('public', '"My Schema"'));
 
 # The rows.  Values are written as SQL literals (E'' where escapes matter).

@@ -6,29 +6,19 @@
 #   - the archive was wiped.
 # Each new generation starts at the slot's position and from there equals
 # the oracle.  Clean restarts in between do not start one.
-use strict;
-use warnings;
-
 use File::Path ();
-use PostgreSQL::Test::Cluster;
-use PostgreSQL::Test::Utils;
 use PostgreSQL::Test::RecursiveCopy;
-use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('gens');
-$node->start;
-my $dir = cs_archive_dir($node);
-
-cs_pgbench($node, 'postgres', '-i', '-s', '1', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+my $node = cs_setup('gens',
+	pgbench => 1,
+	sql => q{
 CREATE PUBLICATION changestream FOR TABLE
 	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-});
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
+},
+	oracle => 1,
+	archive => 1);
+my $dir = cs_archive_dir($node);
 
 sub load { cs_pgbench($node, 'postgres', '-c', '2', '-t', '150', '-n'); }
 

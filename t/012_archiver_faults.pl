@@ -221,5 +221,48 @@ SKIP:
 }
 chmod 0700, "$stuck/sub" if -d "$stuck/sub";
 
+############################################################################
+# (c) The newest generation's identity file is damaged and the generation
+# holds acknowledged transactions: the archiver stops in state error and
+# leaves the generation as it is; new_generation() starts a new one.
+
+# generation directories, from the file system (generations() itself may
+# not read a damaged identity file)
+sub gen_dirs
+{
+	opendir(my $dh, "$dir/generations") or die "opendir: $!";
+	my @d = sort grep { /^[0-9a-f]{16}$/ } readdir($dh);
+	closedir($dh);
+	return @d;
+}
+
+$node->safe_psql('postgres',
+	"INSERT INTO t SELECT g, 'z' FROM generate_series(201, 300) g");
+cs_wait_archived($node, name => 'before the identity file is damaged');
+my @gd = gen_dirs();
+my $victim = "$dir/generations/$gd[-1]";
+$node->stop;
+truncate("$victim/generation", 0) or die "truncate: $!";
+my @victim_files = archive_entries();
+$off = cs_log_offset($node);
+$node->start;
+cs_poll_or_diag($node, 'postgres',
+	"SELECT state = 'error' AND last_error ~ 'cannot continue generation $gd[-1]' FROM changestream.status()",
+	't', 60, 'a damaged identity file with acknowledged data: state error');
+cs_sleep(4);
+is_deeply([ gen_dirs() ], \@gd, 'no new generation on the archiver\'s own initiative');
+is_deeply([ archive_entries() ], \@victim_files, 'no file added or removed');
+is(-s "$victim/generation", 0, 'the damaged identity file is left as it is');
+like(cs_log_since($node, $off),
+	qr/ERROR:  cannot continue generation $gd[-1]\n.*DETAIL:  .*acknowledged data.*\n.*HINT:  .*new_generation/,
+	'the log says why, with a hint');
+
+my $newgen = $node->safe_psql('postgres', 'SELECT changestream.new_generation()');
+my @gd2 = gen_dirs();
+is(scalar(@gd2), scalar(@gd) + 1, 'new_generation() in state error adds one generation');
+is($newgen, $gd2[-1], 'and returns it');
+ok(-d $victim && -s "$victim/generation" == 0, 'the damaged generation is still there, untouched');
+cs_wait_state($node, 'streaming', name => 'streaming in the new generation');
+
 $node->stop;
 done_testing();

@@ -1,8 +1,43 @@
 
 # ChangestreamTest.pm: helpers shared by changestream's TAP tests.
 #
-# - node setup: a PostgreSQL::Test::Cluster with changestream preloaded,
-#   wal_level = logical, archiving off until start_archiving() is called;
+# A new test starts like this (t/*.pl; "make installcheck" or
+# scripts/test.sh puts t/ in @INC):
+#
+#   use ChangestreamTest;   # also: strict, warnings, Test::More,
+#                           # PostgreSQL::Test::Cluster and ::Utils
+#
+#   my $node = cs_setup('mytest',
+#       conf    => "changestream.segment_size = '128kB'\n",
+#       pgbench => 1,          # pgbench -i -s 1 in postgres first
+#       sql     => q{CREATE TABLE t (id int PRIMARY KEY);
+#                    CREATE PUBLICATION changestream FOR TABLE t;},
+#       oracle  => 1,          # the "oracle" slot, before the archiver's
+#       archive => 1);         # archiving on, state 'streaming'
+#   ...
+#   done_testing();
+#
+# The two helpers every test uses:
+#
+# cs_setup($name, %opts) -> $node
+#   A started PostgreSQL::Test::Cluster node made by cs_new_node (options
+#   conf and status_interval go there), then, in this order and each only
+#   if asked for: pgbench => SCALE runs "pgbench -i -s SCALE -q" in
+#   postgres; CREATE EXTENSION changestream (always, unless extension =>
+#   0) followed by sql => TEXT, in one safe_psql in postgres; oracle => 1
+#   creates the oracle slot (cs_create_oracle_slot); archive => 1 starts
+#   archiving (cs_start_archiving, one test: state 'streaming').  Dies if
+#   a step fails.
+#
+# cs_rows($node, $db, $query, @names) -> list of rows
+#   Runs $query with safe_psql in $db (undef: postgres) and splits its
+#   unaligned output into rows: hash references keyed by @names (in column
+#   order) when names are given, else array references.  Values are text;
+#   NULL is ''.  Values must not contain "|" or a newline.
+#
+# Besides these:
+# - node setup: cs_new_node makes a node with changestream preloaded,
+#   wal_level = logical, archiving off until cs_start_archiving();
 # - polling with explicit timeouts (the module's own poll_query_until waits
 #   180s, too long for a suite that must stay short when something breaks);
 # - the oracle: a second pgoutput slot ("oracle") on the same publication,
@@ -21,7 +56,8 @@ use strict;
 use warnings;
 
 use Carp;
-use Exporter 'import';
+use Exporter ();
+our @ISA = ('Exporter');
 use File::Basename;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -30,7 +66,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
-  cs_new_node cs_archive_dir cs_start_archiving cs_create_oracle_slot
+  cs_setup cs_rows cs_new_node cs_archive_dir cs_start_archiving cs_create_oracle_slot
   cs_poll cs_poll_or_diag cs_wait_state cs_wait_archived cs_fence
   cs_status cs_single_generation cs_generations cs_compare_with_oracle
   cs_fetch_archive cs_fetch_oracle cs_group_txns cs_lsn_to_int
@@ -38,6 +74,22 @@ our @EXPORT = qw(
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
   cs_log_offset cs_sleep cs_pinned_settings_sql);
+
+# "use ChangestreamTest;" also turns on strict and warnings and imports
+# Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
+# the test, so that a test needs no other preamble.
+sub import
+{
+	my $caller = caller;
+	strict->import;
+	warnings->import;
+	## no critic (BuiltinFunctions::ProhibitStringyEval)
+	eval "package $caller; use Test::More; use PostgreSQL::Test::Cluster; "
+	  . "use PostgreSQL::Test::Utils; 1"
+	  or die $@;
+	__PACKAGE__->export_to_level(1, @_);
+	return;
+}
 
 # Message types the oracle compares: BEGIN, INSERT, UPDATE, DELETE,
 # TRUNCATE, COMMIT.  Relation/Type/Origin/Message are session dependent
@@ -135,6 +187,47 @@ intervalstyle = 'sql_standard'
 extra_float_digits = 0
 ) . ($opts{conf} // ''));
 	return $node;
+}
+
+# cs_setup($name, %opts) -> started node; see the top of this file.
+sub cs_setup
+{
+	my ($name, %opts) = @_;
+	my $node = cs_new_node($name,
+		conf => $opts{conf},
+		status_interval => $opts{status_interval});
+	$node->start;
+	cs_pgbench($node, 'postgres', '-i', '-s', $opts{pgbench}, '-q')
+	  if $opts{pgbench};
+	my $sql = ($opts{extension} // 1) ? "CREATE EXTENSION changestream;\n" : '';
+	$sql .= $opts{sql} // '';
+	$node->safe_psql('postgres', $sql) if $sql ne '';
+	cs_create_oracle_slot($node) if $opts{oracle};
+	cs_start_archiving($node) if $opts{archive};
+	return $node;
+}
+
+# cs_rows($node, $db, $query, @names) -> rows; see the top of this file.
+sub cs_rows
+{
+	my ($node, $db, $query, @names) = @_;
+	my $out = $node->safe_psql($db // 'postgres', $query);
+	my @rows;
+	for my $line (grep { $_ ne '' } split /\n/, $out)
+	{
+		my @f = split /\|/, $line, -1;
+		if (@names)
+		{
+			my %r;
+			@r{@names} = @f;
+			push @rows, \%r;
+		}
+		else
+		{
+			push @rows, \@f;
+		}
+	}
+	return @rows;
 }
 
 sub cs_archive_dir
@@ -289,10 +382,9 @@ sub cs_wait_archived
 sub cs_generations
 {
 	my ($node, $db) = @_;
-	my $out = $node->safe_psql($db // 'postgres',
+	return cs_rows($node, $db,
 		"SELECT generation, start_lsn, wal_count FROM changestream.generations() ORDER BY generation"
 	);
-	return map { [ split /\|/, $_ ] } grep { $_ ne '' } split /\n/, $out;
 }
 
 # Exactly one generation; returns (generation, start_lsn).  One test.
@@ -330,17 +422,10 @@ sub cs_slot_confirmed
 sub cs_wal_segments
 {
 	my ($node, $gen, $db) = @_;
-	my $out = $node->safe_psql($db // 'postgres',
+	return cs_rows($node, $db,
 		"SELECT segment_index, file_name, start_lsn, end_lsn, compressed, size_bytes "
-		  . "FROM changestream.wal_segments('$gen') ORDER BY segment_index");
-	my @rows;
-	for my $line (grep { $_ ne '' } split /\n/, $out)
-	{
-		my %r;
-		@r{qw(index file start end compressed size)} = split /\|/, $line;
-		push @rows, \%r;
-	}
-	return @rows;
+		  . "FROM changestream.wal_segments('$gen') ORDER BY segment_index",
+		qw(index file start end compressed size));
 }
 
 # Files in <archive>/generations/<gen>/wal

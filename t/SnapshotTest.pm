@@ -61,17 +61,10 @@ sub snap_lsn_hex
 sub snap_list
 {
 	my ($node, $gen, $db) = @_;
-	my $out = $node->safe_psql($db // 'postgres',
+	return cs_rows($node, $db,
 		"SELECT lsn, file_name, table_count, row_count, size_bytes, "
-		  . "extract(epoch FROM created_at) FROM changestream.snapshots('$gen')");
-	my @rows;
-	for my $line (grep { $_ ne '' } split /\n/, $out)
-	{
-		my %r;
-		@r{qw(lsn file tables rows size created)} = split /\|/, $line;
-		push @rows, \%r;
-	}
-	return @rows;
+		  . "extract(epoch FROM created_at) FROM changestream.snapshots('$gen')",
+		qw(lsn file tables rows size created));
 }
 
 sub snap_path

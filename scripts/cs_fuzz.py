@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""cs_fuzz.py - a seeded generator of damaged changestream generations.
+
+    cs_fuzz.py --source GEN_DIR --out DIR --seed S [--first N] [--count N]
+
+For every case number c in [first, first+count) it writes DIR/<name>, a copy
+of the generation GEN_DIR renamed to <name> = 16 hex digits (0x00c5f0000000
++ c, so older than any real generation), with one mutation, and appends a
+line "<name>\\t<case>\\t<mutation>" to DIR/cases.tsv.  The same seed and case
+number always give the same bytes.  Case numbers below 1 give the unmutated
+renamed copy (a control: every reader must accept it).
+
+The renamed copy is valid: the identity file's generation and every
+segment header's generation field (with its CRC) are rewritten, sealed
+segments recompressed.  Then one mutation is applied (docs/FORMAT.md
+sections 4-8):
+
+  bytes      bit flips, truncation, insertion of random bytes, in the
+             uncompressed segment or in the gzip bytes of a sealed one;
+  frames     a frame duplicated, dropped, swapped with the next, its length
+             field set to 0, 0x3FFFFFFF, 0x40000000, 0xFFFFFFF0, +-1;
+  entries    (structure-aware: the frame CRC-32C is recomputed so that the
+             entry and pgoutput parsers are reached) a pgoutput message
+             truncated, extended, its type byte changed, a byte changed, an
+             LSN changed, a count field set huge; an entry's kind or length
+             changed, an entry duplicated or dropped, a position moved;
+  headers    (header CRC recomputed) segment index, generation, start_lsn,
+             version, header size, system identifier, timeline changed;
+  files      a segment removed, copied under another index, renamed, left
+             empty, both .wal and .wal.gz present, replaced by a directory
+             or a symbolic link loop; the identity file emptied, its
+             created_at, start_lsn or generation garbled, a key removed.
+
+Standard library only.  Prints nothing on success; cases.tsv says what each
+case is.
+"""
+
+import argparse
+import gzip
+import os
+import random
+import re
+import shutil
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cs_decode import crc32c  # noqa: E402  (same directory)
+
+HDR = 64
+FH = 12
+EH = 29
+NAME_BASE = 0x00c5f0000000
+SEG = re.compile(r"^([0-9a-f]{16})\.wal(\.gz)?$")
+
+# ---------------------------------------------------------------- format
+
+
+def frames_of(buf):
+    """[(offset, body)] of the valid frames from offset 64 on."""
+    out = []
+    off = HDR
+    while off + FH <= len(buf):
+        if buf[off:off + 4] != b"CSFR":
+            break
+        blen, crc = struct.unpack(">II", buf[off + 4:off + 12])
+        if blen == 0 or off + FH + blen > len(buf):
+            break
+        body = buf[off + FH:off + FH + blen]
+        if crc32c(buf[off + 4:off + 8], body) != crc:
+            break
+        out.append((off, body))
+        off += FH + blen
+    return out
+
+
+def frame(body):
+    ln = struct.pack(">I", len(body))
+    return b"CSFR" + ln + struct.pack(">I", crc32c(ln, body)) + body
+
+
+def entries_of(body):
+    out = []
+    pos = 0
+    while pos + EH <= len(body):
+        kind = body[pos:pos + 1]
+        n, ds, we, st = struct.unpack(">IQQq", body[pos + 1:pos + EH])
+        if n > len(body) - pos - EH:
+            break
+        out.append([kind, ds, we, st, body[pos + EH:pos + EH + n]])
+        pos += EH + n
+    return out
+
+
+def body_of(entries):
+    return b"".join(k + struct.pack(">IQQq", len(d), ds, we, st) + d
+                    for k, ds, we, st, d in entries)
+
+
+def set_header(buf, offset, fmt, value):
+    b = bytearray(buf)
+    struct.pack_into(fmt, b, offset, value)
+    struct.pack_into(">I", b, 60, crc32c(bytes(b[:60])))
+    return bytes(b)
+
+
+def load(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    return gzip.decompress(raw) if path.endswith(".gz") else raw
+
+
+def store(path, data, gz=None):
+    if gz is None:
+        gz = path.endswith(".gz")
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data, compresslevel=1, mtime=0) if gz else data)
+
+# ---------------------------------------------------------------- copy
+
+
+def renamed_copy(src, dst, name):
+    shutil.copytree(src, dst, symlinks=True)
+    ident = os.path.join(dst, "generation")
+    with open(ident, "rb") as f:
+        text = f.read()
+    text = re.sub(rb"(?m)^generation = [0-9a-f]{16}$", b"generation = " + name.encode(), text)
+    with open(ident, "wb") as f:
+        f.write(text)
+    wal = os.path.join(dst, "wal")
+    for fn in os.listdir(wal):
+        if SEG.match(fn):
+            p = os.path.join(wal, fn)
+            store(p, set_header(load(p), 24, ">Q", int(name, 16)))
+
+
+def segments(gen_dir):
+    wal = os.path.join(gen_dir, "wal")
+    by = {}
+    for fn in sorted(os.listdir(wal)):
+        m = SEG.match(fn)
+        if m and (m.group(2) or int(m.group(1), 16) not in by):
+            by[int(m.group(1), 16)] = os.path.join(wal, fn)
+    return [by[i] for i in sorted(by)]
+
+# ---------------------------------------------------------------- mutations
+
+
+def pick_segment(rng, segs):
+    # the newest (raw) segment is where recovery and torn tails live: weight it
+    return segs[-1] if rng.random() < 0.4 else rng.choice(segs)
+
+
+def m_bitflip(rng, segs, gen):
+    p = pick_segment(rng, segs)
+    b = bytearray(load(p))
+    n = rng.choice([1, 1, 1, 2, 8])
+    for _ in range(n):
+        i = rng.randrange(len(b))
+        b[i] ^= 1 << rng.randrange(8)
+    store(p, bytes(b))
+    return "bitflip x%d %s" % (n, os.path.basename(p))
+
+
+def m_gzbytes(rng, segs, gen):
+    gz = [p for p in segs if p.endswith(".gz")]
+    if not gz:
+        return m_bitflip(rng, segs, gen)
+    p = rng.choice(gz)
+    with open(p, "rb") as f:
+        b = bytearray(f.read())
+    how = rng.choice(["flip", "truncate", "append"])
+    if how == "flip":
+        i = rng.randrange(len(b))
+        b[i] ^= 1 << rng.randrange(8)
+    elif how == "truncate":
+        del b[rng.randrange(len(b)):]
+    else:
+        b += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    with open(p, "wb") as f:
+        f.write(b)
+    return "gzip bytes %s %s" % (how, os.path.basename(p))
+
+
+def m_truncate(rng, segs, gen):
+    p = pick_segment(rng, segs)
+    b = load(p)
+    n = rng.choice([0, rng.randrange(HDR), rng.randrange(len(b)), len(b) - rng.randrange(1, 13)])
+    store(p, b[:max(0, n)])
+    return "truncate %s to %d of %d" % (os.path.basename(p), max(0, n), len(b))
+
+
+def m_insert(rng, segs, gen):
+    p = pick_segment(rng, segs)
+    b = load(p)
+    i = rng.randrange(len(b) + 1)
+    junk = bytes(rng.randrange(256) for _ in range(rng.choice([1, 4, 12, 100])))
+    if rng.random() < 0.3:
+        junk = b"CSFR" + junk
+    store(p, b[:i] + junk + b[i:])
+    return "insert %d bytes at %d of %s" % (len(junk), i, os.path.basename(p))
+
+
+def with_frames(rng, segs, need=1):
+    order = segs[:]
+    rng.shuffle(order)
+    order.sort(key=lambda p: p != segs[-1] and rng.random() < 0.4)
+    for p in order:
+        b = load(p)
+        fr = frames_of(b)
+        if len(fr) >= need:
+            return p, b, fr
+    return None, None, None
+
+
+def m_frames(rng, segs, gen):
+    p, b, fr = with_frames(rng, segs)
+    if p is None:
+        return m_bitflip(rng, segs, gen)
+    k = rng.randrange(len(fr))
+    off, body = fr[k]
+    end = off + FH + len(body)
+    how = rng.choice(["dup", "drop", "swap", "len"])
+    if how == "dup":
+        nb = b[:end] + b[off:end] + b[end:]
+    elif how == "drop":
+        nb = b[:off] + b[end:]
+    elif how == "swap" and k + 1 < len(fr):
+        o2, b2 = fr[k + 1]
+        e2 = o2 + FH + len(b2)
+        nb = b[:off] + b[o2:e2] + b[off:end] + b[e2:]
+    else:
+        how = "len"
+        v = rng.choice([0, 0x3FFFFFFF, 0x40000000, 0x40000001, 0xFFFFFFF0,
+                        len(body) + 1, len(body) - 1, len(body) * 2])
+        nb = b[:off + 4] + struct.pack(">I", v & 0xFFFFFFFF) + b[off + 8:]
+        how = "len=0x%x" % v
+    store(p, nb)
+    return "frame %d/%d %s in %s" % (k, len(fr), how, os.path.basename(p))
+
+
+def mutate_message(rng, d):
+    """A pgoutput message changed so that its parser is exercised."""
+    if not d:
+        return bytes([rng.choice(b"BCIUDTRYM")]), "empty->type"
+    t = chr(d[0])
+    how = rng.choice(["trunc", "extend", "type", "byte", "field"])
+    if how == "trunc":
+        return d[:rng.randrange(len(d))], "%s truncated" % t
+    if how == "extend":
+        return d + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9))), "%s extended" % t
+    if how == "type":
+        c = rng.choice(b"BCIUDTRYMOSEcAbPKrpX\x00")
+        return bytes([c]) + d[1:], "%s type->%r" % (t, chr(c))
+    if how == "byte":
+        b = bytearray(d)
+        b[rng.randrange(len(b))] = rng.randrange(256)
+        return bytes(b), "%s byte" % t
+    b = bytearray(d)
+    big = rng.choice([0, 1, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF])
+    try:
+        if t == "B" and len(b) >= 9:
+            struct.pack_into(">Q", b, 1, big & 0xFFFFFFFFFFFFFFFF)
+            return bytes(b), "B final_lsn=%x" % big
+        if t == "C" and len(b) >= 18:
+            struct.pack_into(">Q", b, rng.choice([2, 10]), big & 0xFFFFFFFFFFFFFFFF)
+            return bytes(b), "C lsn=%x" % big
+        if t == "T" and len(b) >= 5:
+            struct.pack_into(">I", b, 1, big & 0xFFFFFFFF)
+            return bytes(b), "T count=%x" % big
+        if t in "IUD" and len(b) >= 8:
+            struct.pack_into(">H", b, 6, big & 0xFFFF)
+            return bytes(b), "%s ncols=%x" % (t, big & 0xFFFF)
+        if t == "M" and len(b) >= 10:
+            z = b.find(b"\0", 10)
+            if z > 0 and z + 5 <= len(b):
+                struct.pack_into(">I", b, z + 1, big & 0xFFFFFFFF)
+                return bytes(b), "M content length=%x" % (big & 0xFFFFFFFF)
+        if t == "R":
+            z = b.rfind(b"\0", 0, 60)
+            b2 = bytes(b).replace(b"\0", b"\x01")
+            return b2, "R strings unterminated"
+    except struct.error:
+        pass
+    return d[:1], "%s only its type byte" % t
+
+
+def m_entries(rng, segs, gen):
+    p, b, fr = with_frames(rng, segs)
+    if p is None:
+        return m_bitflip(rng, segs, gen)
+    k = rng.randrange(len(fr))
+    off, body = fr[k]
+    es = entries_of(body)
+    if not es:
+        return m_bitflip(rng, segs, gen)
+    i = rng.randrange(len(es))
+    how = rng.choice(["msg", "msg", "msg", "kind", "dup", "drop", "pos", "rawlen"])
+    desc = how
+    if how == "msg":
+        es[i][4], desc = mutate_message(rng, es[i][4])
+    elif how == "kind":
+        es[i][0] = bytes([rng.choice(b"wskx\x00")])
+        desc = "kind->%r" % es[i][0]
+    elif how == "dup":
+        es.insert(i, list(es[i]))
+    elif how == "drop":
+        del es[i]
+        if not es:
+            es = [[b"k", 0, 0, 0, b""]]
+    elif how == "pos":
+        es[i][2] = rng.choice([0, 1, 0xFFFFFFFFFFFFFFFF, max(0, es[i][2] - 0x100000)])
+        desc = "walEnd=%x" % es[i][2]
+    nbody = body_of(es)
+    if how == "rawlen":
+        # entry length field wrong, CRC right: entries do not fill the frame
+        nb = bytearray(nbody)
+        pos = 0
+        for j in range(i):
+            pos += EH + len(es[j][4])
+        struct.pack_into(">I", nb, pos + 1, rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
+        nbody = bytes(nb)
+    store(p, b[:off] + frame(nbody) + b[off + FH + len(body):])
+    return "entry %d/%d of frame %d %s in %s" % (i, len(es), k, desc, os.path.basename(p))
+
+
+def m_header(rng, segs, gen):
+    p = rng.choice(segs)
+    b = load(p)
+    if len(b) < HDR:
+        return m_bitflip(rng, segs, gen)
+    field = rng.choice(["index", "generation", "start_lsn", "version", "hsize", "sysid", "tli"])
+    h = struct.unpack(">8sIIQQQQI", b[:52])
+    if field == "index":
+        b = set_header(b, 32, ">Q", h[5] + rng.choice([1, -1 if h[5] else 2, 1000]))
+    elif field == "generation":
+        b = set_header(b, 24, ">Q", h[4] ^ (1 << rng.randrange(48)))
+    elif field == "start_lsn":
+        b = set_header(b, 40, ">Q", max(0, h[6] + rng.choice([-8, 8, -0x10000, 0x10000])))
+    elif field == "version":
+        b = set_header(b, 8, ">I", rng.choice([0, 2, 0xFFFFFFFF]))
+    elif field == "hsize":
+        b = set_header(b, 12, ">I", rng.choice([0, 63, 65, 0xFFFFFFFF]))
+    elif field == "sysid":
+        b = set_header(b, 16, ">Q", h[3] ^ 1)
+    else:
+        b = set_header(b, 48, ">I", h[7] + 1)
+    store(p, b)
+    return "header %s of %s" % (field, os.path.basename(p))
+
+
+def m_files(rng, segs, gen):
+    wal = os.path.join(gen, "wal")
+    how = rng.choice(["remove", "copy0", "rename", "empty", "twin", "dir", "symloop",
+                      "ident_empty", "ident_created", "ident_lsn", "ident_key", "ident_gen",
+                      "ident_junk"])
+    mid = segs[len(segs) // 2]
+    if how == "remove":
+        os.unlink(mid)
+        return "remove %s" % os.path.basename(mid)
+    if how == "copy0":
+        idx = len(segs) + rng.randrange(3)
+        dst = os.path.join(wal, "%016x.wal.gz" % idx)
+        shutil.copyfile(segs[0], dst if segs[0].endswith(".gz") else dst[:-3])
+        return "copy of segment 0 as index %d" % idx
+    if how == "rename":
+        m = SEG.match(os.path.basename(mid))
+        dst = os.path.join(wal, "%016x.wal%s" % (len(segs) + 5, m.group(2) or ""))
+        os.rename(mid, dst)
+        return "rename %s to %s" % (os.path.basename(mid), os.path.basename(dst))
+    if how == "empty":
+        open(mid, "wb").close()
+        return "empty %s" % os.path.basename(mid)
+    if how == "twin":
+        p = segs[0]
+        if p.endswith(".gz"):
+            b = bytearray(load(p))
+            if len(b) > HDR + 20:
+                b[HDR + 20] ^= 0x10      # the raw leftover is ignored: damage it
+            store(p[:-3], bytes(b), gz=False)
+            return "raw twin (damaged) beside %s" % os.path.basename(p)
+        return m_bitflip(rng, segs, gen)
+    if how == "dir":
+        os.unlink(mid)
+        os.mkdir(mid)
+        return "directory named %s" % os.path.basename(mid)
+    if how == "symloop":
+        os.unlink(mid)
+        os.symlink(os.path.basename(mid), mid)
+        return "symlink loop named %s" % os.path.basename(mid)
+    ident = os.path.join(gen, "generation")
+    with open(ident, "rb") as f:
+        text = f.read()
+    if how == "ident_empty":
+        text = b""
+    elif how == "ident_created":
+        text = re.sub(rb"(?m)^created_at = .*$", rng.choice(
+            [b"created_at = yesterday", b"created_at = 2026-13-45T99:99:99.000000Z",
+             b"created_at = ", b"created_at = 99999-01-01T00:00:00.000000Z"]), text)
+    elif how == "ident_lsn":
+        text = re.sub(rb"(?m)^start_lsn = .*$", rng.choice(
+            [b"start_lsn = nowhere", b"start_lsn = 0/0", b"start_lsn = FFFFFFFF/FFFFFFFF",
+             b"start_lsn = 1/"]), text)
+    elif how == "ident_key":
+        key = rng.choice([b"format_version", b"generation", b"system_identifier",
+                          b"timeline", b"start_lsn"])
+        text = re.sub(rb"(?m)^" + key + rb" = .*\n", b"", text)
+        how = "ident without %s" % key.decode()
+    elif how == "ident_gen":
+        text = re.sub(rb"(?m)^generation = .*$", b"generation = 0000000000000001", text)
+    else:
+        text = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000)))
+    with open(ident, "wb") as f:
+        f.write(text)
+    return how
+
+
+MUTATIONS = [(m_bitflip, 3), (m_gzbytes, 1), (m_truncate, 2), (m_insert, 1),
+             (m_frames, 3), (m_entries, 6), (m_header, 1), (m_files, 2)]
+
+
+def make_case(source, out, seed, case):
+    name = "%016x" % (NAME_BASE + case)
+    dst = os.path.join(out, name)
+    if os.path.lexists(dst):
+        shutil.rmtree(dst)
+    renamed_copy(source, dst, name)
+    if case < 1:
+        return name, "control (unmutated copy)"
+    rng = random.Random(seed * 1000003 + case)
+    fns = [f for f, w in MUTATIONS for _ in range(w)]
+    fn = rng.choice(fns)
+    segs = segments(dst)
+    if not segs:
+        return name, "no segments"
+    return name, fn(rng, segs, dst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", required=True, help="a generation directory")
+    ap.add_argument("--out", required=True, help="where the cases are written")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--first", type=int, default=0)
+    ap.add_argument("--count", type=int, default=100)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "cases.tsv"), "a") as tsv:
+        for c in range(args.first, args.first + args.count):
+            name, desc = make_case(args.source, args.out, args.seed, c)
+            tsv.write("%s\t%d\t%s\n" % (name, c, desc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

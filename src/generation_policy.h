@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * generation_policy.h
+ *	  Declarations of generation_policy.c: when a new generation opens, and
+ *	  opening it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_GENERATION_POLICY_H
+#define CS_GENERATION_POLICY_H
+
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+
+#include "generation.h"
+#include "walsender_conn.h"
+
+struct WalReceiverConn;
+
+extern const char *cs_new_generation_reason(const char *directory, List *gens,
+											uint64 sysid, uint32 tli,
+											const CsSlotInfo *slot,
+											const char *slot_event,
+											bool requested,
+											CsIdentity *identity);
+extern TimestampTz cs_newest_snapshot_time(const char *directory,
+										   uint64 generation);
+extern uint64 cs_open_generation(const char *directory,
+								 struct WalReceiverConn *conn,
+								 bool create_slot, uint64 sysid, uint32 tli,
+								 const char *reason, XLogRecPtr *start_lsn);
+
+#endif							/* CS_GENERATION_POLICY_H */

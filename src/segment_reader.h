@@ -1,0 +1,76 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_reader.h
+ *	  Declarations of segment_reader.c: reading and scanning one segment.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_SEGMENT_READER_H
+#define CS_SEGMENT_READER_H
+
+#include "access/xlogdefs.h"
+
+#include "segment_format.h"
+#include "pgoutput_parse.h"
+
+typedef struct CsSegmentReader CsSegmentReader;
+
+extern CsSegmentReader *cs_reader_open(const char *path, bool compressed,
+									   bool missing_ok);
+extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
+extern const char *cs_reader_path(CsSegmentReader *reader);
+extern bool cs_reader_next_frame(CsSegmentReader *reader);
+extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
+extern bool cs_reader_finish(CsSegmentReader *reader, bool may_be_torn);
+extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
+extern int64 cs_reader_valid_end(CsSegmentReader *reader);
+extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
+extern bool cs_reader_frame_done(CsSegmentReader *reader);
+extern void cs_reader_close(CsSegmentReader *reader);
+
+/*
+ * The position of record of a stream of entries, advanced entry by entry
+ * (cs_track_entry()), with what is needed to check the stream's order.
+ */
+typedef struct CsPositionTracker
+{
+	XLogRecPtr	position;		/* position of record so far */
+	bool		in_txn;			/* between a BEGIN and its COMMIT */
+	XLogRecPtr	begin_lsn;		/* final LSN of the open transaction */
+	XLogRecPtr	last_commit_lsn;	/* commit LSN of the last COMMIT */
+	uint64		transactions;	/* COMMITs seen */
+} CsPositionTracker;
+
+extern const char *cs_track_entry(CsPositionTracker *tracker,
+								  const CsEntry *entry,
+								  const CsMessageInfo *info);
+
+/*
+ * Positions found by scanning a segment: what recovery and the SQL
+ * functions need to know about its end.
+ */
+typedef struct CsSegmentScan
+{
+	CsSegmentHeader header;
+	XLogRecPtr	position;		/* position of record at the safe end:
+								 * greatest of start LSN, commit end LSNs,
+								 * keepalive positions, non-tx message
+								 * LSN + 1 */
+	XLogRecPtr	last_commit_lsn;	/* commit LSN of last complete txn */
+	int64		safe_frame_offset;	/* offset of frame holding safe end */
+	uint32		safe_entry_offset;	/* end of safe entries in that frame;
+									 * 0 = whole frame is safe */
+	int64		safe_end;		/* file offset after last safe frame */
+	int64		valid_end;		/* file offset after last valid frame */
+	bool		torn;			/* ends in a torn tail */
+	uint64		transactions;
+} CsSegmentScan;
+
+typedef void (*CsSchemaCallback) (const CsEntry *entry,
+								  const CsMessageInfo *info, void *arg);
+
+extern bool cs_scan_segment(const char *path, bool compressed,
+							bool may_be_torn, CsSegmentScan *scan,
+							CsSchemaCallback schema_cb, void *arg);
+
+#endif							/* CS_SEGMENT_READER_H */

@@ -1,0 +1,130 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem_status.h
+ *	  Declarations of shmem_status.c: the workers' status in shared memory
+ *	  and its accessors.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_SHMEM_STATUS_H
+#define CS_SHMEM_STATUS_H
+
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+typedef enum CsWorkerState
+{
+	CS_STATE_NOT_RUNNING = 0,
+	CS_STATE_DISABLED,
+	CS_STATE_STARTING,
+	CS_STATE_CONNECTING,
+	CS_STATE_STREAMING,
+	CS_STATE_ERROR,
+	CS_STATE_STOPPING
+} CsWorkerState;
+
+#define CS_ERROR_LEN 1024
+
+typedef struct CsProgress
+{
+	char		table[2 * NAMEDATALEN + 2]; /* being copied */
+	int64		rows;			/* rows copied of it so far */
+	char		waiting_for[256];	/* what slot creation waits for */
+} CsProgress;
+
+#define CS_PROGRESS_ARCHIVER	0
+#define CS_PROGRESS_SNAPSHOT	1
+
+/*
+ * The workers' status in shared memory.  Only shmem_status.c touches it,
+ * through the accessors below.  The scalars (up to text_start) are guarded
+ * by the spinlock, a few stores at a time; the text fields after it by the
+ * LWLock "changestream status".
+ */
+typedef struct CsStatus
+{
+	slock_t		mutex;
+	pid_t		pid;
+	CsWorkerState state;
+	bool		has_generation;
+	uint64		generation;
+	int64		segment_index;
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+	TimestampTz last_error_at;
+	bool		snapshot_running;	/* a snapshot worker is active */
+	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
+	int			snapshot_result_code;	/* its SQLSTATE when it failed */
+	TimestampTz last_snapshot_at;
+	bool		new_generation_requested;	/* by new_generation() */
+	Latch	   *archiver_latch;
+	struct LWLock *lock;		/* guards what follows */
+
+	/* text fields, under lock */
+	char		database[NAMEDATALEN];
+	char		slot[NAMEDATALEN];
+	char		last_error[CS_ERROR_LEN];
+	/* snapshot progress: [0] the archiver's, [1] the snapshot worker's */
+	CsProgress	progress[2];
+	char		no_replica_identity[512];	/* published tables lacking one */
+	char		snapshot_result_error[CS_ERROR_LEN];
+} CsStatus;
+
+#define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
+
+/* What an archiving session has done so far, as status() shows it. */
+typedef struct CsStreamCounters
+{
+	XLogRecPtr	received_lsn;
+	XLogRecPtr	flushed_lsn;
+	TimestampTz last_message_at;
+	TimestampTz last_flush_at;
+	uint64		messages;
+	uint64		transactions;
+	uint64		bytes;
+} CsStreamCounters;
+
+extern CsStatus *cs_status;
+
+extern void cs_shmem_request(void);
+extern void cs_shmem_startup(void);
+extern const char *cs_state_name(CsWorkerState state);
+extern void cs_status_copy(CsStatus *copy);
+extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
+/* the archiver */
+extern void cs_status_archiver_started(Latch *latch, const char *database,
+									   const char *slot);
+extern void cs_status_archiver_startup_failed(const char *database);
+extern void cs_status_archiver_exited(void);
+extern void cs_status_set_state(CsWorkerState state);
+extern void cs_status_set_error(const char *message);
+extern void cs_status_set_slot(const char *slot);
+extern void cs_status_set_generation(uint64 generation);
+extern void cs_status_set_segment(int64 index);
+extern void cs_status_publish_progress(const CsStreamCounters *counters);
+extern bool cs_status_new_generation_requested(bool clear);
+extern bool cs_status_request_new_generation(void);
+/* snapshots */
+extern TimestampTz cs_status_last_snapshot(bool *running);
+extern void cs_status_set_last_snapshot(TimestampTz at);
+extern bool cs_status_claim_snapshot(void);
+extern void cs_status_snapshot_not_launched(void);
+extern void cs_status_snapshot_done(XLogRecPtr lsn);
+extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);
+extern void cs_status_snapshot_worker_exited(void);
+extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
+											bool worker_gone);
+extern bool cs_status_snapshot_running(void);
+extern void cs_status_set_progress(int which, const char *table, int64 rows,
+								   const char *waiting_for);
+extern void cs_status_clear_progress(int which);
+extern void cs_status_set_no_replica_identity(const char *tables);
+
+#endif							/* CS_SHMEM_STATUS_H */

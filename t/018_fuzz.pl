@@ -1,0 +1,213 @@
+
+# Issue 8, "Tests": a seeded fuzz test of every reader.  scripts/cs_fuzz.py
+# mutates renamed copies of a real generation (bit flips, truncation,
+# insertion, duplicated, dropped and swapped frames, frame lengths,
+# structure-aware mutations of entries and pgoutput messages with the frame
+# CRC-32C recomputed, header fields with the header CRC recomputed, missing,
+# copied, renamed and non-regular segment files, damaged identity files).
+# Each case is moved into the archive, and one session calls
+# generations(), generation_stats(), wal_segments(), wal_records() and
+# snapshots() on it with statement_timeout, and scripts/cs_decode.py reads
+# it.  Pass: no backend crash, no hang (every call ends within its
+# statement_timeout), every error has a SQLSTATE and none is XX000
+# (internal) or a resource error (53xxx, 54xxx), cs_decode.py never fails
+# with a traceback, and the session's fd count and RSS are flat.
+#
+# FUZZ_CASES (default 100; about 90 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
+# scripts/fuzz.sh runs thousands and prints the figures.
+use strict;
+use warnings;
+
+use File::Basename;
+use File::Path qw(rmtree);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use ChangestreamTest;
+use ArchiveDamage;
+
+my $cases = $ENV{FUZZ_CASES} // 100;
+my $seed  = $ENV{FUZZ_SEED}  // 1;
+my $stmt_timeout = 5;
+
+my $node = ad_new_archive('fuzz', txns => 120);
+my $gen  = ad_newest_generation($node);
+$node->stop;
+my $src = $node->basedir . "/fuzz_source";
+mkdir $src or die;
+system('cp', '-a', ad_gen_dir($node, $gen), "$src/") == 0 or die "cp failed";
+my $source = "$src/$gen";
+my $stage  = $node->basedir . '/fuzz_cases';
+my $gens   = cs_archive_dir($node) . '/generations';
+$node->start;
+cs_wait_state($node, 'streaming', name => 'streaming');
+my $log_off = cs_log_offset($node);
+
+my $script_dir = -d 'scripts' ? 'scripts' : "$ENV{TESTDIR}/scripts";
+
+my %fig = (cases => 0, calls => 0, crashes => 0, hangs => 0, no_sqlstate => 0,
+	bad_sqlstate => 0, decode_internal => 0, disagree => 0);
+my (%states, %decode_rc, @bad, @disagree);
+
+my $sess;
+my $pid;
+sub open_session
+{
+	$sess = ad_session($node);
+	$pid  = ad_session_query($sess, 'SELECT pg_backend_pid();')->{out};
+	ad_session_query($sess, "SET statement_timeout = '${stmt_timeout}s';");
+	return;
+}
+open_session();
+sub measure
+{
+	my $r = ad_session_query($sess, $ArchiveDamage::FDS_RSS_SQL);
+	return ad_backend_fds_rss($r->{out});
+}
+
+sub run_case
+{
+	my ($name, $case, $desc) = @_;
+	rename("$stage/$name", "$gens/$name") or die "rename $name: $!";
+	my ($dout, $derr) = ('', '');
+	my $dec = IPC::Run::start(
+		[ 'python3', "$script_dir/cs_decode.py", '--summary', "$gens/$name" ],
+		'>', \$dout, '2>', \$derr, IPC::Run::timeout(300));
+	my $sql_damage = 0;
+	for my $q ("SELECT count(*) FROM changestream.generations();",
+		"SELECT count(*) FROM changestream.generation_stats('$name');",
+		"SELECT count(*) FROM changestream.wal_segments('$name');",
+		"SELECT count(*) FROM changestream.wal_records('$name');",
+		"SELECT count(*) FROM changestream.snapshots('$name');")
+	{
+		$fig{calls}++;
+		my $r = ad_session_query($sess, $q, $stmt_timeout + 10);
+		if ($r->{timed_out})
+		{
+			$fig{hangs}++;
+			push @bad, "case $case ($desc): hang in $q";
+			eval { ad_session_close($sess) };
+			open_session();
+			next;
+		}
+		if ($r->{err} =~ /server closed the connection|connection to server was lost|terminat/)
+		{
+			$fig{crashes}++;
+			push @bad, "case $case ($desc): backend lost in $q: $r->{err}";
+			cs_poll($node, 'postgres', 'SELECT 1', '1', 60);
+			eval { ad_session_close($sess) };
+			open_session();
+			next;
+		}
+		next unless $r->{err} =~ /ERROR/;
+		my $st = $r->{sqlstate};
+		if (!defined $st)
+		{
+			$fig{no_sqlstate}++;
+			push @bad, "case $case ($desc): error without SQLSTATE in $q: $r->{err}";
+			next;
+		}
+		$states{$st}++;
+		$sql_damage = 1 if $st eq 'XX001' && $q =~ /wal_records/;
+		if ($st =~ /^(XX000|53...|54...)$/)
+		{
+			$fig{bad_sqlstate}++;
+			push @bad, "case $case ($desc): $st in $q: " . substr($r->{err}, 0, 300);
+		}
+		if ($st eq '57014')
+		{
+			$fig{timeouts}++;
+			push @bad, "case $case ($desc): statement_timeout in $q";
+		}
+	}
+	eval { $dec->finish; 1 } or push @bad, "case $case ($desc): cs_decode.py timed out";
+	my $rc = ($dec->results)[0] // -1;
+	$decode_rc{$rc}++;
+	if ($rc >= 2 || $derr =~ /Traceback/)
+	{
+		$fig{decode_internal}++;
+		push @bad, "case $case ($desc): cs_decode.py exit $rc: " . substr($derr, 0, 300);
+	}
+	if (($rc == 1) != $sql_damage)
+	{
+		$fig{disagree}++;
+		push @disagree, "case $case ($desc): cs_decode.py exit $rc, wal_records() "
+		  . ($sql_damage ? 'XX001' : 'no XX001');
+	}
+	if ($case == 0)
+	{
+		is($rc, 0, 'control case: cs_decode.py accepts the undamaged copy') or diag($derr);
+		is($sql_damage, 0, 'control case: wal_records() reads the undamaged copy');
+	}
+	rmtree("$gens/$name");
+	$fig{cases}++;
+	return;
+}
+
+# warm up, then measure
+ad_session_query($sess, $_) for (
+	"SELECT count(*) FROM changestream.generations();",
+	"SELECT count(*) FROM changestream.wal_records('$gen');",
+	"SELECT count(*) FROM changestream.snapshots('$gen');",
+	$ArchiveDamage::FDS_RSS_SQL);
+my ($fd0, $rss0) = measure();
+my $t0 = time();
+
+my $batch = 100;
+for (my $first = 0; $first <= $cases; $first += $batch)
+{
+	my $count = $first + $batch > $cases + 1 ? $cases + 1 - $first : $batch;
+	rmtree($stage);
+	my ($o, $e) = ('', '');
+	IPC::Run::run([ 'python3', "$script_dir/cs_fuzz.py", '--source', $source,
+			'--out', $stage, '--seed', $seed, '--first', $first, '--count', $count ],
+		'>', \$o, '2>', \$e) or die "cs_fuzz.py failed: $e";
+	open(my $fh, '<', "$stage/cases.tsv") or die;
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		my ($name, $case, $desc) = split /\t/, $line, 3;
+		run_case($name, $case, $desc);
+	}
+	close $fh;
+}
+my ($fd1, $rss1) = measure();
+my $pid1 = ad_session_query($sess, 'SELECT pg_backend_pid();')->{out};
+ad_session_close($sess);
+
+my $signals = () = cs_log_since($node, $log_off) =~ /terminated by signal|PANIC|TRAP:/g;
+$fig{crashes} += $signals if $fig{crashes} == 0;
+my $secs = time() - $t0;
+
+my $figures = sprintf(
+	"FUZZ FIGURES: seed %d, cases %d, calls %d, crashes %d, hangs %d, errors without SQLSTATE %d, "
+	  . "XX000/53xxx/54xxx %d, statement timeouts %d, session fds %d -> %d, RssAnon %d kB -> %d kB, "
+	  . "cs_decode.py exit codes {%s}, cs_decode.py internal errors %d, "
+	  . "cs_decode.py vs wal_records() disagreements %d, SQLSTATEs {%s}, %.0f s",
+	$seed, $fig{cases}, $fig{calls}, $fig{crashes}, $fig{hangs}, $fig{no_sqlstate},
+	$fig{bad_sqlstate}, $fig{timeouts} // 0, $fd0, $fd1, $rss0, $rss1,
+	join(', ', map { "$_: $decode_rc{$_}" } sort keys %decode_rc),
+	$fig{decode_internal}, $fig{disagree},
+	join(', ', map { "$_: $states{$_}" } sort keys %states), $secs);
+diag($figures);
+diag("first problems:\n" . join("\n", @bad[ 0 .. ($#bad < 19 ? $#bad : 19) ])) if @bad;
+# informational: cs_decode.py is stricter (it parses every pgoutput message
+# and checks positions), so some damage only it reports
+note("cs_decode.py / wal_records() disagreements:\n" . join("\n", @disagree)) if @disagree;
+
+is($fig{cases}, $cases + 1, "ran $cases fuzz cases and the control");
+is($fig{crashes}, 0, 'no backend crash');
+is($fig{hangs}, 0, 'no hang: every call returned within its statement_timeout');
+is($fig{timeouts} // 0, 0, 'no call needed its statement_timeout');
+is($fig{no_sqlstate}, 0, 'every error has a SQLSTATE');
+is($fig{bad_sqlstate}, 0, 'no internal (XX000) or resource (53xxx, 54xxx) error');
+cmp_ok($states{XX001} // 0, '>', $cases / 4, 'damage is reported as XX001');
+is($fig{decode_internal}, 0, 'cs_decode.py: no traceback, no internal error');
+is($pid1, $pid, 'the session kept its backend') if $fig{hangs} == 0 && $fig{crashes} == 0;
+is($fd1, $fd0, "the session's open files are flat ($fd0 -> $fd1)");
+cmp_ok($rss1 - $rss0, '<', 20 * 1024, "the session's RSS is flat ($rss0 kB -> $rss1 kB)");
+
+$node->stop;
+done_testing();
