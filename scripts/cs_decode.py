@@ -1043,23 +1043,6 @@ def check_snapshot_contents(gen_dir, start_lsn, problems, horizon=False):
                      % ("retention horizon" if horizon else "start", lsn(start_lsn)))
 
 
-    keys = {}
-    with open(path, "rb") as f:
-        for line in f.read().decode("utf-8", "replace").split("\n"):
-            if line.startswith("#") or " = " not in line:
-                continue
-            k, v = line.split(" = ", 1)
-            keys[k] = v
-    try:
-        return {"first_segment": int(keys["first_segment"]),
-                "snapshot_lsn": parse_lsn(keys["snapshot_lsn"]),
-                "snapshot_time_us": int(keys["snapshot_time_us"])}
-    except (KeyError, ValueError):
-        problems.append("retention: offset 0: the retention horizon lacks first_segment, "
-                        "snapshot_lsn or snapshot_time_us")
-        return None
-
-
 if __name__ == "__main__":
     try:
         sys.exit(main())
