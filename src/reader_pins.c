@@ -152,6 +152,9 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 	int			free_slot = -1;
 	int			mine = -1;
 
+	/* not preloaded: no archiver, so no retention to pin against */
+	if (cs_pins == NULL)
+		return;
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(pins_xact_callback, NULL);
