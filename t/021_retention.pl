@@ -1,7 +1,8 @@
 # Retention (issue 12): a bounded archive that keeps every point of its
 # window restorable.
 #
-# 1. pgbench for ~30 s without retention, then ~60 s with retention = 20s
+# 1. pgbench (its TPC-B updates, without the history insert, so that the
+#    tables keep their size) for ~30 s without retention, then ~60 s with retention = 20s
 #    and snapshot_interval = 5s.  Every second the test records, with the
 #    pgbench tables locked against writers (SHARE mode waits for running
 #    transactions and holds off new ones), pg_current_wal_lsn(),
