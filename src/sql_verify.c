@@ -29,6 +29,7 @@
 #include "utils/tuplestore.h"
 
 #include "decoder.h"
+#include "retention.h"
 #include "snapshot_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_verify);
@@ -232,17 +233,25 @@ verify_generation(VerifyState *vs)
 	}
 	if (cs_read_identity(vs->directory, vs->generation, &identity))
 	{
+		CsHorizon	horizon;
+		XLogRecPtr	start = identity.start_lsn;
+
+		/* after retention, the oldest snapshot kept opens the generation */
+		if (cs_read_horizon(vs->directory, vs->generation, &horizon))
+			start = horizon.snapshot_lsn;
 		foreach(lc, names)
 		{
 			unsigned long lsn;
 
-			if (sscanf(lfirst(lc), "%16lX", &lsn) == 1 && lsn == identity.start_lsn)
+			if (sscanf(lfirst(lc), "%16lX", &lsn) == 1 && lsn == start)
 				opening = true;
 		}
 		if (!opening)
 			add_problem(vs, "snapshots", 0,
-						psprintf("No snapshot is at the generation's start %X/%X.",
-								 LSN_FORMAT_ARGS(identity.start_lsn)));
+						psprintf(start == identity.start_lsn ?
+								 "No snapshot is at the generation's start %X/%X." :
+								 "No snapshot is at the generation's retention horizon %X/%X.",
+								 LSN_FORMAT_ARGS(start)));
 	}
 }
 
@@ -269,13 +278,17 @@ changestream_verify(PG_FUNCTION_ARGS)
 	vs.directory = cs_require_directory();
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	if (PG_ARGISNULL(0))
+	{
+		cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 		gens = cs_list_generations(vs.directory);
+	}
 	else
 	{
 		uint64	   *g = palloc(sizeof(uint64));
 
 		*g = cs_resolve_generation(vs.directory,
 								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		cs_pin_read(*g, InvalidXLogRecPtr);
 		gens = list_make1(g);
 	}
 	InitMaterializedSRF(fcinfo, 0);
