@@ -796,7 +796,7 @@ def read_generation(gen_dir, problems, show, show_values):
     if ident is not None:
         expected_start = parse_lsn(ident["start_lsn"])
         state["start_lsn"] = expected_start
-        if horizon is not None:
+        if horizon is not None and first_index > 0:
             expected_start = None       # the first segment kept starts before the horizon
     prev_ok = True
     for n, idx in enumerate(indexes):

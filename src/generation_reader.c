@@ -8,7 +8,9 @@
  *	  - segment indexes have no gap (cs_check_segment_sequence());
  *	  - each header names its own index, its generation, and the system
  *		identifier and timeline of the generation's identity;
- *	  - segment 0 starts at the generation's start LSN, and each segment
+ *	  - segment 0 starts at the generation's start LSN (after retention,
+ *		the first segment kept starts at or before the retention horizon's
+ *		snapshot: docs/FORMAT.md 4.3), and each segment
  *		starts at the position of record where the previous one ended (or,
  *		when the previous one was skipped, no earlier than it started);
  *	  - no segment but the newest ends inside a transaction, and commit
@@ -18,7 +20,8 @@
  *
  *	  A violation is XX001 naming the file and the offset; nothing is ever
  *	  skipped or read twice silently.  Every reader of the archive's
- *	  contents reads through here.
+ *	  contents reads through here, and a backend's read pins the
+ *	  generation against retention first (reader_pins.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -27,8 +30,11 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "access/xact.h"
+
 #include "archive_layout.h"
 #include "generation_reader.h"
+#include "retention.h"
 
 struct CsGenerationReader
 {
@@ -36,6 +42,8 @@ struct CsGenerationReader
 	const char *directory;
 	uint64		generation;
 	CsIdentity	identity;
+	bool		has_horizon;	/* retention removed its older files */
+	CsHorizon	horizon;
 	XLogRecPtr	start_bound;	/* skip segments wholly before it */
 	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
 	List	   *segments;		/* CsSegmentFile *, by index */
@@ -90,9 +98,14 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  whose successor starts at or before start_bound holds no commit at or
  *	  after it, and one that starts after end_bound none before it.
  *	  Callers still filter entries.  The reader lives in a child of
- *	  CurrentMemoryContext; an error releases its files with it.
- *	  Errors: as cs_read_identity() and cs_list_segments(); XX001 for a gap
- *	  in the segments.
+ *	  CurrentMemoryContext; an error releases its files with it.  In a
+ *	  transaction (a backend), it first pins the generation from
+ *	  start_bound on against retention, until the transaction ends
+ *	  (cs_pin_read()); then it reads the retention horizon, so segments
+ *	  below it are not listed.
+ *	  Errors: as cs_read_identity(), cs_read_horizon() and
+ *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
+ *	  cs_pin_read().
  */
 CsGenerationReader *
 cs_genreader_open(const char *directory, uint64 generation,
@@ -109,7 +122,10 @@ cs_genreader_open(const char *directory, uint64 generation,
 	gr->generation = generation;
 	gr->start_bound = start_bound;
 	gr->end_bound = end_bound;
+	if (IsTransactionState())
+		cs_pin_read(generation, start_bound);
 	cs_require_identity(directory, generation, &gr->identity);
+	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
 	MemoryContextSwitchTo(old);
@@ -170,6 +186,12 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 		cs_segment_damage(path, 0,
 						  "The generation starts at %X/%X, but its first segment at %X/%X.",
 						  LSN_FORMAT_ARGS(gr->identity.start_lsn),
+						  LSN_FORMAT_ARGS(h->start_lsn));
+	if (gr->has_horizon && gr->cur->index == gr->horizon.first_segment &&
+		gr->cur->index > 0 && h->start_lsn > gr->horizon.snapshot_lsn)
+		cs_segment_damage(path, 0,
+						  "The generation's retention horizon keeps history from its snapshot %X/%X, but its first segment kept starts at %X/%X.",
+						  LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						  LSN_FORMAT_ARGS(h->start_lsn));
 	if (gr->have_prev_end && h->start_lsn != gr->track.position)
 		cs_segment_damage(path, 0,
