@@ -20,9 +20,9 @@
 #    removes that segment.
 # 3. Old generations (after new_generation()) stay while their last write
 #    is inside the window and are removed, whole, once it is out.
-# 4. kill -9 of the server and archiver at several moments while retention
-#    runs under pgbench: verify() finds nothing and the newest points still
-#    restore.
+# 4. kill -9 of the compressor (which runs retention), the archiver and
+#    the server at several moments while retention runs under pgbench:
+#    verify() finds nothing and the newest points still restore.
 # 5. The states a crash inside a run can leave, made exactly from a copy of
 #    the generation taken before the run: the horizon durable and no file,
 #    or only the oldest half, deleted; an old generation renamed to .tmp
@@ -316,6 +316,9 @@ for my $round (1 .. 3)
 	my $hb = cs_pgbench_bg($node, $db, @bench, '-T', '20', '-c', '2');
 	cs_sleep(3 + 2 * $round);
 	record_point();
+	# the compressor runs retention: kill it first, in the middle of its work
+	my $cpid = $node->safe_psql($db, 'SELECT compressor_pid FROM changestream.status()');
+	kill 9, $cpid if $cpid =~ /^\d+$/;
 	cs_crash($node, also_archiver => 1);
 	cs_pgbench_finish($hb);
 	cs_start_after_crash($node);
