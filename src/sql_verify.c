@@ -42,6 +42,8 @@ typedef struct VerifyState
 	const char *directory;
 	uint64		generation;
 	char	   *gen_path;		/* prefix stripped from file names */
+	bool		has_horizon;	/* the generation's retention horizon */
+	CsHorizon	horizon;
 } VerifyState;
 
 static void
@@ -213,6 +215,14 @@ check_snapshot(VerifyState *vs, const char *path)
 					   cs_snapreader_rows(r), json_rows, rows);
 }
 
+/* The retention horizon: read first, as every listing depends on it. */
+static void
+check_horizon(VerifyState *vs, const char *file)
+{
+	vs->has_horizon = cs_read_horizon(vs->directory, vs->generation,
+									  &vs->horizon);
+}
+
 static void
 verify_generation(VerifyState *vs)
 {
@@ -223,6 +233,9 @@ verify_generation(VerifyState *vs)
 	bool		opening = false;
 
 	vs->gen_path = cs_generation_path(vs->directory, vs->generation);
+	/* a damaged horizon: nothing of the generation can be listed */
+	if (!run_check(vs, check_horizon, CS_HORIZON_FILE))
+		return;
 	(void) run_check(vs, check_segments, "wal");	/* a row says where */
 	names = cs_list_snapshots(vs->directory, vs->generation);
 	foreach(lc, names)
@@ -233,12 +246,11 @@ verify_generation(VerifyState *vs)
 	}
 	if (cs_read_identity(vs->directory, vs->generation, &identity))
 	{
-		CsHorizon	horizon;
 		XLogRecPtr	start = identity.start_lsn;
 
 		/* after retention, the oldest snapshot kept opens the generation */
-		if (cs_read_horizon(vs->directory, vs->generation, &horizon))
-			start = horizon.snapshot_lsn;
+		if (vs->has_horizon)
+			start = vs->horizon.snapshot_lsn;
 		foreach(lc, names)
 		{
 			unsigned long lsn;
