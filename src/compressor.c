@@ -392,9 +392,11 @@ changestream_compressor_main(Datum main_arg)
 				cs_compress_abort();
 				job = NULL;
 			}
-			cs_retention_reset();
 			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
+			{
 				release_lock();
+				cs_retention_reset();	/* a run of another directory */
+			}
 		}
 		if (cs_directory == NULL || cs_directory[0] == '\0')
 		{

@@ -80,9 +80,10 @@ static char last_error[256] = "";
 
 /*
  * cs_retention_reset
- *	  Forget a run in progress (at session start and after an error): what
+ *	  Forget a run in progress (when the archive directory changes): what
  *	  it had not deleted yet lies below a durable horizon or in a *.tmp
- *	  directory, and the next run or session start removes it.
+ *	  directory, and the next run or the archiver's session start removes
+ *	  it.
  */
 void
 cs_retention_reset(void)

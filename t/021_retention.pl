@@ -29,6 +29,10 @@
 #    and partly deleted.  verify() and cs_decode.py find them sound, the
 #    restorable start is the horizon's, the newest point restores, and the
 #    next run (or session start) removes the rest.
+# 6. Damage in a retained generation is still found by verify() and
+#    cs_decode.py: the first segment kept missing, the horizon's snapshot
+#    missing, a horizon whose first segment starts after its snapshot, a
+#    horizon file that does not parse.
 use strict;
 use warnings;
 
@@ -446,5 +450,60 @@ for my $try (1 .. 120)
 }
 is($warned, 1, 'retention without snapshot_interval warns once');
 
+############################################################################
+# 6. damage in a retained generation is still found, by verify() and by
+#    cs_decode.py alike
+
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0");
 $node->stop;
+is(cs_decode_problems(), '', 'cs_decode.py finds the retained generation sound before the damage');
+my $horizon_text = slurp_file("$gdir/retention");
+my ($first_seg) = $horizon_text =~ /^first_segment = (\d+)$/m;
+my ($h_snap) = $horizon_text =~ m{^snapshot_lsn = ([0-9A-F]+/[0-9A-F]+)$}m;
+ok($first_seg > 0, "the horizon keeps segments from $first_seg on");
+
+# -> '' when cs_decode.py finds $gdir sound, else its output
+sub cs_decode_problems
+{
+	my ($out, $err) = ('', '');
+	my $ok = IPC::Run::run(['python3', "$FindBin::Bin/../scripts/cs_decode.py", '--summary', $gdir],
+		'>', \$out, '2>', \$err);
+	return $ok ? '' : "$out$err";
+}
+
+sub damage_found
+{
+	my ($label, $re) = @_;
+	$node->start;
+	my $rows = $node->safe_psql($db, "SELECT file_name || ': ' || problem FROM changestream.verify('$gen')");
+	like($rows, $re, "$label: verify() reports it") or diag($rows);
+	$node->stop;
+	isnt(cs_decode_problems(), '', "$label: cs_decode.py reports it too");
+	return;
+}
+
+my ($seg_file) = grep { -e "$gdir/wal/$_" } map { sprintf('%016x.wal%s', $first_seg, $_) } ('.gz', '');
+rename("$gdir/wal/$seg_file", "$backup/aside") or die "rename: $!";
+damage_found('the first segment kept is missing', qr/segment .*missing|segments start at $first_seg/i);
+rename("$backup/aside", "$gdir/wal/$seg_file") or die "rename: $!";
+
+my $snap_file = sprintf('%08X%08X.snapshot.gz', map { hex } split m{/}, $h_snap);
+rename("$gdir/snapshots/$snap_file", "$backup/aside") or die "rename: $!";
+damage_found("the horizon's snapshot is missing", qr/No snapshot is at the generation's retention horizon \Q$h_snap\E/);
+rename("$backup/aside", "$gdir/snapshots/$snap_file") or die "rename: $!";
+
+(my $later = $horizon_text) =~ s/^first_segment = \d+$/'first_segment = ' . ($first_seg + 1)/me;
+unlink "$gdir/retention";
+PostgreSQL::Test::Utils::append_to_file("$gdir/retention", $later);
+damage_found('a horizon whose first segment starts after its snapshot',
+	qr/retention horizon keeps history from its snapshot \Q$h_snap\E/);
+
+unlink "$gdir/retention";
+PostgreSQL::Test::Utils::append_to_file("$gdir/retention", "first_segment = x\n");
+damage_found('a damaged horizon file', qr/^retention: .*first_segment/m);
+
+unlink "$gdir/retention";
+PostgreSQL::Test::Utils::append_to_file("$gdir/retention", $horizon_text);
+is(cs_decode_problems(), '', 'repaired, cs_decode.py finds it sound again');
+
 done_testing();
