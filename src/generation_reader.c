@@ -133,11 +133,16 @@ cs_genreader_open(const char *directory, uint64 generation,
 }
 
 /*
- * Open a listed segment.  A raw segment may have been compressed and
- * removed since it was listed: then its .gz is opened instead.
+ * cs_open_listed_segment
+ *	  Opens a segment found by cs_list_segments() and returns its reader
+ *	  (header read).  A raw segment may have been compressed and removed
+ *	  since it was listed (the compressor works beside every reader): then
+ *	  its .gz is opened instead, and sf says so.
+ *	  Errors: file access error (class 58) when neither exists any more;
+ *	  as cs_reader_open() for damage.
  */
-static CsSegmentReader *
-open_listed(CsSegmentFile *sf)
+CsSegmentReader *
+cs_open_listed_segment(CsSegmentFile *sf)
 {
 	CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, true);
 
@@ -166,7 +171,7 @@ wholly_before_start(CsGenerationReader *gr, int i)
 	if (gr->start_bound == InvalidXLogRecPtr || i + 1 >= list_length(gr->segments))
 		return false;
 	next = list_nth(gr->segments, i + 1);
-	r = open_listed(next);
+	r = cs_open_listed_segment(next);
 	cs_check_segment_header(next->path, cs_reader_header(r), next->index,
 							gr->generation, &gr->identity);
 	before = cs_reader_header(r)->start_lsn <= gr->start_bound;
@@ -236,7 +241,7 @@ open_next(CsGenerationReader *gr)
 				scan.safe_end : scan.safe_frame_offset;
 			gr->limit_entry = scan.safe_entry_offset;
 		}
-		gr->reader = open_listed(gr->cur);
+		gr->reader = cs_open_listed_segment(gr->cur);
 		check_start(gr, cs_reader_header(gr->reader));
 		if (gr->end_bound != InvalidXLogRecPtr &&
 			cs_reader_header(gr->reader)->start_lsn > gr->end_bound)

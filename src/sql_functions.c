@@ -391,7 +391,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);
-		CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, false);
+		CsSegmentReader *r = cs_open_listed_segment(sf);
 		const CsSegmentHeader *h = cs_reader_header(r);
 
 		cs_check_segment_header(sf->path, h, sf->index, generation, &identity);

@@ -7,13 +7,16 @@
 #    pgbench tables locked against writers (SHARE mode waits for running
 #    transactions and holds off new ones), pg_current_wal_lsn(),
 #    clock_timestamp(), a per-table digest of the source and the archive's
-#    size on disk.  The sizes give the figures with and without retention.
+#    size on disk, and the size of every file ever seen (what the archive
+#    would hold without retention).  The sizes give the figures with and
+#    without retention.
 #    Then a second session pins the generation (snapshots() in an open
 #    transaction: retention rule 5), and every recorded point at or after
 #    the generation's restorable_from_lsn must restore to its digest, every
 #    point in the window (time >= pin time - 20 s) must be among them, and
 #    older points are refused with an error naming the restorable range.
-#    The archive size must level off instead of growing.
+#    The archive size must level off instead of growing: from 40 s on no
+#    segment on disk is older than 40 s.
 # 2. A changes() cursor held open across retention runs: its transaction's
 #    pin keeps the segment it reads (checked on disk), its rows are exactly
 #    the marks inserted since its start LSN, and after it commits retention
@@ -87,16 +90,47 @@ close $fh;
 my @bench = ('-n', '-f', $script);
 cs_start_archiving($node);
 
-# -> (bytes of every file, bytes of the segments)
+# Every archive file ever seen: key (generation and segment index, or
+# snapshot name) -> { first => time first seen, size => last size seen }.
+# Their sum is what the archive would hold without retention, in the same
+# run (a segment counts once, raw or compressed as last seen).
+my %seen;
+
+# -> (bytes of every file, bytes of the segments, the same two for every
+#     file ever seen, age in s of the oldest segment on disk)
 sub archive_bytes
 {
 	my ($total, $wal) = (0, 0);
+	my $now = time();
+	my %present;
 	find({ wanted => sub {
 		return unless -f $_;
-		$total += -s $_;
-		$wal += -s $_ if m{/wal/[0-9a-f]{16}\.wal(\.gz)?$};
+		my $size = -s $_;
+		$total += $size;
+		my $key;
+		if (m{/generations/([0-9a-f]{16})/wal/([0-9a-f]{16})\.wal(\.gz)?$})
+		{
+			$wal += $size;
+			$key = "$1/wal/$2";
+		}
+		elsif (m{/generations/([0-9a-f]{16})/snapshots/([0-9A-F]{16}\.snapshot\.gz)$})
+		{
+			$key = "$1/snap/$2";
+		}
+		return unless $key;
+		$seen{$key}{first} //= $now;
+		$seen{$key}{size} = $size;
+		$present{$key} = 1;
 	}, no_chdir => 1 }, $dir);
-	return ($total, $wal);
+	my ($all, $all_wal, $oldest) = (0, 0, 0);
+	for my $k (keys %seen)
+	{
+		$all += $seen{$k}{size};
+		next unless $k =~ m{/wal/};
+		$all_wal += $seen{$k}{size};
+		$oldest = $now - $seen{$k}{first} if $present{$k} && $now - $seen{$k}{first} > $oldest;
+	}
+	return ($total, $wal, $all, $all_wal, $oldest);
 }
 
 sub digest_sql
@@ -138,7 +172,7 @@ sub run_phase
 	{
 		my $tick = time();
 		record_point();
-		push @$sizes, [ int(time() - $t0), archive_bytes() ];    # [t, total, wal]
+		push @$sizes, [ int(time() - $t0), archive_bytes() ];    # [t, total, wal, all, all_wal, oldest]
 		my $left = 1 - (time() - $tick);
 		usleep(int($left * 1e6)) if $left > 0;
 	}
@@ -166,26 +200,24 @@ cs_wait_archived($node, name => 'after the pgbench phases', timeout => 300);
 
 sub sizes_text
 {
-	return join(', ', map { sprintf('%ds=%dkB (segments %dkB)', $_->[0], $_->[1] / 1024, $_->[2] / 1024) } @_);
+	return join(', ', map { sprintf('%ds=%dkB (segments %dkB; without retention %dkB)',
+		$_->[0], $_->[1] / 1024, $_->[2] / 1024, $_->[3] / 1024) } @_);
 }
 note('archive size without retention: ' . sizes_text(@without));
-note("archive size with retention = ${retention}s: " . sizes_text(@with));
+note("archive size with retention = ${retention}s (and what it would be without): " . sizes_text(@with));
 
-# without retention it grows at some rate; with it, the last 20 s stay
-# below the peak of the 20 s before them plus half of what 20 s add
-# without retention (it levels off).  The segments are the history;
-# snapshots grow with the tables themselves (pgbench_history only grows).
-for my $col ([1, 'archive'], [2, 'segments'])
-{
-	my ($i, $what) = @$col;
-	my $rate = ($without[-1][$i] - $without[0][$i]) / (($without[-1][0] - $without[0][0]) || 1);
-	ok($rate > 0, sprintf('without retention the %s grow(s) (%.0f bytes/s)', $what, $rate));
-	my ($tail_max) = sort { $b <=> $a } map { $_->[$i] } grep { $_->[0] >= 40 } @with;
-	my ($mid_max)  = sort { $b <=> $a } map { $_->[$i] } grep { $_->[0] >= 20 && $_->[0] < 40 } @with;
-	ok(defined $tail_max && defined $mid_max && $tail_max - $mid_max < 10 * $rate,
-		sprintf('with retention the %s level(s) off (peak of the last 20 s %d, of the 20 s before %d; '
-			  . '20 s without retention add %.0f)', $what, $tail_max // -1, $mid_max // -1, 20 * $rate));
-}
+# without retention the segments grow; with it, once the window is full
+# (from 40 s on), no segment on disk is older than the window plus a
+# snapshot interval, a run's interval and some slack (40 s), and the
+# archive holds well under what it would without retention
+my $rate = ($without[-1][2] - $without[0][2]) / (($without[-1][0] - $without[0][0]) || 1);
+ok($rate > 0, sprintf('without retention the segments grow (%.0f bytes/s)', $rate));
+my @late = grep { $_->[0] >= 40 } @with;
+my @old = grep { $_->[5] > 40 } @late;
+ok(@late && !@old, sprintf('with retention no segment on disk is older than 40 s (%d samples from 40 s on; oldest %s)',
+	scalar(@late), join(' ', map { sprintf('%.0fs', $_->[5]) } @old) || 'none'));
+ok($with[-1][1] < 0.75 * $with[-1][3], sprintf('with retention the archive levels off: %dkB at the end, %dkB without retention',
+	$with[-1][1] / 1024, $with[-1][3] / 1024));
 like($node->safe_psql($db, 'SELECT retention_freed_bytes > 0 AND last_retention_at IS NOT NULL FROM changestream.status()'),
 	qr/^t$/, 'status() shows retention runs and freed bytes');
 my $log = slurp_file($node->logfile);
