@@ -352,10 +352,9 @@ for my $round (1 .. 3)
 	my $hb = cs_pgbench_bg($node, $db, @bench, '-T', '20', '-c', '2');
 	cs_sleep(3 + 2 * $round);
 	record_point();
-	# the compressor runs retention: kill it first, in the middle of its work
+	# the compressor runs retention: kill it too, in the middle of its work
 	my $cpid = $node->safe_psql($db, 'SELECT compressor_pid FROM changestream.status()');
-	kill 9, $cpid if $cpid =~ /^\d+$/;
-	cs_crash($node, also_archiver => 1);
+	cs_crash($node, also_archiver => 1, also_pids => [$cpid]);
 	cs_pgbench_finish($hb);
 	cs_start_after_crash($node);
 	cs_wait_state($node, 'streaming', name => "crash round $round: streaming again", timeout => 120);
