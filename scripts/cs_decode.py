@@ -790,6 +790,10 @@ def read_generation(gen_dir, problems, show, show_values):
         # below the retention horizon: being deleted, ignored (FORMAT.md 4.3)
         first_index = horizon["first_segment"]
         files = dict((i, f) for i, f in files.items() if i >= first_index)
+        if not files:
+            # retention never deletes the newest segment
+            problems.add(wal_dir, 0, "the retention horizon keeps segments from %016x on, "
+                         "but none is there" % first_index)
     indexes = list(files)
     expected_start = None
     state = new_state()

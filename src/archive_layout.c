@@ -379,12 +379,27 @@ cs_check_segment_sequence(const char *directory, uint64 generation,
 	int64		expect = -1;
 	CsHorizon	horizon;
 
-	if (segments != NIL)
+	if (!cs_read_horizon(directory, generation, &horizon))
 	{
-		if (!cs_read_horizon(directory, generation, &horizon))
-			horizon.first_segment = 0;
-		expect = horizon.first_segment;
+		if (segments == NIL)
+			return;				/* a new generation, before its first segment */
+		horizon.first_segment = 0;
 	}
+	else if (segments == NIL)
+	{
+		/* retention never deletes the newest segment */
+		char	   *path = psprintf("%s/%s",
+									cs_wal_dir_path(directory, generation),
+									cs_segment_file_name(horizon.first_segment, false));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream segment \"%s\" is missing", path),
+				 errdetail("The generation's retention horizon keeps segments from %lld on, but none is there.",
+						   (long long) horizon.first_segment),
+				 errhint(CS_DAMAGE_HINT)));
+	}
+	expect = horizon.first_segment;
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);

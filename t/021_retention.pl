@@ -485,13 +485,19 @@ is($warned, 1, 'retention without snapshot_interval warns once');
 # 6. damage in a retained generation is still found, by verify() and by
 #    cs_decode.py alike
 
-$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0");
+$node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0; SELECT pg_reload_conf()");
+# a few segments after the horizon's first one
+cs_pgbench($node, $db, @bench, '-T', '5', '-c', '2');
+record_point();
+cs_wait_archived($node, name => 'before the damage', timeout => 120);
 $node->stop;
 is(cs_decode_problems(), '', 'cs_decode.py finds the retained generation sound before the damage');
 my $horizon_text = slurp_file("$gdir/retention");
 my ($first_seg) = $horizon_text =~ /^first_segment = (\d+)$/m;
 my ($h_snap) = $horizon_text =~ m{^snapshot_lsn = ([0-9A-F]+/[0-9A-F]+)$}m;
-ok($first_seg > 0, "the horizon keeps segments from $first_seg on");
+my $next_seg = sprintf("$gdir/wal/%016x.wal", $first_seg + 1);
+ok($first_seg > 0 && (-e $next_seg || -e "$next_seg.gz"),
+	"the horizon keeps segments from $first_seg on, and there are more");
 
 # -> '' when cs_decode.py finds $gdir sound, else its output
 sub cs_decode_problems
@@ -515,7 +521,7 @@ sub damage_found
 
 my ($seg_file) = grep { -e "$gdir/wal/$_" } map { sprintf('%016x.wal%s', $first_seg, $_) } ('.gz', '');
 rename("$gdir/wal/$seg_file", "$backup/aside") or die "rename: $!";
-damage_found('the first segment kept is missing', qr/segment .*missing|segments start at $first_seg/i);
+damage_found('the first segment kept is missing', qr/segments start at $first_seg .*but the first one found is/);
 rename("$backup/aside", "$gdir/wal/$seg_file") or die "rename: $!";
 
 my $snap_file = sprintf('%08X%08X.snapshot.gz', map { hex } split m{/}, $h_snap);
