@@ -62,7 +62,8 @@ typedef struct RestoreState
 {
 	const char *directory;
 	uint64		generation;
-	CsIdentity	identity;
+	CsIdentity	identity;		/* start: the horizon's, after retention */
+	bool		retained;		/* retention removed older history */
 	const char *target_schema;	/* NULL: each table's own */
 	List	   *filter;			/* char *: wanted tables, NIL for all */
 	bool		has_target_lsn;
@@ -183,7 +184,11 @@ not_archived(RestoreState *rs, const char *what)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("the target %s is not archived in generation %016llx", what,
 					(unsigned long long) rs->generation),
-			 errdetail("The generation is restorable from %X/%X (%s) to its end; earlier points precede its start or were removed by retention.",
+			 rs->retained ?
+			 errdetail("The generation is restorable from %X/%X (%s) to its end; retention removed the history before.",
+					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+					   timestamptz_to_str(rs->identity.created_at)) :
+			 errdetail("The generation holds the transactions that committed from %X/%X (its start, %s) on.",
 					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 					   timestamptz_to_str(rs->identity.created_at)),
 			 errhint("Call changestream.generations() for the range of each generation (restorable_from_lsn to end_lsn).")));
@@ -206,6 +211,7 @@ pin_and_find_start(RestoreState *rs)
 	{
 		rs->identity.start_lsn = horizon.snapshot_lsn;
 		rs->identity.created_at = horizon.snapshot_time;
+		rs->retained = true;
 	}
 }
 

@@ -186,12 +186,18 @@ generation_row_files(const char *directory, uint64 generation, Datum *values,
  * NULL when the generation has none.
  */
 static void
-restorable_from(const char *directory, uint64 generation,
+restorable_from(const char *directory, uint64 generation, int snapshots,
 				const CsIdentity *identity, Datum *values, bool *nulls)
 {
-	List	   *names = cs_list_snapshots(directory, generation);
-	char	   *dir = cs_snapshots_dir_path(directory, generation);
+	List	   *names;
 	ListCell   *lc;
+	char	   *dir;
+
+	/* snapshot_count 0: none, or snapshots/ cannot be listed (see du()) */
+	if (snapshots == 0)
+		return;
+	names = cs_list_snapshots(directory, generation);
+	dir = cs_snapshots_dir_path(directory, generation);
 
 	foreach(lc, names)
 	{
@@ -213,7 +219,7 @@ restorable_from(const char *directory, uint64 generation,
 /* The columns of a generations() row that read the identity and segments. */
 static void
 generation_row_contents(const char *directory, uint64 generation,
-						Datum *values, bool *nulls)
+						int snapshots, Datum *values, bool *nulls)
 {
 	CsIdentity	identity;
 	List	   *segments;
@@ -230,7 +236,7 @@ generation_row_contents(const char *directory, uint64 generation,
 	values[6] = LSNGetDatum(generation_end(directory, generation, segments,
 										   identity.start_lsn));
 	nulls[6] = false;
-	restorable_from(directory, generation, &identity, values, nulls);
+	restorable_from(directory, generation, snapshots, &identity, values, nulls);
 }
 
 /* What generation_row_contents() needs, for cs_catch_damage(). */
@@ -238,6 +244,7 @@ typedef struct RowContents
 {
 	const char *directory;
 	uint64		generation;
+	int			snapshots;		/* snapshot_count, from du() */
 	Datum		values[GENERATION_COLS];
 	bool		nulls[GENERATION_COLS];
 } RowContents;
@@ -247,8 +254,8 @@ row_contents(void *arg)
 {
 	RowContents *rc = (RowContents *) arg;
 
-	generation_row_contents(rc->directory, rc->generation, rc->values,
-							rc->nulls);
+	generation_row_contents(rc->directory, rc->generation, rc->snapshots,
+							rc->values, rc->nulls);
 }
 
 /*
@@ -270,6 +277,7 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	generation_row_files(directory, generation, values, nulls);
 	rc.directory = directory;
 	rc.generation = generation;
+	rc.snapshots = DatumGetInt32(values[1]);
 	memset(rc.nulls, true, sizeof(rc.nulls));
 	damage = cs_catch_damage(row_contents, &rc, read_cxt);
 	if (damage != NULL)
