@@ -105,7 +105,9 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  below it are not listed.
  *	  Errors: as cs_read_identity(), cs_read_horizon() and
  *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
- *	  cs_pin_read().
+ *	  cs_pin_read(); 22023 when start_bound lies before the retention
+ *	  horizon's snapshot (that history was removed: reading on would
+ *	  silently miss it).
  */
 CsGenerationReader *
 cs_genreader_open(const char *directory, uint64 generation,
@@ -126,6 +128,16 @@ cs_genreader_open(const char *directory, uint64 generation,
 		cs_pin_read(generation, start_bound);
 	cs_require_identity(directory, generation, &gr->identity);
 	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
+	if (gr->has_horizon && start_bound != InvalidXLogRecPtr &&
+		start_bound < gr->horizon.snapshot_lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream history before %X/%X of generation %016llx was removed by retention",
+						LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						(unsigned long long) generation),
+				 errdetail("The requested start %X/%X lies before the generation's restorable start.",
+						   LSN_FORMAT_ARGS(start_bound)),
+				 errhint("Start at or after restorable_from_lsn of changestream.generations(), or pass no start.")));
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
 	MemoryContextSwitchTo(old);

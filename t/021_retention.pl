@@ -273,6 +273,13 @@ for my $p (@points)
 note("points: " . scalar(@points) . ", restored $restored, refused $refused, inside the window $in_window");
 ok($in_window >= 8, "at least 8 points inside the window ($in_window)");
 ok($refused >= 10, "at least 10 points removed by retention ($refused)");
+{
+	my ($out, $err) = ('', '');
+	$node->psql($db, "SELECT count(*) FROM changestream.changes('$gen', start_lsn => '$points[0]{lsn}')",
+		stdout => \$out, stderr => \$err, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+22023: changestream history before \Q$from_lsn\E of generation $gen was removed by retention/,
+		'changes() from a point before the restorable start is refused, not silently shortened');
+}
 $pin->query_safe('COMMIT');
 $pin->quit;
 
