@@ -14,6 +14,9 @@ OBJS = \
 	src/changestream.o \
 	src/guc.o \
 	src/shmem_status.o \
+	src/reader_pins.o \
+	src/retention.o \
+	src/retention_horizon.o \
 	src/archive_dir.o \
 	src/archive_layout.o \
 	src/generation_reader.o \

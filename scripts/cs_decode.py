@@ -905,18 +905,30 @@ def read_generation(gen_dir, problems, show, show_values):
     except OSError as e:
         problems.add(wal_dir, 0, "could not read directory: %s" % e.strerror)
         return gen_name, results
+    horizon = read_horizon(gen_dir, problems)
+    first_index = 0
+    if horizon is not None:
+        # below the retention horizon: being deleted, ignored (FORMAT.md 4.3)
+        first_index = horizon["first_segment"]
+        files = dict((i, f) for i, f in files.items() if i >= first_index)
+        if not files:
+            # retention never deletes the newest segment
+            problems.add(wal_dir, 0, "the retention horizon keeps segments from %016x on, "
+                         "but none is there" % first_index)
     indexes = list(files)
     expected_start = None
     state = new_state()
     if ident is not None:
         expected_start = parse_lsn(ident["start_lsn"])
         state["start_lsn"] = expected_start
+        if horizon is not None and first_index > 0:
+            expected_start = None       # the first segment kept starts before the horizon
     prev_ok = True
     prev_version = 1
     for n, idx in enumerate(indexes):
         p = files[idx]
         newest = n == len(indexes) - 1
-        expected_idx = indexes[n - 1] + 1 if n > 0 else 0
+        expected_idx = indexes[n - 1] + 1 if n > 0 else first_index
         if idx != expected_idx:
             missing = os.path.join(wal_dir, "%016x.wal" % expected_idx)
             problems.add(p, 0, "gap in segment indexes: segment %016x is missing (%s)"
@@ -952,11 +964,39 @@ def read_generation(gen_dir, problems, show, show_values):
                          % (lsn(h["start_lsn"]),
                             "the identity's start_lsn" if n == 0 else "the previous segment",
                             lsn(expected_start)))
+        if n == 0 and horizon is not None and h["start_lsn"] > horizon["snapshot_lsn"]:
+            problems.add(p, 0, "starts at %s, after the retention horizon's snapshot %s"
+                         % (lsn(h["start_lsn"]), lsn(horizon["snapshot_lsn"])))
         expected_start = r.position
         prev_ok = True
-    check_snapshot_contents(gen_dir, parse_lsn(ident["start_lsn"]) if ident is not None else None,
-                            problems)
+    if horizon is not None:
+        check_snapshot_contents(gen_dir, horizon["snapshot_lsn"], problems, True)
+    else:
+        check_snapshot_contents(gen_dir, parse_lsn(ident["start_lsn"]) if ident is not None else None,
+                                problems)
     return gen_name, results
+
+
+def read_horizon(gen_dir, problems):
+    """The retention horizon (docs/FORMAT.md section 4.3), or None without one."""
+    path = os.path.join(gen_dir, "retention")
+    if not os.path.exists(path):
+        return None
+    keys = {}
+    with open(path, "rb") as f:
+        for line in f.read().decode("utf-8", "replace").split("\n"):
+            if line.startswith("#") or " = " not in line:
+                continue
+            k, v = line.split(" = ", 1)
+            keys[k] = v
+    try:
+        return {"first_segment": int(keys["first_segment"]),
+                "snapshot_lsn": parse_lsn(keys["snapshot_lsn"]),
+                "snapshot_time_us": int(keys["snapshot_time_us"])}
+    except (KeyError, ValueError):
+        problems.add(path, 0, "the retention horizon lacks first_segment, snapshot_lsn "
+                     "or snapshot_time_us")
+        return None
 
 # ---------------------------------------------------------------- main
 
@@ -1124,18 +1164,22 @@ def check_snapshot_file(path, problems):
                      % (keys["rows"], json_rows, rows))
 
 
-def check_snapshot_contents(gen_dir, start_lsn, problems):
+def check_snapshot_contents(gen_dir, start_lsn, problems, horizon=False):
     snap_dir = os.path.join(gen_dir, "snapshots")
     try:
         names = sorted(n for n in os.listdir(snap_dir) if SNAPSHOT_NAME.match(n))
     except OSError:
         return                  # check_snapshots() reported it
+    if horizon:
+        # below the retention horizon: being deleted, ignored
+        names = [n for n in names if int(n[:16], 16) >= start_lsn]
     for n in names:
         p = os.path.join(snap_dir, n)
         if os.path.isfile(p):
             check_snapshot_file(p, problems)
     if start_lsn is not None and "%016X.snapshot.gz" % start_lsn not in names:
-        problems.add(snap_dir, 0, "no snapshot at the generation's start %s" % lsn(start_lsn))
+        problems.add(snap_dir, 0, "no snapshot at the generation's %s %s"
+                     % ("retention horizon" if horizon else "start", lsn(start_lsn)))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@
  *   size_bytes counts every file of the generation (bytes on disk).
  *   A generation that cannot be read is still listed: damage says why
  *   (NULL for a sound one), and the columns that could not be read are NULL.
+ *   restorable_from_lsn/_time: the oldest snapshot kept, the earliest point
+ *   restore() can reach in the generation (later after retention deleted
+ *   older history; see changestream.retention).
  *   Errors: 55000 when changestream.directory is not set; file access
  *   SQLSTATEs when generations/ itself cannot be read.
  */
@@ -21,7 +24,9 @@ CREATE FUNCTION generations(
 	OUT start_lsn pg_lsn,
 	OUT end_lsn pg_lsn,
 	OUT size_bytes bigint,
-	OUT damage text)
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_generations'
 LANGUAGE C STRICT VOLATILE;
@@ -42,7 +47,9 @@ CREATE FUNCTION generation_stats(
 	OUT start_lsn pg_lsn,
 	OUT end_lsn pg_lsn,
 	OUT size_bytes bigint,
-	OUT damage text)
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_generation_stats'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -96,6 +103,8 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   in the archive (local server), or received minus flushed (remote).
  *   compressor_pid .. last_compress_error_at: the compressor worker;
  *   raw_sealed_segments is what it found at its last look (NULL before).
+ *   last_retention_at: the last retention run (NULL: none since the server
+ *   started); retention_freed_bytes: bytes it deleted since then.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -123,7 +132,9 @@ CREATE FUNCTION status(
 	OUT raw_sealed_segments bigint,
 	OUT compressed_segments bigint,
 	OUT last_compress_error text,
-	OUT last_compress_error_at timestamptz)
+	OUT last_compress_error_at timestamptz,
+	OUT last_retention_at timestamptz,
+	OUT retention_freed_bytes bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -33,6 +33,7 @@
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
+#include "retention.h"
 
 #define SNAPSHOT_SUFFIX		".snapshot.gz"
 
@@ -271,7 +272,7 @@ stat_regular(const char *path, struct stat *st)
 }
 
 /*
- * cs_list_segments
+ * list_segments
  *	  Returns the segment files of a generation as a List of palloc'd
  *	  CsSegmentFile, by index.  Where a raw segment and its .gz both exist
  *	  (compression finishing: the .gz is renamed into place only once it is
@@ -279,13 +280,14 @@ stat_regular(const char *path, struct stat *st)
  *	  Errors: XX001 for an entry named like a segment that is not a regular
  *	  file; file access SQLSTATEs when wal/ cannot be read.
  */
-List *
-cs_list_segments(const char *directory, uint64 generation)
+static List *
+list_segments(const char *directory, uint64 generation, bool all)
 {
 	char	   *wal_dir = cs_wal_dir_path(directory, generation);
 	DIR		   *dir = open_dir(wal_dir, true);
 	struct dirent *de;
 	List	   *result = NIL;
+	CsHorizon	horizon;
 
 	if (dir == NULL)
 		return NIL;
@@ -330,7 +332,37 @@ cs_list_segments(const char *directory, uint64 generation)
 	}
 	FreeDir(dir);
 	list_sort(result, cmp_segment);
+	if (!all && cs_read_horizon(directory, generation, &horizon))
+	{
+		/* below the retention horizon: being deleted, not read */
+		while (result != NIL &&
+			   ((CsSegmentFile *) linitial(result))->index < horizon.first_segment)
+			result = list_delete_first(result);
+	}
 	return result;
+}
+
+/*
+ * cs_list_segments
+ *	  The segment files of a generation, as list_segments() gives them,
+ *	  without those below its retention horizon (docs/FORMAT.md 4.3).
+ *	  Errors: as list_segments(); XX001 for a damaged horizon file.
+ */
+List *
+cs_list_segments(const char *directory, uint64 generation)
+{
+	return list_segments(directory, generation, false);
+}
+
+/*
+ * cs_list_all_segments
+ *	  As cs_list_segments(), including those below the retention horizon
+ *	  (for retention, which deletes them).
+ */
+List *
+cs_list_all_segments(const char *directory, uint64 generation)
+{
+	return list_segments(directory, generation, true);
 }
 
 /*
@@ -345,7 +377,29 @@ cs_check_segment_sequence(const char *directory, uint64 generation,
 {
 	ListCell   *lc;
 	int64		expect = -1;
+	CsHorizon	horizon;
 
+	if (!cs_read_horizon(directory, generation, &horizon))
+	{
+		if (segments == NIL)
+			return;				/* a new generation, before its first segment */
+		horizon.first_segment = 0;
+	}
+	else if (segments == NIL)
+	{
+		/* retention never deletes the newest segment */
+		char	   *path = psprintf("%s/%s",
+									cs_wal_dir_path(directory, generation),
+									cs_segment_file_name(horizon.first_segment, false));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream segment \"%s\" is missing", path),
+				 errdetail("The generation's retention horizon keeps segments from %lld on, but none is there.",
+						   (long long) horizon.first_segment),
+				 errhint(CS_DAMAGE_HINT)));
+	}
+	expect = horizon.first_segment;
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);
@@ -359,6 +413,9 @@ cs_check_segment_sequence(const char *directory, uint64 generation,
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("changestream segment \"%s\" is missing", path),
+					 expect == horizon.first_segment ?
+					 errdetail("The generation's segments start at %lld (its retention horizon, or 0 without one), but the first one found is %lld.",
+							   (long long) expect, (long long) sf->index) :
 					 errdetail("Segments %lld and %lld of the generation exist, so every segment between them must too.",
 							   (long long) (expect - 1), (long long) sf->index),
 					 errhint(CS_DAMAGE_HINT)));
@@ -388,9 +445,16 @@ cs_list_snapshots(const char *directory, uint64 generation)
 	struct dirent *de;
 	List	   *names = NIL;
 
+	CsHorizon	horizon;
+	XLogRecPtr	lsn;
+
+	if (!cs_read_horizon(directory, generation, &horizon))
+		horizon.snapshot_lsn = InvalidXLogRecPtr;
 	while ((de = ReadDir(dir, path)) != NULL)
 	{
-		if (cs_is_snapshot_file_name(de->d_name))
+		/* below the retention horizon: being deleted, not read */
+		if (cs_snapshot_name_lsn(de->d_name, &lsn) &&
+			lsn >= horizon.snapshot_lsn)
 			names = lappend(names, pstrdup(de->d_name));
 	}
 	FreeDir(dir);

@@ -18,10 +18,12 @@
  *	  the archiver sets after sealing a segment, and looks again every
  *	  RESCAN_MS in any case.
  *
- *	  Its loop is a list of duties run one slice at a time (today:
- *	  compression), so that retention and the durable flush beside the
- *	  receive loop (issues 12 and 13) can join it without a second
- *	  process.
+ *	  Its loop is a list of duties run one slice at a time: compression,
+ *	  and retention (retention.c: after each snapshot and at least every
+ *	  minute, it deletes what the restorable window no longer needs, a
+ *	  slice of files at a time).  The archiver's receive loop never waits
+ *	  for either.  A retention error is caught here, logged once and
+ *	  dropped: it never stops compression (docs/DESIGN.md section 11).
  *
  *	  It holds its own lock file in the archive directory
  *	  (changestream.compressor.lock), as the archiver holds
@@ -65,6 +67,7 @@
 #include "shmem_status.h"
 #include "compressor.h"
 #include "log_once.h"
+#include "retention.h"
 
 #define RESCAN_MS			10000	/* look for work at least this often */
 #define BACKOFF_MIN_MS		1000
@@ -78,6 +81,7 @@ typedef struct Candidate
 } Candidate;
 
 static MemoryContext job_cxt = NULL;	/* the job in progress and its scan */
+static MemoryContext retention_scratch = NULL;	/* one retention step */
 static CsCompressJob *job = NULL;
 static int	lock_fd = -1;		/* changestream.compressor.lock */
 static char locked_dir[MAXPGPATH];	/* the directory it locks */
@@ -227,6 +231,50 @@ compress_duty(void)
 }
 
 /*
+ * The retention duty: one step of retention.c (plan a run that is due, or
+ * delete the next slice of one), planned only while no segment is half
+ * compressed, so that a new horizon never lands under the compression
+ * job.  An error drops the run (cs_retention_failed()) after releasing
+ * what it left open, as the error path below does; a compression job in
+ * progress is given up with it and started again.  Returns true while
+ * work remains.
+ */
+static bool
+retention_duty(void)
+{
+	MemoryContext old;
+	volatile bool more = false;
+
+	if (!lock_directory(cs_directory))
+		return false;
+	old = MemoryContextSwitchTo(retention_scratch);
+	PG_TRY();
+	{
+		more = cs_retention_step(cs_directory, GetCurrentTimestamp(),
+								 job == NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		cs_compress_abort();
+		job = NULL;
+		LWLockReleaseAll();
+		AtEOXact_Files(false);
+		MemoryContextReset(job_cxt);
+		cs_retention_failed(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(retention_scratch);
+	return more;
+}
+
+/*
  * Wait on the latch for ms milliseconds (-1: no timeout).  With
  * until_timeout (the backoff), the latch alone does not end the wait: only
  * the timeout or a reload does.
@@ -321,6 +369,9 @@ changestream_compressor_main(Datum main_arg)
 	before_shmem_exit(compressor_exit, (Datum) 0);
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "changestream compressor",
 									ALLOCSET_DEFAULT_SIZES);
+	retention_scratch = AllocSetContextCreate(TopMemoryContext,
+											  "changestream retention step",
+											  ALLOCSET_DEFAULT_SIZES);
 
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 		compression_failed();
@@ -342,7 +393,10 @@ changestream_compressor_main(Datum main_arg)
 				job = NULL;
 			}
 			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
+			{
 				release_lock();
+				cs_retention_reset();	/* a run of another directory */
+			}
 		}
 		if (cs_directory == NULL || cs_directory[0] == '\0')
 		{
@@ -351,6 +405,7 @@ changestream_compressor_main(Datum main_arg)
 			continue;
 		}
 		more = compress_duty();
+		more = retention_duty() || more;
 		if (!more)
 			wait_ms(RESCAN_MS, false);
 	}

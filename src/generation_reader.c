@@ -8,7 +8,9 @@
  *	  - segment indexes have no gap (cs_check_segment_sequence());
  *	  - each header names its own index, its generation, and the system
  *		identifier and timeline of the generation's identity;
- *	  - segment 0 starts at the generation's start LSN, and each segment
+ *	  - segment 0 starts at the generation's start LSN (after retention,
+ *		the first segment kept starts at or before the retention horizon's
+ *		snapshot: docs/FORMAT.md 4.3), and each segment
  *		starts at the position of record where the previous one ended (or,
  *		when the previous one was skipped, no earlier than it started);
  *	  - no segment but the newest ends inside a transaction, and commit
@@ -22,7 +24,8 @@
  *
  *	  A violation is XX001 naming the file and the offset; nothing is ever
  *	  skipped or read twice silently.  Every reader of the archive's
- *	  contents reads through here.
+ *	  contents reads through here, and a backend's read pins the
+ *	  generation against retention first (reader_pins.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -31,8 +34,11 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "access/xact.h"
+
 #include "archive_layout.h"
 #include "generation_reader.h"
+#include "retention.h"
 
 struct CsGenerationReader
 {
@@ -40,6 +46,8 @@ struct CsGenerationReader
 	const char *directory;
 	uint64		generation;
 	CsIdentity	identity;
+	bool		has_horizon;	/* retention removed its older files */
+	CsHorizon	horizon;
 	XLogRecPtr	start_bound;	/* skip segments wholly before it */
 	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
 	bool		has_start_time; /* skip sealed segments whose commit times */
@@ -104,9 +112,16 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  whose successor starts at or before start_bound holds no commit at or
  *	  after it, and one that starts after end_bound none before it.
  *	  Callers still filter entries.  The reader lives in a child of
- *	  CurrentMemoryContext; an error releases its files with it.
- *	  Errors: as cs_read_identity() and cs_list_segments(); XX001 for a gap
- *	  in the segments.
+ *	  CurrentMemoryContext; an error releases its files with it.  In a
+ *	  transaction (a backend), it first pins the generation from
+ *	  start_bound on against retention, until the transaction ends
+ *	  (cs_pin_read()); then it reads the retention horizon, so segments
+ *	  below it are not listed.
+ *	  Errors: as cs_read_identity(), cs_read_horizon() and
+ *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
+ *	  cs_pin_read(); 22023 when start_bound lies before the retention
+ *	  horizon's snapshot (that history was removed: reading on would
+ *	  silently miss it).
  */
 CsGenerationReader *
 cs_genreader_open(const char *directory, uint64 generation,
@@ -123,7 +138,20 @@ cs_genreader_open(const char *directory, uint64 generation,
 	gr->generation = generation;
 	gr->start_bound = start_bound;
 	gr->end_bound = end_bound;
+	if (IsTransactionState())
+		cs_pin_read(generation, start_bound);
 	cs_require_identity(directory, generation, &gr->identity);
+	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
+	if (gr->has_horizon && start_bound != InvalidXLogRecPtr &&
+		start_bound < gr->horizon.snapshot_lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream history before %X/%X of generation %016llx was removed by retention",
+						LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						(unsigned long long) generation),
+				 errdetail("The requested start %X/%X lies before the generation's restorable start.",
+						   LSN_FORMAT_ARGS(start_bound)),
+				 errhint("Start at or after restorable_from_lsn of changestream.generations(), or pass no start.")));
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
 	MemoryContextSwitchTo(old);
@@ -131,11 +159,16 @@ cs_genreader_open(const char *directory, uint64 generation,
 }
 
 /*
- * Open a listed segment.  A raw segment may have been compressed and
- * removed since it was listed: then its .gz is opened instead.
+ * cs_open_listed_segment
+ *	  Opens a segment found by cs_list_segments() and returns its reader
+ *	  (header read).  A raw segment may have been compressed and removed
+ *	  since it was listed (the compressor works beside every reader): then
+ *	  its .gz is opened instead, and sf says so.
+ *	  Errors: file access error (class 58) when neither exists any more;
+ *	  as cs_reader_open() for damage.
  */
-static CsSegmentReader *
-open_listed(CsSegmentFile *sf)
+CsSegmentReader *
+cs_open_listed_segment(CsSegmentFile *sf)
 {
 	CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, true);
 
@@ -164,7 +197,7 @@ wholly_before_start(CsGenerationReader *gr, int i)
 	if (gr->start_bound == InvalidXLogRecPtr || i + 1 >= list_length(gr->segments))
 		return false;
 	next = list_nth(gr->segments, i + 1);
-	r = open_listed(next);
+	r = cs_open_listed_segment(next);
 	cs_check_segment_header(next->path, cs_reader_header(r), next->index,
 							gr->generation, &gr->identity);
 	before = cs_reader_header(r)->start_lsn <= gr->start_bound;
@@ -184,6 +217,12 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 		cs_segment_damage(path, 0,
 						  "The generation starts at %X/%X, but its first segment at %X/%X.",
 						  LSN_FORMAT_ARGS(gr->identity.start_lsn),
+						  LSN_FORMAT_ARGS(h->start_lsn));
+	if (gr->has_horizon && gr->cur->index == gr->horizon.first_segment &&
+		gr->cur->index > 0 && h->start_lsn > gr->horizon.snapshot_lsn)
+		cs_segment_damage(path, 0,
+						  "The generation's retention horizon keeps history from its snapshot %X/%X, but its first segment kept starts at %X/%X.",
+						  LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						  LSN_FORMAT_ARGS(h->start_lsn));
 	if (gr->have_prev_end && h->start_lsn != gr->track.position)
 		cs_segment_damage(path, 0,
@@ -317,7 +356,7 @@ open_next(CsGenerationReader *gr)
 		if (!gr->newest)
 		{
 			/* a segment with a successor was sealed: its seal counts */
-			gr->reader = open_listed(gr->cur);
+			gr->reader = cs_open_listed_segment(gr->cur);
 			h = cs_reader_header(gr->reader);
 			check_seal_crc(gr, h);
 			if (h->seal_state == CS_SEAL_VALID)
@@ -364,7 +403,7 @@ open_next(CsGenerationReader *gr)
 		}
 		if (gr->reader == NULL)
 		{
-			gr->reader = open_listed(gr->cur);
+			gr->reader = cs_open_listed_segment(gr->cur);
 			check_seal_crc(gr, cs_reader_header(gr->reader));
 			check_start(gr, cs_reader_header(gr->reader));
 		}

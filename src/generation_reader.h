@@ -9,6 +9,7 @@
 #ifndef CS_GENERATION_READER_H
 #define CS_GENERATION_READER_H
 
+#include "archive_layout.h"
 #include "generation.h"
 #include "pgoutput_parse.h"
 #include "segment_format.h"
@@ -39,6 +40,7 @@ extern bool cs_genreader_stopped(CsGenerationReader *reader);
 extern int64 cs_genreader_skipped(CsGenerationReader *reader);
 extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
 extern void cs_genreader_close(CsGenerationReader *reader);
+extern CsSegmentReader *cs_open_listed_segment(CsSegmentFile *sf);
 extern void cs_check_segment_header(const char *path,
 									const CsSegmentHeader *header,
 									int64 index, uint64 generation,

@@ -20,6 +20,7 @@
 #include "guc.h"
 #include "guc_rejected.h"
 #include "message_filter.h"
+#include "retention.h"
 
 char	   *cs_directory = NULL;
 char	   *cs_database = NULL;
@@ -236,6 +237,13 @@ cs_define_gucs(void)
 							"Time between scheduled snapshots of the published tables.",
 							"0 disables scheduled snapshots; every generation still opens with one.",
 							&cs_snapshot_interval_s, 0, 0, 365 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("changestream.retention",
+							"How long archived history stays restorable; older files are deleted.",
+							"0 keeps everything.  Needs changestream.snapshot_interval to free anything.",
+							&cs_retention_s, 0, 0, 10 * 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 

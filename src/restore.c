@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "restore.h"
+#include "retention.h"
 #include "snapshot_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_restore);
@@ -61,7 +62,8 @@ typedef struct RestoreState
 {
 	const char *directory;
 	uint64		generation;
-	CsIdentity	identity;
+	CsIdentity	identity;		/* start: the horizon's, after retention */
+	bool		retained;		/* retention removed older history */
 	const char *target_schema;	/* NULL: each table's own */
 	List	   *filter;			/* char *: wanted tables, NIL for all */
 	bool		has_target_lsn;
@@ -182,10 +184,35 @@ not_archived(RestoreState *rs, const char *what)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("the target %s is not archived in generation %016llx", what,
 					(unsigned long long) rs->generation),
+			 rs->retained ?
+			 errdetail("The generation is restorable from %X/%X (%s) to its end; retention removed the history before.",
+					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+					   timestamptz_to_str(rs->identity.created_at)) :
 			 errdetail("The generation holds the transactions that committed from %X/%X (its start, %s) on.",
 					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 					   timestamptz_to_str(rs->identity.created_at)),
-			 errhint("Call changestream.generations() for the range of each generation.")));
+			 errhint("Call changestream.generations() for the range of each generation (restorable_from_lsn to end_lsn).")));
+}
+
+/*
+ * Pin the generation against retention (docs/DESIGN.md section 11), then
+ * take its restorable start: after retention, the retention horizon's
+ * snapshot replaces the generation's start in rs->identity, so every
+ * range restore() checks or names is the restorable one.
+ */
+static void
+pin_and_find_start(RestoreState *rs)
+{
+	CsHorizon	horizon;
+
+	cs_pin_read(rs->generation, InvalidXLogRecPtr);
+	if (cs_read_horizon(rs->directory, rs->generation, &horizon) &&
+		horizon.snapshot_lsn > rs->identity.start_lsn)
+	{
+		rs->identity.start_lsn = horizon.snapshot_lsn;
+		rs->identity.created_at = horizon.snapshot_time;
+		rs->retained = true;
+	}
 }
 
 /* The newest snapshot not after the target; its path and LSN in rs. */
@@ -844,6 +871,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);
+	pin_and_find_start(&rs);
 	rs.last_progress = GetCurrentTimestamp();
 	choose_snapshot(&rs);
 	read_manifest_tables(&rs);

@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "compressor.h"
+#include "retention.h"
 #include "shmem_status.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
@@ -60,6 +61,7 @@ cs_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsCompressorShared)));
+	RequestAddinShmemSpace(cs_pins_shmem_size());
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
 
@@ -91,6 +93,7 @@ cs_shmem_startup(void)
 		SpinLockInit(&cs_compressor->mutex);
 		cs_compressor->raw_sealed_segments = -1;
 	}
+	cs_pins_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -646,8 +649,9 @@ cs_compressor_status_set_error(const char *message)
 
 /*
  * cs_compressor_wake
- *	  Wake the compressor (a segment was sealed); nothing when it does not
- *	  run.  The latch is set after the spinlock is released.
+ *	  Wake the compressor (a segment was sealed, a snapshot finished);
+ *	  nothing when it does not run.  The latch is set after the spinlock
+ *	  is released.
  */
 void
 cs_compressor_wake(void)

@@ -30,6 +30,7 @@
 #include "archive_layout.h"
 #include "guc.h"
 #include "shmem_status.h"
+#include "compressor.h"
 #include "snapshot.h"
 #include "snapshot_worker.h"
 #include "walsender_conn.h"
@@ -75,6 +76,7 @@ static void
 snapshot_exit(int code, Datum arg)
 {
 	cs_status_snapshot_worker_exited();
+	cs_compressor_wake();		/* retention runs after each snapshot */
 }
 
 /* the worker's replication connection, for snapshot_abandon() */

@@ -26,6 +26,7 @@
 #include "utils/tuplestore.h"
 
 #include "decoder.h"
+#include "retention.h"
 
 PG_FUNCTION_INFO_V1(changestream_changes);
 
@@ -323,6 +324,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 	f.end_time = f.has_end_time ? PG_GETARG_TIMESTAMPTZ(4) : 0;
 	if (!PG_ARGISNULL(5))
 		f.relations = cs_relation_names(PG_GETARG_ARRAYTYPE_P(5));
+	cs_pin_read(generation, f.start_lsn);
 	InitMaterializedSRF(fcinfo, 0);
 
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);

@@ -38,10 +38,12 @@
 #include "archive_layout.h"
 #include "generation.h"
 #include "generation_reader.h"
+#include "retention.h"
 #include "segment_format.h"
 #include "segment_reader.h"
 #include "shmem_status.h"
 #include "snapshot.h"
+#include "snapshot_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
 PG_FUNCTION_INFO_V1(changestream_generation_stats);
@@ -49,7 +51,8 @@ PG_FUNCTION_INFO_V1(changestream_wal_segments);
 PG_FUNCTION_INFO_V1(changestream_wal_records);
 PG_FUNCTION_INFO_V1(changestream_snapshots);
 
-#define GENERATION_COLS 9
+#define GENERATION_COLS 11
+#define GENERATION_DAMAGE_COL 8	/* then restorable_from_lsn, _time */
 #define SEGMENT_COLS	7
 #define RECORD_COLS		4
 #define SNAPSHOT_COLS	6
@@ -176,10 +179,47 @@ generation_row_files(const char *directory, uint64 generation, Datum *values,
 	nulls[7] = false;
 }
 
+/*
+ * restorable_from_lsn and restorable_from_time of a generations() row: the
+ * oldest snapshot kept at or after the generation's start (its retention
+ * horizon's after retention), which is the earliest restorable point.
+ * NULL when the generation has none.
+ */
+static void
+restorable_from(const char *directory, uint64 generation, int snapshots,
+				const CsIdentity *identity, Datum *values, bool *nulls)
+{
+	List	   *names;
+	ListCell   *lc;
+	char	   *dir;
+
+	/* snapshot_count 0: none, or snapshots/ cannot be listed (see du()) */
+	if (snapshots == 0)
+		return;
+	names = cs_list_snapshots(directory, generation);
+	dir = cs_snapshots_dir_path(directory, generation);
+
+	foreach(lc, names)
+	{
+		XLogRecPtr	lsn;
+		CsSnapshotReader *r;
+
+		if (!cs_snapshot_name_lsn(lfirst(lc), &lsn) || lsn < identity->start_lsn)
+			continue;
+		r = cs_snapreader_open(psprintf("%s/%s", dir, (char *) lfirst(lc)));
+		values[9] = LSNGetDatum(cs_snapreader_lsn(r));
+		nulls[9] = false;
+		values[10] = TimestampTzGetDatum(cs_snapreader_time(r));
+		nulls[10] = false;
+		cs_snapreader_close(r);
+		return;
+	}
+}
+
 /* The columns of a generations() row that read the identity and segments. */
 static void
 generation_row_contents(const char *directory, uint64 generation,
-						Datum *values, bool *nulls)
+						int snapshots, Datum *values, bool *nulls)
 {
 	CsIdentity	identity;
 	List	   *segments;
@@ -196,6 +236,7 @@ generation_row_contents(const char *directory, uint64 generation,
 	values[6] = LSNGetDatum(generation_end(directory, generation, segments,
 										   identity.start_lsn));
 	nulls[6] = false;
+	restorable_from(directory, generation, snapshots, &identity, values, nulls);
 }
 
 /* What generation_row_contents() needs, for cs_catch_damage(). */
@@ -203,6 +244,7 @@ typedef struct RowContents
 {
 	const char *directory;
 	uint64		generation;
+	int			snapshots;		/* snapshot_count, from du() */
 	Datum		values[GENERATION_COLS];
 	bool		nulls[GENERATION_COLS];
 } RowContents;
@@ -212,8 +254,8 @@ row_contents(void *arg)
 {
 	RowContents *rc = (RowContents *) arg;
 
-	generation_row_contents(rc->directory, rc->generation, rc->values,
-							rc->nulls);
+	generation_row_contents(rc->directory, rc->generation, rc->snapshots,
+							rc->values, rc->nulls);
 }
 
 /*
@@ -235,22 +277,23 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	generation_row_files(directory, generation, values, nulls);
 	rc.directory = directory;
 	rc.generation = generation;
+	rc.snapshots = DatumGetInt32(values[1]);
 	memset(rc.nulls, true, sizeof(rc.nulls));
 	damage = cs_catch_damage(row_contents, &rc, read_cxt);
 	if (damage != NULL)
 	{
-		values[GENERATION_COLS - 1] =
+		values[GENERATION_DAMAGE_COL] =
 			CStringGetTextDatum(damage->detail ?
 								psprintf("%s: %s", damage->message, damage->detail) :
 								damage->message);
-		nulls[GENERATION_COLS - 1] = false;
+		nulls[GENERATION_DAMAGE_COL] = false;
 		FreeErrorData(damage);
 	}
 
 	/* copy what was read out of read_cxt: pg_lsn, timestamptz, int by value */
-	for (int i = 2; i <= 6; i++)
+	for (int i = 2; i < GENERATION_COLS; i++)
 	{
-		if (i == 4 || rc.nulls[i])
+		if (i == 4 || i == 7 || i == GENERATION_DAMAGE_COL || rc.nulls[i])
 			continue;
 		values[i] = rc.values[i];
 		nulls[i] = false;
@@ -262,8 +305,11 @@ generation_row(const char *directory, uint64 generation, Datum *values,
  * changestream.generations()
  *	  Returns setof (generation text, snapshot_count int, wal_count int,
  *	  created_at timestamptz, updated_at timestamptz, start_lsn pg_lsn,
- *	  end_lsn pg_lsn, size_bytes bigint (bytes on disk), damage text): one
- *	  row per generation, oldest first.  A generation whose identity file or
+ *	  end_lsn pg_lsn, size_bytes bigint (bytes on disk), damage text,
+ *	  restorable_from_lsn pg_lsn, restorable_from_time timestamptz): one
+ *	  row per generation, oldest first.  restorable_from_* is the oldest
+ *	  snapshot kept (docs/DESIGN.md section 11), the earliest point
+ *	  restore() can reach in the generation.  A generation whose identity file or
  *	  segments are damaged is listed with the reason in damage and NULL in
  *	  the columns that could not be read.
  *	  Errors: 55000 if changestream.directory is not set; file access
@@ -279,6 +325,7 @@ changestream_generations(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	directory = cs_require_directory();
+	cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 	gens = cs_list_generations(directory);
 	foreach(lc, gens)
 	{
@@ -308,6 +355,7 @@ changestream_generation_stats(PG_FUNCTION_ARGS)
 	bool		nulls[GENERATION_COLS];
 
 	generation = generation_arg(fcinfo, &directory);
+	cs_pin_read(generation, InvalidXLogRecPtr);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	generation_row(directory, generation, values, nulls);
@@ -340,6 +388,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	CsIdentity	identity;
 
 	generation = generation_arg(fcinfo, &directory);
+	cs_pin_read(generation, InvalidXLogRecPtr);
 	InitMaterializedSRF(fcinfo, 0);
 
 	cs_require_identity(directory, generation, &identity);
@@ -350,7 +399,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);
-		CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, false);
+		CsSegmentReader *r = cs_open_listed_segment(sf);
 		const CsSegmentHeader *h = cs_reader_header(r);
 
 		cs_check_segment_header(sf->path, h, sf->index, generation, &identity);
@@ -426,6 +475,7 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 	bool		in_txn = false;
 
 	generation = generation_arg(fcinfo, &directory);
+	cs_pin_read(generation, start);
 	InitMaterializedSRF(fcinfo, 0);
 
 	gr = cs_genreader_open(directory, generation, start, end);
@@ -491,6 +541,7 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	generation = generation_arg(fcinfo, &directory);
+	cs_pin_read(generation, InvalidXLogRecPtr);
 	InitMaterializedSRF(fcinfo, 0);
 
 	dir = cs_snapshots_dir_path(directory, generation);

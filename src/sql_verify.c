@@ -29,6 +29,7 @@
 #include "utils/tuplestore.h"
 
 #include "decoder.h"
+#include "retention.h"
 #include "snapshot_reader.h"
 
 PG_FUNCTION_INFO_V1(changestream_verify);
@@ -41,6 +42,8 @@ typedef struct VerifyState
 	const char *directory;
 	uint64		generation;
 	char	   *gen_path;		/* prefix stripped from file names */
+	bool		has_horizon;	/* the generation's retention horizon */
+	CsHorizon	horizon;
 } VerifyState;
 
 static void
@@ -212,6 +215,14 @@ check_snapshot(VerifyState *vs, const char *path)
 					   cs_snapreader_rows(r), json_rows, rows);
 }
 
+/* The retention horizon: read first, as every listing depends on it. */
+static void
+check_horizon(VerifyState *vs, const char *file)
+{
+	vs->has_horizon = cs_read_horizon(vs->directory, vs->generation,
+									  &vs->horizon);
+}
+
 static void
 verify_generation(VerifyState *vs)
 {
@@ -222,6 +233,9 @@ verify_generation(VerifyState *vs)
 	bool		opening = false;
 
 	vs->gen_path = cs_generation_path(vs->directory, vs->generation);
+	/* a damaged horizon: nothing of the generation can be listed */
+	if (!run_check(vs, check_horizon, CS_HORIZON_FILE))
+		return;
 	(void) run_check(vs, check_segments, "wal");	/* a row says where */
 	names = cs_list_snapshots(vs->directory, vs->generation);
 	foreach(lc, names)
@@ -232,17 +246,24 @@ verify_generation(VerifyState *vs)
 	}
 	if (cs_read_identity(vs->directory, vs->generation, &identity))
 	{
+		XLogRecPtr	start = identity.start_lsn;
+
+		/* after retention, the oldest snapshot kept opens the generation */
+		if (vs->has_horizon)
+			start = vs->horizon.snapshot_lsn;
 		foreach(lc, names)
 		{
 			unsigned long lsn;
 
-			if (sscanf(lfirst(lc), "%16lX", &lsn) == 1 && lsn == identity.start_lsn)
+			if (sscanf(lfirst(lc), "%16lX", &lsn) == 1 && lsn == start)
 				opening = true;
 		}
 		if (!opening)
 			add_problem(vs, "snapshots", 0,
-						psprintf("No snapshot is at the generation's start %X/%X.",
-								 LSN_FORMAT_ARGS(identity.start_lsn)));
+						psprintf(start == identity.start_lsn ?
+								 "No snapshot is at the generation's start %X/%X." :
+								 "No snapshot is at the generation's retention horizon %X/%X.",
+								 LSN_FORMAT_ARGS(start)));
 	}
 }
 
@@ -269,13 +290,17 @@ changestream_verify(PG_FUNCTION_ARGS)
 	vs.directory = cs_require_directory();
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	if (PG_ARGISNULL(0))
+	{
+		cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 		gens = cs_list_generations(vs.directory);
+	}
 	else
 	{
 		uint64	   *g = palloc(sizeof(uint64));
 
 		*g = cs_resolve_generation(vs.directory,
 								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		cs_pin_read(*g, InvalidXLogRecPtr);
 		gens = list_make1(g);
 	}
 	InitMaterializedSRF(fcinfo, 0);

@@ -25,6 +25,7 @@
 
 #include "compressor.h"
 #include "guc.h"
+#include "retention.h"
 #include "shmem_status.h"
 #include "snapshot_worker.h"
 
@@ -32,7 +33,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		26
+#define STATUS_COLS		28
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -89,11 +90,15 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
  *	  tables_without_replica_identity text, compressor_pid int,
  *	  raw_sealed_segments, compressed_segments bigint,
- *	  last_compress_error text, last_compress_error_at timestamptz)
+ *	  last_compress_error text, last_compress_error_at timestamptz,
+ *	  last_retention_at timestamptz, retention_freed_bytes bigint)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
  *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
+ *	  last_retention_at is the archiver's last retention run (NULL: none
+ *	  since the server started), retention_freed_bytes what retention
+ *	  deleted since then (bytes on disk).
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
@@ -171,6 +176,14 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[24] = c.last_error[0] == '\0';
 	values[25] = TimestampTzGetDatum(c.last_error_at);
 	nulls[25] = c.last_error_at == 0;
+	{
+		int64		freed;
+		TimestampTz at = cs_retention_status_get(&freed);
+
+		values[26] = TimestampTzGetDatum(at);
+		nulls[26] = at == 0;
+		values[27] = Int64GetDatum(freed);
+	}
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

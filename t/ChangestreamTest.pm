@@ -749,8 +749,9 @@ sub _alive
 }
 
 # cs_crash($node, %opts): SIGKILL the postmaster (and, with also_archiver,
-# the archiver worker in the same instant, so that it cannot finish what it
-# was writing), then wait until every process of the old server is gone.
+# the archiver worker, and with also_pids => [...] those processes, in the
+# same instant, so that they cannot finish what they were writing), then
+# wait until every process of the old server is gone.
 sub cs_crash
 {
 	my ($node, %opts) = @_;
@@ -762,6 +763,7 @@ sub cs_crash
 		my $w = cs_worker_pid($node);
 		push @victims, $w if $w =~ /^\d+$/;
 	}
+	push @victims, grep { /^\d+$/ } @{ $opts{also_pids} // [] };
 	if (@victims)
 	{
 		note("SIGKILL archiver @victims and postmaster $pm");

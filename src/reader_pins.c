@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * reader_pins.c
+ *	  Readers' pins on the archive, in shared memory: a backend that reads
+ *	  a generation (changes(), restore(), verify(), wal_records(),
+ *	  snapshots()) registers (generation, oldest LSN it may read) before it
+ *	  lists any file, and retention deletes nothing such a pin needs
+ *	  (retention rule 5 of docs/DESIGN.md).  A pin lasts until the end of
+ *	  the reader's transaction: a transaction callback releases it at
+ *	  commit or abort, so an error never leaves one behind, and a
+ *	  before_shmem_exit callback releases it when the backend exits.
+ *
+ *	  One LWLock guards the pins.  Retention holds it exclusively while it
+ *	  reads the pins and writes a generation's new horizon; a reader pins
+ *	  under it and reads the horizon after, so it either is seen by
+ *	  retention or sees the horizon retention wrote.  The retention
+ *	  figures status() shows live here too.
+ *
+ * Sources: RegisterXactCallback() (access/xact.h) as contrib/postgres_fdw
+ * releases its connections; RequestNamedLWLockTranche() as in
+ * contrib/pg_stat_statements.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+
+#include "retention.h"
+
+#define CS_PINS_TRANCHE		"changestream pins"
+#define PINS_PER_BACKEND	2
+
+typedef struct CsPin
+{
+	pid_t		pid;			/* 0: free */
+	uint64		generation;		/* CS_PIN_ALL_GENERATIONS: every one */
+	XLogRecPtr	oldest_lsn;		/* InvalidXLogRecPtr: the whole generation */
+} CsPin;
+
+typedef struct CsPins
+{
+	LWLock	   *lock;
+	TimestampTz last_retention_at;
+	int64		retention_freed_bytes;
+	int			npins;
+	CsPin		pins[FLEXIBLE_ARRAY_MEMBER];
+} CsPins;
+
+static CsPins *cs_pins = NULL;
+static int	my_pins = 0;		/* pins this backend holds */
+static bool callbacks_registered = false;
+
+static int
+pin_slots(void)
+{
+	return MaxBackends * PINS_PER_BACKEND;
+}
+
+/*
+ * cs_pins_shmem_size
+ *	  Bytes of shared memory for the pins (two per backend) and the
+ *	  retention figures; also requests the pins' LWLock.  Called from
+ *	  cs_shmem_request() (shmem_request_hook, PG15+: MaxBackends is known).
+ */
+Size
+cs_pins_shmem_size(void)
+{
+	RequestNamedLWLockTranche(CS_PINS_TRANCHE, 1);
+	return MAXALIGN(add_size(offsetof(CsPins, pins),
+							 mul_size(pin_slots(), sizeof(CsPin))));
+}
+
+/*
+ * cs_pins_shmem_init
+ *	  Attach to (and on first use initialise) the pins.  Called from
+ *	  cs_shmem_startup() with AddinShmemInitLock held.
+ */
+void
+cs_pins_shmem_init(void)
+{
+	bool		found;
+	Size		size = add_size(offsetof(CsPins, pins),
+								mul_size(pin_slots(), sizeof(CsPin)));
+
+	cs_pins = ShmemInitStruct("changestream pins", size, &found);
+	if (!found)
+	{
+		memset(cs_pins, 0, size);
+		cs_pins->npins = pin_slots();
+		cs_pins->lock = &(GetNamedLWLockTranche(CS_PINS_TRANCHE))->lock;
+	}
+}
+
+/* Release every pin this backend holds. */
+static void
+release_my_pins(void)
+{
+	if (my_pins == 0 || cs_pins == NULL)
+		return;
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cs_pins->npins; i++)
+		if (cs_pins->pins[i].pid == MyProcPid)
+			cs_pins->pins[i].pid = 0;
+	LWLockRelease(cs_pins->lock);
+	my_pins = 0;
+}
+
+static void
+pins_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			release_my_pins();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+pins_exit_callback(int code, Datum arg)
+{
+	release_my_pins();
+}
+
+/*
+ * cs_pin_read
+ *	  Pin what this backend is about to read: generation (a uint64 name,
+ *	  or CS_PIN_ALL_GENERATIONS) from oldest_lsn on (InvalidXLogRecPtr: the
+ *	  whole generation).  Call it before listing any file of it.  The pin
+ *	  lasts until the end of the current transaction.  A backend keeps one
+ *	  pin per generation (a second read widens it); when every slot is
+ *	  taken, one of its pins grows to cover every generation.
+ *	  Errors: 53400 (configuration_limit_exceeded) when every pin slot is
+ *	  taken and this backend holds none (two slots per backend).
+ */
+void
+cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
+{
+	int			free_slot = -1;
+	int			mine = -1;
+
+	/* not preloaded: no archiver, so no retention to pin against */
+	if (cs_pins == NULL)
+		return;
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(pins_xact_callback, NULL);
+		before_shmem_exit(pins_exit_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cs_pins->npins; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == 0 && free_slot < 0)
+			free_slot = i;
+		if (p->pid != MyProcPid)
+			continue;
+		/* a pin of this backend that covers the generation: widen it */
+		if (p->generation == CS_PIN_ALL_GENERATIONS || p->generation == generation)
+		{
+			if (p->generation == generation && oldest_lsn < p->oldest_lsn)
+				p->oldest_lsn = oldest_lsn;
+			LWLockRelease(cs_pins->lock);
+			return;
+		}
+		mine = i;
+	}
+	if (free_slot >= 0)
+	{
+		cs_pins->pins[free_slot].generation = generation;
+		cs_pins->pins[free_slot].oldest_lsn = oldest_lsn;
+		cs_pins->pins[free_slot].pid = MyProcPid;
+		my_pins++;
+	}
+	else if (mine >= 0)
+	{
+		/* no slot left: one of this backend's pins covers everything */
+		cs_pins->pins[mine].generation = CS_PIN_ALL_GENERATIONS;
+		cs_pins->pins[mine].oldest_lsn = InvalidXLogRecPtr;
+		free_slot = mine;
+	}
+	LWLockRelease(cs_pins->lock);
+	if (free_slot < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many changestream readers at once"),
+				 errdetail("Every one of the %d reader pins is taken.",
+						   pin_slots()),
+				 errhint("End transactions that read the archive.")));
+}
+
+/*
+ * cs_pins_lock, cs_pins_unlock
+ *	  Retention holds the pins' lock exclusively from reading the pins
+ *	  (cs_pinned()) until the horizon it chose is durable.  cs_pins_unlock()
+ *	  does nothing when the lock is not held (retention's error path).
+ */
+void
+cs_pins_lock(void)
+{
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+}
+
+void
+cs_pins_unlock(void)
+{
+	if (LWLockHeldByMe(cs_pins->lock))
+		LWLockRelease(cs_pins->lock);
+}
+
+/*
+ * cs_pinned
+ *	  Is generation pinned by a reader?  If so, *oldest_lsn is the oldest
+ *	  LSN a pin needs (InvalidXLogRecPtr: all of it).  Caller holds the
+ *	  lock (cs_pins_lock()).  A pin of a process that no longer exists (it
+ *	  cannot release, e.g. after a crash of the backend alone) is freed.
+ */
+bool
+cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn)
+{
+	bool		pinned = false;
+
+	*oldest_lsn = InvalidXLogRecPtr;
+	for (int i = 0; i < cs_pins->npins; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == 0)
+			continue;
+		if (kill(p->pid, 0) != 0 && errno == ESRCH)
+		{
+			p->pid = 0;
+			continue;
+		}
+		if (p->generation != generation &&
+			p->generation != CS_PIN_ALL_GENERATIONS)
+			continue;
+		if (!pinned || p->oldest_lsn < *oldest_lsn)
+			*oldest_lsn = p->oldest_lsn;
+		pinned = true;
+	}
+	return pinned;
+}
+
+/*
+ * cs_retention_status_set
+ *	  Record a retention run that freed freed_bytes (bytes on disk) at
+ *	  time at; status() adds them up in retention_freed_bytes.
+ */
+void
+cs_retention_status_set(TimestampTz at, int64 freed_bytes)
+{
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	cs_pins->last_retention_at = at;
+	cs_pins->retention_freed_bytes += freed_bytes;
+	LWLockRelease(cs_pins->lock);
+}
+
+/*
+ * cs_retention_status_get
+ *	  The last retention run's time (0: none since the server started) and
+ *	  the bytes retention freed since the server started.
+ */
+TimestampTz
+cs_retention_status_get(int64 *freed_bytes)
+{
+	TimestampTz at;
+
+	LWLockAcquire(cs_pins->lock, LW_SHARED);
+	at = cs_pins->last_retention_at;
+	*freed_bytes = cs_pins->retention_freed_bytes;
+	LWLockRelease(cs_pins->lock);
+	return at;
+}
