@@ -21,13 +21,13 @@
 use strict;
 use warnings;
 
-use File::Copy;
 use FindBin;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use ChangestreamTest;
+use ArchiveDamage;
 
 my $node = cs_new_node('changes', conf => "changestream.segment_size = '64kB'\nchangestream.message_prefixes = 'p'\n");
 $node->start;
@@ -207,13 +207,8 @@ is($rc, 0, 'cs_decode.py --summary: sound') or diag($err);
 # 3. damage: flip a byte inside a sealed segment's first frame body
 $node->stop;
 my ($victim) = sort glob("$gendir/wal/*.wal.gz");
-my $raw = `gzip -dc '$victim'`;
-my $hsize = unpack('N', substr($raw, 12, 4));    # 64 (format 1) or 128 (2)
-substr($raw, $hsize + 12 + 40, 1) = chr(ord(substr($raw, $hsize + 12 + 40, 1)) ^ 0x55);
-open(my $fh, '|-', "gzip -c > '$victim.new'") or die;
-print $fh $raw;
-close($fh);
-move("$victim.new", $victim) or die;
+my $hsize = unpack('N', substr(ad_load($victim), 12, 4));    # 64 (format 1) or 128 (2)
+ad_flip_bit($victim, $hsize + 12 + 40);
 $node->start;
 (my $vname = $victim) =~ s{.*/}{};
 my $v = $node->safe_psql($db, 'SELECT file_name, byte_offset FROM changestream.verify()');
@@ -231,12 +226,9 @@ like("$out\n$err", qr/\Q$vname\E.*offset $voff/, 'cs_decode.py names the same fi
 # 4. a snapshot whose manifest announces more rows than it holds
 $node->stop;
 my ($snap) = sort glob("$gendir/snapshots/*.snapshot.gz");
-my $text = `gzip -dc '$snap'`;
+my $text = ad_load($snap);
 $text =~ s/^-- rows: (\d+)$/"-- rows: " . ($1 + 1)/me or die "no rows line";
-open($fh, '|-', "gzip -c > '$snap.new'") or die;
-print $fh $text;
-close($fh);
-move("$snap.new", $snap) or die;
+ad_store($snap, $text);
 $node->start;
 (my $sname = $snap) =~ s{.*/}{};
 like($node->safe_psql($db, "SELECT file_name || '|' || byte_offset || '|' || problem FROM changestream.verify() WHERE file_name LIKE 'snapshots/%'"),

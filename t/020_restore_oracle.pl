@@ -26,11 +26,11 @@
 use strict;
 use warnings;
 
-use File::Copy;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use ChangestreamTest;
+use ArchiveDamage;
 
 my $big_rows = $ENV{CS_BIG_ROWS} // 1000000;
 my $node = cs_new_node('oracle', conf => "changestream.segment_size = '64kB'\n");
@@ -250,13 +250,7 @@ fails_with($db, qq{SET ROLE plain; SELECT changestream.restore('scratch', archiv
 $node->stop;
 my $gendir = cs_archive_dir($node) . "/generations/$gen";
 my ($victim) = sort glob("$gendir/wal/*.wal.gz");
-my $raw = `gzip -dc '$victim'`;
-my $at = length($raw) - 20;
-substr($raw, $at, 1) = chr(ord(substr($raw, $at, 1)) ^ 0x55);
-open(my $fh, '|-', "gzip -c > '$victim.new'") or die;
-print $fh $raw;
-close($fh);
-move("$victim.new", $victim) or die;
+ad_flip_bit($victim, length(ad_load($victim)) - 20);
 $node->start;
 (my $vname = $victim) =~ s{.*/}{};
 my ($vfile, $voff) = split /\|/,

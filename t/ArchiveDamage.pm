@@ -590,9 +590,20 @@ CREATE PUBLICATION changestream FOR TABLE
 	cs_create_oracle_slot($node);
 	cs_start_archiving($node);
 	cs_pgbench($node, 'postgres', '-c', '2', '-t', $o{txns} // 300, '-n');
-	ad_small_txns($node, $o{frames} // 6);
-	cs_wait_archived($node, name => "$name setup");
+	cs_wait_archived($node, name => "$name pgbench");
 	my $gen = ad_newest_generation($node);
+	# the newest raw segment gets at least that many frames: where the
+	# segments rotate depends on the entry encoding, so small transactions
+	# are added until it has them (each one its own frame, the archiver
+	# being caught up)
+	my $want = $o{frames} // 6;
+	for my $round (1 .. 5)
+	{
+		my $nf = scalar @{ ad_parse_segment(ad_load(ad_newest_raw($node, $gen)))->{frames} };
+		last if $nf >= $want;
+		ad_small_txns($node, $want - $nf);
+		cs_wait_archived($node, name => "$name setup, round $round");
+	}
 	cs_poll($node, 'postgres',
 		"SELECT count(*) FILTER (WHERE NOT compressed) = 1 AND count(*) >= 3 "
 		  . "FROM changestream.wal_segments('$gen')", 't', 60);
