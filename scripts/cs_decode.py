@@ -449,15 +449,18 @@ def valid_frame_after(buf, off, version):
 
 def varint(body, pos, end):
     """(value, next position) of the unsigned LEB128 varint at pos, or None
-    when it runs past end or is longer than 10 bytes."""
+    when it runs past end, is longer than 10 bytes or does not fit in 64
+    bits."""
     v = 0
     shift = 0
     while pos < end and shift < 70:
         b = body[pos]
         pos += 1
         v |= (b & 0x7F) << shift
+        if v >> 64:
+            return None
         if not b & 0x80:
-            return v & 0xFFFFFFFFFFFFFFFF, pos
+            return v, pos
         shift += 7
     return None
 

@@ -113,10 +113,9 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  after it, and one that starts after end_bound none before it.
  *	  Callers still filter entries.  The reader lives in a child of
  *	  CurrentMemoryContext; an error releases its files with it.  In a
- *	  transaction (a backend), it first pins the generation from
- *	  start_bound on against retention, until the transaction ends
- *	  (cs_pin_read()); then it reads the retention horizon, so segments
- *	  below it are not listed.
+ *	  transaction (a backend), it first pins the whole generation against
+ *	  retention until the transaction ends (cs_pin_read()); then it reads
+ *	  the retention horizon, so segments below it are not listed.
  *	  Errors: as cs_read_identity(), cs_read_horizon() and
  *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
  *	  cs_pin_read(); 22023 when start_bound lies before the retention
@@ -138,8 +137,14 @@ cs_genreader_open(const char *directory, uint64 generation,
 	gr->generation = generation;
 	gr->start_bound = start_bound;
 	gr->end_bound = end_bound;
+	/*
+	 * The whole generation, not from start_bound: every listed segment's
+	 * header is opened (seals, continuity), also those before start_bound,
+	 * and a retention run honouring only start_bound could delete them
+	 * under the reader (docs/DESIGN.md section 11, rule 5).
+	 */
 	if (IsTransactionState())
-		cs_pin_read(generation, start_bound);
+		cs_pin_read(generation, InvalidXLogRecPtr);
 	cs_require_identity(directory, generation, &gr->identity);
 	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
 	if (gr->has_horizon && start_bound != InvalidXLogRecPtr &&

@@ -298,7 +298,11 @@ find_cached_row(ApplyState *as, const CsRestoreTable *t,
 	return true;
 }
 
-/* Remember the TID of the version an UPDATE just wrote. */
+/*
+ * Remember the TID of the version an UPDATE just wrote.  An update a
+ * BEFORE ROW trigger (one enabled ALWAYS or REPLICA) skipped wrote nothing
+ * and left no valid TID: the key is forgotten instead.
+ */
 static void
 remember_row(ApplyState *as, const CsRestoreTable *t,
 			 const LogicalRepTupleData *tup, ItemPointer tid)
@@ -308,6 +312,11 @@ remember_row(ApplyState *as, const CsRestoreTable *t,
 
 	if (as->rows == NULL || !row_key(as, t, tup, &key))
 		return;
+	if (!ItemPointerIsValid(tid))
+	{
+		hash_search(as->rows, &key, HASH_REMOVE, NULL);
+		return;
+	}
 	if (hash_get_num_entries(as->rows) >= ROW_CACHE_ENTRIES)
 	{
 		hash_destroy(as->rows);

@@ -209,8 +209,8 @@ put_svarint(char *p, int64 v)
 }
 
 /*
- * Read a varint from p[*off .. end); false when it runs past end or is
- * longer than 10 bytes.
+ * Read a varint from p[*off .. end); false when it runs past end, is
+ * longer than 10 bytes or does not fit in 64 bits.
  */
 static bool
 get_varint(const char *p, uint32 *off, uint32 end, uint64 *v)
@@ -222,6 +222,8 @@ get_varint(const char *p, uint32 *off, uint32 end, uint64 *v)
 	{
 		uint8		b = (uint8) p[(*off)++];
 
+		if (shift == 63 && (b & 0x7F) > 1)
+			return false;		/* bits beyond the 64th */
 		*v |= (uint64) (b & 0x7F) << shift;
 		if ((b & 0x80) == 0)
 			return true;
@@ -502,7 +504,8 @@ cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
 	{
 		if (!get_svarint(body, &off, end, &d))
 			return false;
-		entry->send_time = coder->prev_time + d;
+		/* modulo 2^64, as the writer's delta: no signed overflow */
+		entry->send_time = (TimestampTz) ((uint64) coder->prev_time + (uint64) d);
 		coder->prev_time = entry->send_time;
 	}
 	entry->data = body + off;

@@ -101,6 +101,7 @@ typedef struct StreamState
 	int			nap_us;			/* the current nap */
 	int			empty_polls;	/* naps in a row that found nothing */
 	bool		drained;		/* batching ended: the backlog is drained */
+	bool		report_owed;	/* a durable position not yet reported */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
@@ -181,6 +182,7 @@ send_status(TimestampTz now)
 	cs_send_status_update(st.conn, Max(st.received_lsn, st.position),
 						  st.position, false);
 	st.last_status_sent = now;
+	st.report_owed = false;
 }
 
 /*
@@ -213,6 +215,8 @@ report_flushed(TimestampTz now)
 	if (!catching_up() ||
 		TimestampDifferenceExceeds(st.last_status_sent, now, catchup_status_ms()))
 		send_status(now);
+	else
+		st.report_owed = true;
 }
 
 /*
@@ -651,6 +655,8 @@ cs_stream_periodic(TimestampTz now, bool idle)
 		flush_and_report(now);
 	else
 		flush_if_due(now);
+	if (st.drained && st.report_owed && st.conn != NULL)
+		send_status(now);		/* the last flush's report was paced */
 	st.drained = false;
 	maybe_rotate(now);
 	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))

@@ -62,7 +62,7 @@ my $gens_dir = cs_archive_dir($node) . '/generations';
 # ---------------------------------------------------------------- (b)
 ad_small_txns($node, 8);
 cs_wait_archived($node, name => 'before the bit flip');
-my $nf = ad_wait_frames($node, $gen, 5);
+my $nf = ad_ensure_frames($node, $gen, 5);
 cmp_ok($nf, '>=', 5, 'the newest raw segment has several frames');
 # the slot must have confirmed everything archived, so nothing can be refetched
 my $fence = cs_fence($node);

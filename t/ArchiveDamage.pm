@@ -47,7 +47,7 @@ our @EXPORT = qw(
   ad_entries ad_crc32c ad_frame ad_flip_bit ad_flip_in_frame
   ad_set_frame_length ad_truncate ad_append_torn_frame ad_sha256_tree
   ad_sql ad_decode ad_backend_fds_rss ad_new_archive ad_small_txns
-  ad_newest_generation ad_gens_count ad_wait_frames ad_body
+  ad_newest_generation ad_gens_count ad_ensure_frames ad_body
   ad_copy_generation ad_fifo_unblock ad_session ad_session_query
   ad_session_close);
 
@@ -596,14 +596,7 @@ CREATE PUBLICATION changestream FOR TABLE
 	# segments rotate depends on the entry encoding, so small transactions
 	# are added until it has them (each one its own frame, the archiver
 	# being caught up)
-	my $want = $o{frames} // 6;
-	for my $round (1 .. 5)
-	{
-		my $nf = scalar @{ ad_parse_segment(ad_load(ad_newest_raw($node, $gen)))->{frames} };
-		last if $nf >= $want;
-		ad_small_txns($node, $want - $nf);
-		cs_wait_archived($node, name => "$name setup, round $round");
-	}
+	ad_ensure_frames($node, $gen, $o{frames} // 6);
 	cs_poll($node, 'postgres',
 		"SELECT count(*) FILTER (WHERE NOT compressed) = 1 AND count(*) >= 3 "
 		  . "FROM changestream.wal_segments('$gen')", 't', 60);
@@ -642,21 +635,21 @@ sub ad_gens_count
 	return $n;
 }
 
-# Wait until the newest raw segment of $gen has at least $n valid frames.
-sub ad_wait_frames
+# ad_ensure_frames($node, $gen, $n) -> frames in the newest raw segment:
+# adds small transactions (each its own frame, the archiver being caught
+# up) until that segment has at least $n frames (at most 5 rounds).
+# Where the segments rotate depends on the entry encoding and on timing, so
+# a fixed number of transactions may leave fewer in the newest segment.
+sub ad_ensure_frames
 {
-	my ($node, $gen, $n, $timeout) = @_;
-	my $deadline = time() + ($timeout // 30);
+	my ($node, $gen, $n) = @_;
 	my $frames = 0;
-	while (time() < $deadline)
+	for my $round (1 .. 6)
 	{
-		my $p = eval { ad_newest_raw($node, $gen) };
-		if ($p)
-		{
-			$frames = scalar @{ ad_parse_segment(ad_load($p))->{frames} };
-			return $frames if $frames >= $n;
-		}
-		usleep(100_000);
+		$frames = scalar @{ ad_parse_segment(ad_load(ad_newest_raw($node, $gen)))->{frames} };
+		last if $frames >= $n || $round == 6;
+		ad_small_txns($node, $n - $frames);
+		cs_wait_archived($node, name => "$n frames, round $round");
 	}
 	return $frames;
 }
