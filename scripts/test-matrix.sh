@@ -23,7 +23,7 @@
 #
 # Environment:
 #   CS_CHROOT_CACHE=DIR   chroot cache (default /var/cache/changestream-chroots)
-#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1200)
+#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1800)
 #   CS_HOST_LOCK=FILE     hold "flock FILE" while the host (15) tests run (a
 #                         shared machine); the wait is not counted in the cap
 #   CS_MIRROR=URL         Debian mirror (default: read from the apt sources)
@@ -38,7 +38,7 @@ set -uo pipefail
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CS_CHROOT_CACHE:-/var/cache/changestream-chroots}
-CAP=${CS_VERSION_TIMEOUT:-1200}
+CAP=${CS_VERSION_TIMEOUT:-1800}
 
 usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
