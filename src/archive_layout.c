@@ -342,6 +342,24 @@ list_segments(const char *directory, uint64 generation, bool all)
 	return result;
 }
 
+/* Do the (sorted) segments skip an index? */
+static bool
+has_gap(List *segments)
+{
+	int64		prev = -1;
+	ListCell   *lc;
+
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (prev >= 0 && sf->index != prev + 1)
+			return true;
+		prev = sf->index;
+	}
+	return false;
+}
+
 /*
  * cs_list_segments
  *	  The segment files of a generation, as list_segments() gives them,
@@ -351,7 +369,21 @@ list_segments(const char *directory, uint64 generation, bool all)
 List *
 cs_list_segments(const char *directory, uint64 generation)
 {
-	return list_segments(directory, generation, false);
+	List	   *result = list_segments(directory, generation, false);
+
+	/*
+	 * The compressor replaces a raw segment by its .gz beside every reader:
+	 * a directory read that passed the .gz's place before it was created
+	 * and reached the raw name after it was removed sees neither.  Such a
+	 * gap is gone at the next read; a real one stays, and
+	 * cs_check_segment_sequence() reports it.
+	 */
+	for (int i = 0; i < 2 && has_gap(result); i++)
+	{
+		list_free_deep(result);
+		result = list_segments(directory, generation, false);
+	}
+	return result;
 }
 
 /*
