@@ -203,6 +203,20 @@ catchup_status_ms(void)
 }
 
 /*
+ * The longest time, in ms, without a status update: status_interval, but at
+ * most half of wal_sender_timeout (the local server's, as above), so that
+ * the connection stays alive even when the walsender's keepalive asking for
+ * a reply waits behind queued data or its reply is late.
+ */
+static int
+alive_status_ms(void)
+{
+	if (wal_sender_timeout > 0)
+		return Min(cs_status_interval_ms, wal_sender_timeout / 2);
+	return cs_status_interval_ms;
+}
+
+/*
  * Report a new durable position.  While catching up, catchup_status_ms()
  * paces the reports instead: each
  * one that moves confirmed_flush_lsn may make the walsender save the slot
@@ -428,13 +442,18 @@ handle_keepalive(StringInfo msg, TimestampTz now)
 	reply = pq_getmsgbyte(msg) != 0;
 	st.keepalive_lsn = Max(st.keepalive_lsn, wal_end);
 
+	/*
+	 * Reply before anything else: the walsender ends the connection when
+	 * no reply reaches it within wal_sender_timeout, and an fdatasync can
+	 * take seconds while the server writes heavily (t/005).
+	 */
+	if (reply)
+		send_status(now);
 	if (!st.in_txn && wal_end > st.pending_position)
 	{
 		st.unrecorded_keepalive = wal_end;
 		record_keepalive_position(now, send_time, reply);
 	}
-	if (reply)
-		send_status(now);
 }
 
 /* Dispatch one message of the replication stream, as apply_dispatch(). */
@@ -468,7 +487,7 @@ static void
 batch_duties(TimestampTz now)
 {
 	flush_if_due(now);
-	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
+	if (TimestampDifferenceExceeds(st.last_status_sent, now, alive_status_ms()))
 		send_status(now);
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
@@ -659,7 +678,7 @@ cs_stream_periodic(TimestampTz now, bool idle)
 		send_status(now);		/* the last flush's report was paced */
 	st.drained = false;
 	maybe_rotate(now);
-	if (TimestampDifferenceExceeds(st.last_status_sent, now, cs_status_interval_ms))
+	if (TimestampDifferenceExceeds(st.last_status_sent, now, alive_status_ms()))
 		send_status(now);
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
@@ -673,7 +692,7 @@ cs_stream_periodic(TimestampTz now, bool idle)
 static long
 idle_timeout(TimestampTz now)
 {
-	long		timeout = cs_status_interval_ms;
+	long		timeout = alive_status_ms();
 
 	if (st.unrecorded_keepalive > st.pending_position && !st.in_txn)
 	{

@@ -3,7 +3,7 @@
 # status_interval of 10s, so only replies to the server's requests and
 # updates during long work can keep the connection alive), one INSERT of
 # 1,000,000 rows in a single transaction is archived completely, with no
-# disconnect.
+# disconnect, while another process writes and fsyncs beside the server.
 use ChangestreamTest;
 
 my $rows = 1_000_000;
@@ -26,10 +26,20 @@ my $pid0 = cs_status($node)->{pid};
 ok($pid0 =~ /^\d+$/, "archiver pid $pid0");
 my $log_offset = cs_log_offset($node);
 
+# Heavy fsync traffic beside the server: each fdatasync of the archiver
+# then takes long (ext4 commits the journal for everyone), and a reply to
+# the walsender's keepalive must not wait for one.  Before the reply was
+# sent first, this made the walsender time out again and again.
+my $io_file = $node->basedir . '/io_pressure';
+my $io = IPC::Run::start([ 'sh', '-c',
+	"while :; do dd if=/dev/zero of='$io_file' bs=1M count=256 conv=fsync status=none; rm -f '$io_file'; done" ]);
+
 my $t0 = time();
 $node->safe_psql('postgres',
 	"INSERT INTO big SELECT g FROM generate_series(1, $rows) g");
 my $target = cs_wait_archived($node, name => 'the big transaction', timeout => 300);
+$io->kill_kill;
+unlink $io_file;
 note(sprintf("archived %d rows in %.0fs after the INSERT started", $rows, time() - $t0));
 
 my $log = cs_log_since($node, $log_offset);
