@@ -141,8 +141,9 @@ pins_exit_callback(int code, Datum arg)
  *	  or CS_PIN_ALL_GENERATIONS) from oldest_lsn on (InvalidXLogRecPtr: the
  *	  whole generation).  Call it before listing any file of it.  The pin
  *	  lasts until the end of the current transaction.  A backend keeps one
- *	  pin per generation (a second read widens it); when every slot is
- *	  taken, one of its pins grows to cover every generation.
+ *	  pin per generation (a second read widens it), and at most two pins:
+ *	  past them, or when every slot is taken, one of its pins grows to
+ *	  cover every generation, so one backend never starves the others.
  *	  Errors: 53400 (configuration_limit_exceeded) when every pin slot is
  *	  taken and this backend holds none (two slots per backend).
  */
@@ -151,6 +152,7 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 {
 	int			free_slot = -1;
 	int			mine = -1;
+	int			nmine = 0;
 
 	/* not preloaded: no archiver, so no retention to pin against */
 	if (cs_pins == NULL)
@@ -179,7 +181,11 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 			return;
 		}
 		mine = i;
+		nmine++;
 	}
+	/* a backend takes at most its share, so it cannot starve the others */
+	if (nmine >= PINS_PER_BACKEND)
+		free_slot = -1;
 	if (free_slot >= 0)
 	{
 		cs_pins->pins[free_slot].generation = generation;
@@ -189,7 +195,7 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 	}
 	else if (mine >= 0)
 	{
-		/* no slot left: one of this backend's pins covers everything */
+		/* no slot left for it: one of its pins covers everything */
 		cs_pins->pins[mine].generation = CS_PIN_ALL_GENERATIONS;
 		cs_pins->pins[mine].oldest_lsn = InvalidXLogRecPtr;
 		free_slot = mine;
