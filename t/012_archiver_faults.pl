@@ -4,7 +4,9 @@
 # (a) The archiver's slot is held by another consumer (pg_recvlogical,
 #     streaming and confirming): each session fails with a clear error and
 #     a hint before any generation decision, under the backoff.  No
-#     generation and no snapshot is written, however long it lasts.
+#     generation and no snapshot is written, however long it lasts (five
+#     failed sessions: the first, two after their backoff delay, two with
+#     the delay cut short by a reload), and the error is logged once.
 #     new_generation() is accepted meanwhile and is honoured once the slot
 #     is free.
 # (b) A failed session releases what it held: with a non-removable
@@ -102,10 +104,23 @@ cs_poll_or_diag($node, 'postgres',
 	"SELECT state = 'error' AND last_error ~ 'is active for PID $recv_pid' FROM changestream.status()",
 	't', 30, 'state error naming the PID that holds the slot');
 
-# Retry for 32 s: the backoff applies, nothing is written.
-cs_sleep(32);
+# Four more failed sessions (each waits 3 s for the slot to be released),
+# nothing is written: two after their backoff delay (1 s, 2 s), two with
+# the delay cut short by a reload.
+my $failed = 0;
+for my $i (1 .. 4)
+{
+	my $prev = error_at();
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()') if $i > 2;
+	my ($ok) = cs_poll($node, 'postgres',
+		"SELECT coalesce(last_error_at::text, '') <> '$prev' FROM changestream.status()",
+		't', 90);
+	last unless $ok;
+	$failed++;
+}
+is($failed, 4, 'four more failed sessions while the slot is held');
 my @after = archive_entries();
-is(scalar(cs_generations($node)), 1, 'no new generation after 32 s of retries');
+is(scalar(cs_generations($node)), 1, 'no new generation after the retries');
 is_deeply(\@after, \@before,
 	'the archive is unchanged: no generation, snapshot or temporary directory');
 my $log = cs_log_since($node, $off);

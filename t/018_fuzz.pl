@@ -32,7 +32,9 @@ my $cases = $ENV{FUZZ_CASES} // 100;
 my $seed  = $ENV{FUZZ_SEED}  // 1;
 my $stmt_timeout = 5;
 
-my $node = ad_new_archive('fuzz', txns => 120);
+# two segments (240 pgbench transactions fill one and part of the next):
+# one compressed, one raw
+my $node = ad_new_archive('fuzz', txns => 120, segments => 2);
 my $gen  = ad_newest_generation($node);
 $node->stop;
 my $src = $node->basedir . "/fuzz_source";
