@@ -13,7 +13,7 @@
 # (internal) or a resource error (53xxx, 54xxx), cs_decode.py never fails
 # with a traceback, and the session's fd count and RSS are flat.
 #
-# FUZZ_CASES (default 100; about 90 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
+# FUZZ_CASES (default 100; about 40 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
 # scripts/fuzz.sh runs thousands and prints the figures.
 use strict;
 use warnings;

@@ -205,12 +205,13 @@ for my $step (@steps)
 }
 
 # kill -9 rounds under pgbench, then restore again.  First the slot's
-# restart_lsn is let past the WAL of the restores above (a CHECKPOINT logs
-# the running transactions: none), so that the restarts decode from here
-# rather than through every rolled-back restore again (half a minute).
-my $ckpt = $node->safe_psql($db, 'CHECKPOINT; SELECT pg_current_wal_lsn()');
+# restart_lsn is let past the WAL of the restores above (each CHECKPOINT
+# logs the running transactions: none), so that the restarts decode from
+# here rather than through every rolled-back restore again (half a minute).
+my $ckpt = $node->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 my ($moved) = cs_poll($node, $db,
-	"SELECT restart_lsn >= '$ckpt' FROM pg_replication_slots WHERE slot_name = 'changestream'", 't', 60);
+	"CHECKPOINT; SELECT restart_lsn >= '$ckpt' FROM pg_replication_slots WHERE slot_name = 'changestream'",
+	't', 60);
 note('restart_lsn did not pass the checkpoint within 60 s') unless $moved;
 for my $round (1 .. 2)
 {
