@@ -238,8 +238,9 @@ chmod 0700, "$stuck/sub" if -d "$stuck/sub";
 
 ############################################################################
 # (c) The newest generation's identity file is damaged and the generation
-# holds acknowledged transactions: the archiver stops in state error and
-# leaves the generation as it is; new_generation() starts a new one.
+# holds acknowledged transactions: the archiver stops in state error (its
+# sessions, retried under the backoff, fail the same way) and leaves the
+# generation as it is; new_generation() starts a new one.
 
 # generation directories, from the file system (generations() itself may
 # not read a damaged identity file)
@@ -264,7 +265,18 @@ $node->start;
 cs_poll_or_diag($node, 'postgres',
 	"SELECT state = 'error' AND last_error ~ 'cannot continue generation $gd[-1]' FROM changestream.status()",
 	't', 60, 'a damaged identity file with acknowledged data: state error');
-cs_sleep(4);
+# two more sessions fail the same way (after the backoff delay: 1 s, 2 s)
+my $retried = 0;
+for my $i (1 .. 2)
+{
+	my $prev = error_at();
+	my ($ok) = cs_poll($node, 'postgres',
+		"SELECT coalesce(last_error_at::text, '') <> '$prev' AND last_error ~ 'cannot continue generation' FROM changestream.status()",
+		't', 90);
+	last unless $ok;
+	$retried++;
+}
+is($retried, 2, 'two more sessions fail the same way');
 is_deeply([ gen_dirs() ], \@gd, 'no new generation on the archiver\'s own initiative');
 is_deeply([ archive_entries() ], \@victim_files, 'no file added or removed');
 is(-s "$victim/generation", 0, 'the damaged identity file is left as it is');
