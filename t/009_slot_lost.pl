@@ -163,7 +163,7 @@ $node->safe_psql('postgres', "SELECT pg_drop_replication_slot('changestream')");
 unarchived_changes('dropped');
 my $files_a = gen_files($gen_a);
 my $off = cs_log_offset($node);
-$w = workload(8);
+$w = workload(6);
 cs_sleep(1);
 enable_archiving('drop');
 is($node->safe_psql('postgres',
@@ -207,7 +207,7 @@ $node->safe_psql('postgres',
 	"ALTER SYSTEM RESET max_slot_wal_keep_size; SELECT pg_reload_conf();");
 my $files_b = gen_files($gen_b);
 $off = cs_log_offset($node);
-$w = workload(8);
+$w = workload(6);
 cs_sleep(1);
 enable_archiving('invalidate');
 is($node->safe_psql('postgres',
@@ -225,7 +225,7 @@ is(gen_files($gen_b), $files_b, 'invalidate: the previous generation\'s files ar
 # snapshot comes from a temporary slot and the slot streams from there.
 
 $off = cs_log_offset($node);
-$w = workload(8);
+$w = workload(6);
 cs_sleep(2);
 my $gen_d = $node->safe_psql('postgres', 'SELECT changestream.new_generation()');
 like($gen_d, qr/^[0-9a-f]{16}$/, "new_generation() returns the new generation ($gen_d)");

@@ -4,7 +4,9 @@
 # (a) The archiver's slot is held by another consumer (pg_recvlogical,
 #     streaming and confirming): each session fails with a clear error and
 #     a hint before any generation decision, under the backoff.  No
-#     generation and no snapshot is written, however long it lasts.
+#     generation and no snapshot is written, however long it lasts (five
+#     failed sessions: the first, two after their backoff delay, two with
+#     the delay cut short by a reload), and the error is logged once.
 #     new_generation() is accepted meanwhile and is honoured once the slot
 #     is free.
 # (b) A failed session releases what it held: with a non-removable
@@ -102,10 +104,23 @@ cs_poll_or_diag($node, 'postgres',
 	"SELECT state = 'error' AND last_error ~ 'is active for PID $recv_pid' FROM changestream.status()",
 	't', 30, 'state error naming the PID that holds the slot');
 
-# Retry for 32 s: the backoff applies, nothing is written.
-cs_sleep(32);
+# Four more failed sessions (each waits 3 s for the slot to be released),
+# nothing is written: two after their backoff delay (1 s, 2 s), two with
+# the delay cut short by a reload.
+my $failed = 0;
+for my $i (1 .. 4)
+{
+	my $prev = error_at();
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()') if $i > 2;
+	my ($ok) = cs_poll($node, 'postgres',
+		"SELECT coalesce(last_error_at::text, '') <> '$prev' FROM changestream.status()",
+		't', 90);
+	last unless $ok;
+	$failed++;
+}
+is($failed, 4, 'four more failed sessions while the slot is held');
 my @after = archive_entries();
-is(scalar(cs_generations($node)), 1, 'no new generation after 32 s of retries');
+is(scalar(cs_generations($node)), 1, 'no new generation after the retries');
 is_deeply(\@after, \@before,
 	'the archive is unchanged: no generation, snapshot or temporary directory');
 my $log = cs_log_since($node, $off);
@@ -223,8 +238,9 @@ chmod 0700, "$stuck/sub" if -d "$stuck/sub";
 
 ############################################################################
 # (c) The newest generation's identity file is damaged and the generation
-# holds acknowledged transactions: the archiver stops in state error and
-# leaves the generation as it is; new_generation() starts a new one.
+# holds acknowledged transactions: the archiver stops in state error (its
+# sessions, retried under the backoff, fail the same way) and leaves the
+# generation as it is; new_generation() starts a new one.
 
 # generation directories, from the file system (generations() itself may
 # not read a damaged identity file)
@@ -249,7 +265,18 @@ $node->start;
 cs_poll_or_diag($node, 'postgres',
 	"SELECT state = 'error' AND last_error ~ 'cannot continue generation $gd[-1]' FROM changestream.status()",
 	't', 60, 'a damaged identity file with acknowledged data: state error');
-cs_sleep(4);
+# two more sessions fail the same way (after the backoff delay: 1 s, 2 s)
+my $retried = 0;
+for my $i (1 .. 2)
+{
+	my $prev = error_at();
+	my ($ok) = cs_poll($node, 'postgres',
+		"SELECT coalesce(last_error_at::text, '') <> '$prev' AND last_error ~ 'cannot continue generation' FROM changestream.status()",
+		't', 90);
+	last unless $ok;
+	$retried++;
+}
+is($retried, 2, 'two more sessions fail the same way');
 is_deeply([ gen_dirs() ], \@gd, 'no new generation on the archiver\'s own initiative');
 is_deeply([ archive_entries() ], \@victim_files, 'no file added or removed');
 is(-s "$victim/generation", 0, 'the damaged identity file is left as it is');

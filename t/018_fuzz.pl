@@ -13,7 +13,7 @@
 # (internal) or a resource error (53xxx, 54xxx), cs_decode.py never fails
 # with a traceback, and the session's fd count and RSS are flat.
 #
-# FUZZ_CASES (default 100; about 90 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
+# FUZZ_CASES (default 100; about 40 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
 # scripts/fuzz.sh runs thousands and prints the figures.
 use strict;
 use warnings;
@@ -32,7 +32,9 @@ my $cases = $ENV{FUZZ_CASES} // 100;
 my $seed  = $ENV{FUZZ_SEED}  // 1;
 my $stmt_timeout = 5;
 
-my $node = ad_new_archive('fuzz', txns => 120);
+# two segments (240 pgbench transactions fill one and part of the next):
+# one compressed, one raw
+my $node = ad_new_archive('fuzz', txns => 120, segments => 2);
 my $gen  = ad_newest_generation($node);
 $node->stop;
 my $src = $node->basedir . "/fuzz_source";

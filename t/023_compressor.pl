@@ -2,7 +2,7 @@
 # The compressor worker (issue 9, items 1 and 2).
 #
 # (a) Under a steady load that seals a segment every fraction of a second
-#     (segment_size 64kB, pgbench without pause), sealed segments are
+#     (segment_size 64kB, 8 s of pgbench without pause), sealed segments are
 #     compressed beside the stream: the number of raw sealed segments,
 #     sampled every 200 ms, stays bounded, and status() shows the
 #     compressor.
@@ -10,7 +10,8 @@
 #     .gz and the removal of the raw segment) is removed.
 # (c) Compression that keeps failing (a directory where the compressor's
 #     .wal.gz.tmp must go: "could not remove file ...: Is a directory")
-#     never ends the streaming session: no "streaming again", no new
+#     never ends the streaming session: through a load and one more failed
+#     attempt once the stream has caught up, no "streaming again", no new
 #     generation, the same archiver process in state streaming; the error
 #     is in status() and logged once, never with zlib's "<fd:N>:" prefix;
 #     and the archive still matches the oracle.  With the obstacle gone,
@@ -59,9 +60,9 @@ sub raw_sealed
 my $st = cs_status($node);
 ok($st->{compressor_pid} ne '', "status() shows the compressor's pid");
 my $off = cs_log_offset($node);
-my $bench = cs_pgbench_bg($node, 'postgres', '-c', '4', '-j', '2', '-T', '20', '-n');
+my $bench = cs_pgbench_bg($node, 'postgres', '-c', '4', '-j', '2', '-T', '8', '-n');
 my @samples;
-my $t_end = time() + 19;
+my $t_end = time() + 7.5;
 while (time() < $t_end)
 {
 	push @samples, raw_sealed();
@@ -111,14 +112,19 @@ for my $i ($idx .. $idx + 50)
 }
 $off = cs_log_offset($node);
 my $gens_before = scalar(cs_generations($node));
-$bench = cs_pgbench_bg($node, 'postgres', '-c', '2', '-T', '15', '-n');
+$bench = cs_pgbench_bg($node, 'postgres', '-c', '2', '-T', '5', '-n');
 cs_poll_or_diag($node, 'postgres',
 	"SELECT last_compress_error ~ 'could not remove file .*wal\\.gz\\.tmp' AND last_compress_error_at IS NOT NULL FROM changestream.status()",
 	't', 60, 'status() shows the compression error');
 ($bench_ok, $bench_out, $bench_err) = cs_pgbench_finish($bench);
 ok($bench_ok, 'pgbench ran while compression failed') or diag($bench_err);
 $target = cs_wait_archived($node, name => 'while compression fails');
-cs_sleep(5);
+# one more failed attempt of the compressor (after its backoff delay) with
+# the stream caught up
+my $err_at = $node->safe_psql('postgres', 'SELECT last_compress_error_at FROM changestream.status()');
+cs_poll_or_diag($node, 'postgres',
+	"SELECT last_compress_error_at > '$err_at' FROM changestream.status()",
+	't', 90, 'the compressor fails again, the stream caught up');
 $st = cs_status($node);
 is($st->{state}, 'streaming', 'the archiver is still streaming');
 is(cs_worker_pid($node), $archiver_pid, 'the same archiver process');

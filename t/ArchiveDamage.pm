@@ -567,10 +567,12 @@ sub ad_session_close
 # Setup
 
 # ad_new_archive($name, %o) -> $node: a started node archiving pgbench
-# tables (and cs_small) with an oracle slot; several segments, the sealed
-# ones compressed, and the newest raw segment holding at least o{frames}
-# (default 6) frames of complete transactions.
+# tables (and cs_small) with an oracle slot; at least o{segments} (default
+# 3) segments, the sealed ones compressed, and the newest raw segment
+# holding at least o{frames} (default 6) frames of complete transactions.
 #   conf => extra postgresql.conf lines; txns => pgbench transactions per client (300)
+#   (300 fill more than two 64kB segments; fewer need a smaller o{segments},
+#   or the wait for them lasts its whole minute)
 sub ad_new_archive
 {
 	my ($name, %o) = @_;
@@ -597,8 +599,9 @@ CREATE PUBLICATION changestream FOR TABLE
 	# are added until it has them (each one its own frame, the archiver
 	# being caught up)
 	ad_ensure_frames($node, $gen, $o{frames} // 6);
+	my $segments = $o{segments} // 3;
 	cs_poll($node, 'postgres',
-		"SELECT count(*) FILTER (WHERE NOT compressed) = 1 AND count(*) >= 3 "
+		"SELECT count(*) FILTER (WHERE NOT compressed) = 1 AND count(*) >= $segments "
 		  . "FROM changestream.wal_segments('$gen')", 't', 60);
 	return $node;
 }
