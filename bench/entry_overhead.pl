@@ -47,13 +47,15 @@ sub varint {
 }
 sub zigzag { my ($v) = @_; return $v >= 0 ? 2 * $v : -2 * $v - 1; }
 sub unzigzag { my ($u) = @_; return ($u % 2) ? -($u + 1) / 2 : $u / 2; }
+# getvarint(BUFFER, \POS): reads the buffer through @_ (an alias), never
+# copying it: a copy per call made this quadratic in the segment size.
 sub getvarint
 {
-	my ($s, $pos) = @_;
+	my $pos = $_[1];
 	my ($v, $mul) = (0, 1);
 	while (1)
 	{
-		my $b = ord(substr($s, $$pos++, 1));
+		my $b = ord(substr($_[0], $$pos++, 1));
 		$v += ($b & 127) * $mul;
 		last unless $b & 128;
 		$mul *= 128;
