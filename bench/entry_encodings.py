@@ -20,7 +20,9 @@ Encodings (the names printed):
   no_lsn             format 2 without the dataStart field (kind, varint
                      length, the W/k walEnd and send time fields, data)
   no_lsn_no_time     no_lsn without the send time of W entries
-  v2                 format 2 as written today (section 8.2)
+  v2                 format 2 as first written: each entry's kind, varint
+                     length, fields and data together (before the frame
+                     body was split into sections)
   v2_no_time         v2 without the send time of W entries
   v2_commit          v2, but a COMMIT's dataStart as a delta from the
                      end_lsn in its own payload (always 0 on PostgreSQL 15)
@@ -31,7 +33,8 @@ Encodings (the names printed):
                      against the last delta seen for the same (previous
                      kind/relation, this kind/relation) in the frame
   col                columnar frame: kinds and data lengths, then the
-                     fields of every entry (v2's fields), then the data
+                     fields of every entry (v2's fields), then the data;
+                     format 2 as written now (docs/FORMAT.md section 8.2)
   col_commit_div8    col with v2_commit_div8's fields
   col_split          col_commit_div8 with the send times in a stream of
                      their own
@@ -80,16 +83,23 @@ def parse(path):
         e = off + 12
         end = e + blen
         plsn = ptime = 0
+        if ver != 1:
+            # varint H | heads | varint F | fields | data (section 8.2)
+            h, e = getvarint(d, e)
+            end = e + h
+            f, fpos = getvarint(d, end)
+            dpos = fpos + f
         while e < end:
             k = chr(d[e])
+            e += 1
             ds = we = st = 0
             if ver == 1:
-                n, ds, we, st = struct.unpack(">IQQq", d[e + 1:e + 29])
-                p = e + 29
+                n, ds, we, st = struct.unpack(">IQQq", d[e:e + 28])
+                p = e + 28
                 nxt = p + n
             else:
-                m, p = getvarint(d, e + 1)
-                nxt = p + m
+                n, e = getvarint(d, e)
+                p = fpos
                 if k in "wW":
                     u, p = getvarint(d, p)
                     ds = we = (plsn + unzig(u)) & MASK
@@ -105,13 +115,17 @@ def parse(path):
                     u, p = getvarint(d, p)
                     st = ptime + unzig(u)
                     ptime = st
+                fpos = p
+                p = dpos
+                nxt = dpos = dpos + n
             data = d[p:nxt]
             if ver == 1 and k == "w" and (we != ds or data[:1] == b"C" or
                                           (data[:1] == b"M" and len(data) > 1 and not data[1] & 1)):
                 k = "W"
             out.append((frame, k, ds, we, st, data))
-            e = nxt
-        off = end
+            if ver == 1:
+                e = nxt
+        off += 12 + blen
         frame += 1
     return out
 
