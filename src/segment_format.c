@@ -22,7 +22,7 @@
  * Entry, version 1 (29 bytes + data):
  *	  u8 kind | u32 data length | u64 dataStart | u64 walEnd |
  *	  i64 send time (us since 2000-01-01) | data
- Frame body, version 2, in three sections:
+ * Frame body, version 2, in three sections:
  *	  varint H | heads (H bytes): per entry u8 kind | varint data length |
  *	  varint F | fields (F bytes): per entry, in entry order:
  *		'w': svarint LSN delta
@@ -314,6 +314,7 @@ cs_coder_free(CsEntryCoder *coder)
  * cs_frame_pending_size
  *	  The size in bytes the frame being built would have if it were
  *	  finished now, header included, give or take the section lengths.
+ *	  Returns int.
  */
 int
 cs_frame_pending_size(const StringInfo frame, const CsEntryCoder *coder)
@@ -406,7 +407,8 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 	head[0] = kind;
 	appendBinaryStringInfo(&coder->heads, head, 1 + put_varint(head + 1, len));
 	appendBinaryStringInfo(&coder->fields, fields, nf);
-	appendBinaryStringInfo(frame, data, len);
+	if (len > 0)
+		appendBinaryStringInfo(frame, data, len);
 }
 
 /* Version 2: put the heads and fields sections before the data. */
