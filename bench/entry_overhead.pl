@@ -6,8 +6,8 @@
 # Parses changestream WAL segments of format 1 or 2 (docs/FORMAT.md: a 64-
 # or 128-byte header, frames "CSFR" | u32 body length | u32 CRC | entries;
 # format 1 entry = u8 kind | u32 length | u64 dataStart | u64 walEnd | i64
-# send time | data; format 2 entry = u8 kind | varint m | fields | data,
-# section 8.2) and prints, as
+# send time | data; format 2 body = varint H | heads (u8 kind | varint data
+# length, per entry) | varint F | fields | data, section 8.2) and prints, as
 # "name bytes gzip6_bytes" lines, the gzip -6 size of the same stream
 # encoded different ways, to show what the framing costs after compression:
 #
@@ -47,13 +47,15 @@ sub varint {
 }
 sub zigzag { my ($v) = @_; return $v >= 0 ? 2 * $v : -2 * $v - 1; }
 sub unzigzag { my ($u) = @_; return ($u % 2) ? -($u + 1) / 2 : $u / 2; }
+# getvarint(BUFFER, \POS): reads the buffer through @_ (an alias), never
+# copying it: a copy per call made this quadratic in the segment size.
 sub getvarint
 {
-	my ($s, $pos) = @_;
+	my $pos = $_[1];
 	my ($v, $mul) = (0, 1);
 	while (1)
 	{
-		my $b = ord(substr($s, $$pos++, 1));
+		my $b = ord(substr($_[0], $$pos++, 1));
 		$v += ($b & 127) * $mul;
 		last unless $b & 128;
 		$mul *= 128;
@@ -92,15 +94,23 @@ for my $file (@ARGV)
 		my $end = $off + 12 + $blen;
 		my $e = $off + 12;
 		my ($flsn, $ftime) = (0, 0);    # format 2: per-frame delta bases
-		while ($e < $end && ($version == 2 || $e + 29 <= $end))
+		my ($hend, $pos, $dpos) = (0, 0, 0);    # format 2: the sections
+		if ($version == 2)
+		{
+			my $h = getvarint($data, \$e);
+			$hend = $e + $h;
+			$pos = $hend;
+			my $f = getvarint($data, \$pos);
+			$dpos = $pos + $f;    # fields from $pos, data from $dpos
+		}
+		while ($version == 2 ? $e < $hend : $e + 29 <= $end)
 		{
 			my ($kind, $len, $ds, $we, $st, $payload, $next);
 			if ($version == 2)
 			{
 				$kind = substr($data, $e, 1);
-				my $pos = $e + 1;
-				my $m = getvarint($data, \$pos);
-				$next = $pos + $m;
+				$next = $e + 1;
+				$len = getvarint($data, \$next);
 				($ds, $we, $st) = (0, 0, 0);
 				if ($kind eq 'w' || $kind eq 'W')
 				{
@@ -119,8 +129,8 @@ for my $file (@ARGV)
 					$ftime = $st;
 				}
 				$kind = 'w' if $kind eq 'W';
-				$len = $next - $pos;
-				$payload = substr($data, $pos, $len);
+				$payload = substr($data, $dpos, $len);
+				$dpos += $len;
 			}
 			else
 			{

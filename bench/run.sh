@@ -1166,7 +1166,7 @@ report() {
 		local name raw gz label
 		while read -r name raw gz; do
 			case $name in
-				archive) label="as archived: 29-byte entry header (kind, u32 length, dataStart, walEnd, send time) + frames" ;;
+				archive) label="as archived (the segments as written, headers and frames included)" ;;
 				delta_varint) label="the same fields as varint deltas from the previous entry" ;;
 				split) label="varint-delta headers and payloads in two separate streams" ;;
 				lsn_delta) label="kind, varint length, dataStart delta (no walEnd, no send time)" ;;

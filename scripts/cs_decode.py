@@ -475,9 +475,10 @@ def svarint(body, pos, end):
 
 def split_entries(body, version):
     """[(offset, kind, dataStart, walEnd, send time, data)] of a frame body,
-    or None when the entries do not exactly fill it.  Version 2 entries
-    are returned in version 1 terms: 'W' as 'w', a 'w' with walEnd =
-    dataStart, and 0 for what is not stored."""
+    or None when the entries do not exactly fill it (version 2: its three
+    sections).  The offset is where the entry starts (version 2: its
+    head).  Version 2 entries are returned in version 1 terms: 'W' as 'w',
+    a 'w' with walEnd = dataStart, and 0 for what is not stored."""
     out = []
     pos = 0
     if version == 1:
@@ -492,50 +493,73 @@ def split_entries(body, version):
             out.append((pos, kind, ds, we, st, data))
             pos += ENTRY_HEADER_SIZE + ln
         return out
-    prev_lsn = 0
-    prev_time = 0
-    mask = 0xFFFFFFFFFFFFFFFF
-    while pos < len(body):
+    # version 2: varint H | heads | varint F | fields | data (section 8.2)
+    r = varint(body, 0, len(body))
+    if r is None or r[0] == 0 or r[0] > len(body) - r[1]:
+        return None
+    pos = r[1]
+    heads_end = pos + r[0]
+    r = varint(body, heads_end, len(body))
+    if r is None or r[0] > len(body) - r[1]:
+        return None
+    fpos = r[1]
+    fields_end = fpos + r[0]
+    dpos = fields_end
+    state = [0, 0]
+    while pos < heads_end:
         start = pos
         kind = chr(body[pos])
-        r = varint(body, pos + 1, len(body))
+        r = varint(body, pos + 1, heads_end)
         if r is None:
             return None
-        m, pos = r
-        if m > len(body) - pos:
+        n, pos = r
+        if n > len(body) - dpos:
             return None
-        end = pos + m
-        ds = we = st = 0
-        if kind in ("w", "W"):
-            r = svarint(body, pos, end)
-            if r is None:
-                return None
-            d, pos = r
-            ds = we = (prev_lsn + d) & mask
-            prev_lsn = ds
-        if kind == "W":
-            r = svarint(body, pos, end)
-            if r is None:
-                return None
-            d, pos = r
-            we = (ds + d) & mask
-        if kind == "k":
-            r = svarint(body, pos, end)
-            if r is None:
-                return None
-            d, pos = r
-            we = (prev_lsn + d) & mask
-            prev_lsn = we
-        if kind in ("W", "k"):
-            r = svarint(body, pos, end)
-            if r is None:
-                return None
-            d, pos = r
-            st = prev_time + d
-            prev_time = st
-        out.append((start, "w" if kind == "W" else kind, ds, we, st, body[pos:end]))
-        pos = end
+        r = entry_fields(body, fpos, fields_end, kind, state)
+        if r is None:
+            return None
+        ds, we, st, fpos = r
+        out.append((start, "w" if kind == "W" else kind, ds, we, st, body[dpos:dpos + n]))
+        dpos += n
+    if fpos != fields_end or dpos != len(body):
+        return None
     return out
+
+
+def entry_fields(body, pos, end, kind, state):
+    """(dataStart, walEnd, send time, next position) of the fields of a
+    version 2 entry of the given kind at pos (below end), or None when they
+    do not decode; state is the frame's [previous LSN, previous time]."""
+    mask = 0xFFFFFFFFFFFFFFFF
+    ds = we = st = 0
+    if kind in ("w", "W"):
+        r = svarint(body, pos, end)
+        if r is None:
+            return None
+        d, pos = r
+        ds = we = (state[0] + d) & mask
+        state[0] = ds
+    if kind == "W":
+        r = svarint(body, pos, end)
+        if r is None:
+            return None
+        d, pos = r
+        we = (ds + d) & mask
+    if kind == "k":
+        r = svarint(body, pos, end)
+        if r is None:
+            return None
+        d, pos = r
+        we = (state[0] + d) & mask
+        state[0] = we
+    if kind in ("W", "k"):
+        r = svarint(body, pos, end)
+        if r is None:
+            return None
+        d, pos = r
+        st = state[1] + d
+        state[1] = st
+    return ds, we, st, pos
 
 
 class SegmentResult:

@@ -46,7 +46,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cs_decode import crc32c, split_entries, HEADER_SIZES  # noqa: E402  (same directory)
-from cs_decode import varint as cs_varint  # noqa: E402
 
 HDR = 64
 FH = 12
@@ -108,12 +107,13 @@ def svarint(v):
     return varint(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def entry_bytes(version, e, state):
-    """One entry encoded as docs/FORMAT.md section 8 says (state: the
-    frame's previous LSN and time, for version 2)."""
+def entry_parts(version, e, state):
+    """(head, fields, data) of an entry encoded as docs/FORMAT.md section 8
+    says (version 1: the whole entry as head; state: the frame's previous
+    LSN and time, for version 2)."""
     k, ds, we, st, d = e
     if version == 1:
-        return k + struct.pack(">IQQq", len(d), ds, we, st) + d
+        return k + struct.pack(">IQQq", len(d), ds, we, st) + d, b"", b""
     if k == b"w" and (we != ds or d[:1] == b"C" or (d[:1] == b"M" and len(d) > 1 and not d[1] & 1)):
         k = b"W"
     f = b""
@@ -128,12 +128,19 @@ def entry_bytes(version, e, state):
     if k in (b"W", b"k"):
         f += svarint(st - state[1])
         state[1] = st
-    return k + varint(len(f) + len(d)) + f + d
+    return k + varint(len(d)), f, d
 
 
 def body_of(entries, version):
+    """A frame body of the entries: version 2 as its three sections."""
     state = [0, 0]
-    return b"".join(entry_bytes(version, e, state) for e in entries)
+    parts = [entry_parts(version, e, state) for e in entries]
+    heads = b"".join(p[0] for p in parts)
+    if version == 1:
+        return heads
+    fields = b"".join(p[1] for p in parts)
+    return (varint(len(heads)) + heads + varint(len(fields)) + fields +
+            b"".join(p[2] for p in parts))
 
 
 def set_header(buf, offset, fmt, value):
@@ -354,21 +361,22 @@ def m_entries(rng, segs, gen):
     nbody = body_of(es, version)
     if how == "rawlen":
         # entry length field wrong, CRC right: entries do not fill the frame
-        pos = len(body_of(es[:i], version))
         if version == 1:
+            pos = len(body_of(es[:i], version))
             nb = bytearray(nbody)
             struct.pack_into(">I", nb, pos + 1, rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
             nbody = bytes(nb)
         else:
+            # the entry's data length (in the heads section) replaced by a
+            # wrong one; the section lengths stay consistent
             state = [0, 0]
-            for e in es[:i]:
-                entry_bytes(version, e, state)
-            one = entry_bytes(version, es[i], state)
-            m, after = cs_varint(one, 1, len(one))
-            lv = after - 1
-            # the entry's length varint replaced by a wrong one
-            bad = varint(rng.choice([m + 1, 0xFFFFFFFF, 0x40000000]))
-            nbody = nbody[:pos + 1] + bad + nbody[pos + 1 + lv:]
+            parts = [list(entry_parts(version, e, state)) for e in es]
+            bad = varint(rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
+            parts[i][0] = parts[i][0][:1] + bad
+            heads = b"".join(q[0] for q in parts)
+            fields = b"".join(q[1] for q in parts)
+            nbody = (varint(len(heads)) + heads + varint(len(fields)) + fields +
+                     b"".join(q[2] for q in parts))
     store(p, b[:off] + frame(nbody) + b[off + FH + len(body):])
     return "entry %d/%d of frame %d %s in %s" % (i, len(es), k, desc, os.path.basename(p))
 

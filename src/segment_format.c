@@ -22,19 +22,25 @@
  * Entry, version 1 (29 bytes + data):
  *	  u8 kind | u32 data length | u64 dataStart | u64 walEnd |
  *	  i64 send time (us since 2000-01-01) | data
- * Entry, version 2: u8 kind | varint m (the bytes after it) | fields | data
- *	  'w': svarint LSN delta
- *	  'W': svarint LSN delta | svarint walEnd - LSN | svarint time delta
- *	  'k': svarint walEnd delta | svarint time delta
- *	  's', other kinds: no fields
+ * Frame body, version 2, in three sections:
+ *	  varint H | heads (H bytes): per entry u8 kind | varint data length |
+ *	  varint F | fields (F bytes): per entry, in entry order:
+ *		'w': svarint LSN delta
+ *		'W': svarint LSN delta | svarint walEnd - LSN | svarint time delta
+ *		'k': svarint walEnd delta | svarint time delta
+ *		's', other kinds: none
+ *	  data: every entry's data, in entry order, to the end of the body
  *	  varint = unsigned LEB128; svarint = zigzag, then varint; deltas are
  *	  from the previous LSN (time) in the same frame, 0 at its start.
+ *	  Like kinds and like fields side by side compress better than entries
+ *	  interleaved with their data (bench/README.md).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "port/pg_crc32c.h"
+#include "utils/memutils.h"
 
 #include "generation_reader.h"
 #include "segment_format.h"
@@ -254,12 +260,19 @@ cs_coder_init(CsEntryCoder *coder, uint32 version)
 	coder->version = version;
 	coder->prev_lsn = InvalidXLogRecPtr;
 	coder->prev_time = 0;
+	coder->heads_end = 0;
+	coder->fields_off = 0;
+	coder->fields_end = 0;
+	coder->data_off = 0;
 }
 
 /*
  * cs_frame_begin
  *	  Resets frame, reserves its 12-byte header, and starts coder for a
- *	  frame of the given format version.  Returns nothing.
+ *	  frame of the given format version.  coder must be zeroed before its
+ *	  first frame: in version 2 its heads and fields buffers are allocated
+ *	  then, in frame's memory context, and kept until cs_coder_free() or
+ *	  that context's reset.  Returns nothing.
  */
 void
 cs_frame_begin(StringInfo frame, CsEntryCoder *coder, uint32 version)
@@ -267,6 +280,48 @@ cs_frame_begin(StringInfo frame, CsEntryCoder *coder, uint32 version)
 	cs_coder_init(coder, version);
 	resetStringInfo(frame);
 	appendStringInfoSpaces(frame, CS_FRAME_HEADER_SIZE);
+	if (version == 1)
+		return;
+	if (coder->heads.data == NULL)
+	{
+		MemoryContext old;
+
+		old = MemoryContextSwitchTo(GetMemoryChunkContext(frame->data));
+		initStringInfo(&coder->heads);
+		initStringInfo(&coder->fields);
+		MemoryContextSwitchTo(old);
+	}
+	resetStringInfo(&coder->heads);
+	resetStringInfo(&coder->fields);
+}
+
+/*
+ * cs_coder_free
+ *	  Frees the buffers of an encoder started by cs_frame_begin(), and
+ *	  zeroes it.  Returns nothing.
+ */
+void
+cs_coder_free(CsEntryCoder *coder)
+{
+	if (coder->heads.data != NULL)
+		pfree(coder->heads.data);
+	if (coder->fields.data != NULL)
+		pfree(coder->fields.data);
+	memset(coder, 0, sizeof(*coder));
+}
+
+/*
+ * cs_frame_pending_size
+ *	  The size in bytes the frame being built would have if it were
+ *	  finished now, header included, give or take the section lengths.
+ *	  Returns int.
+ */
+int
+cs_frame_pending_size(const StringInfo frame, const CsEntryCoder *coder)
+{
+	if (coder->version == 1)
+		return frame->len;
+	return frame->len + coder->heads.len + coder->fields.len;
 }
 
 /* Version 1: the fixed 29-byte entry header. */
@@ -321,8 +376,8 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 				TimestampTz send_time, const char *data, uint32 len)
 {
 	char		fields[32];
+	char		head[11];
 	int			nf = 0;
-	char	   *p;
 
 	if (coder->version == 1)
 	{
@@ -349,29 +404,56 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 		nf += put_svarint(fields + nf, send_time - coder->prev_time);
 		coder->prev_time = send_time;
 	}
-	enlargeStringInfo(frame, 1 + 10 + nf + len);
-	p = frame->data + frame->len;
-	p[0] = kind;
-	frame->len += 1 + put_varint(p + 1, (uint64) nf + len);
-	memcpy(frame->data + frame->len, fields, nf);
-	frame->len += nf;
+	head[0] = kind;
+	appendBinaryStringInfo(&coder->heads, head, 1 + put_varint(head + 1, len));
+	appendBinaryStringInfo(&coder->fields, fields, nf);
 	if (len > 0)
-		memcpy(frame->data + frame->len, data, len);
-	frame->len += len;
+		appendBinaryStringInfo(frame, data, len);
+}
+
+/* Version 2: put the heads and fields sections before the data. */
+static void
+join_sections(StringInfo frame, CsEntryCoder *coder)
+{
+	char		hlen[10];
+	char		flen[10];
+	int			nh = put_varint(hlen, coder->heads.len);
+	int			nf = put_varint(flen, coder->fields.len);
+	int			prefix = nh + coder->heads.len + nf + coder->fields.len;
+	char	   *p;
+
+	enlargeStringInfo(frame, prefix);
+	p = frame->data + CS_FRAME_HEADER_SIZE;
+	memmove(p + prefix, p, frame->len - CS_FRAME_HEADER_SIZE);
+	memcpy(p, hlen, nh);
+	p += nh;
+	memcpy(p, coder->heads.data, coder->heads.len);
+	p += coder->heads.len;
+	memcpy(p, flen, nf);
+	p += nf;
+	memcpy(p, coder->fields.data, coder->fields.len);
+	frame->len += prefix;
 	frame->data[frame->len] = '\0';
+	resetStringInfo(&coder->heads);
+	resetStringInfo(&coder->fields);
 }
 
 /*
  * cs_frame_finish
- *	  Fills in the frame header: magic, body length and CRC-32C over the
- *	  length field and the body.  Returns nothing.
+ *	  Completes the frame built with coder: in version 2 puts the heads and
+ *	  fields sections before the data, then fills in the frame header:
+ *	  magic, body length and CRC-32C over the length field and the body.
+ *	  Returns nothing.
  */
 void
-cs_frame_finish(StringInfo frame)
+cs_frame_finish(StringInfo frame, CsEntryCoder *coder)
 {
-	uint32		body_len = frame->len - CS_FRAME_HEADER_SIZE;
+	uint32		body_len;
 	pg_crc32c	crc;
 
+	if (coder->version != 1)
+		join_sections(frame, coder);
+	body_len = frame->len - CS_FRAME_HEADER_SIZE;
 	cs_put32(frame->data, CS_FRAME_MAGIC);
 	cs_put32(frame->data + 4, body_len);
 	INIT_CRC32C(crc);
@@ -450,37 +532,43 @@ next_entry_v1(const char *body, uint32 body_len, uint32 *offset,
 }
 
 /*
- * cs_next_entry
- *	  Decodes the entry at *offset of a frame body, in the version and
- *	  with the frame state of coder, and advances *offset.  Returns false
- *	  at the end or if the entry would overrun the body or its fields do
- *	  not decode.  entry->data points into body; a version 2 'W' entry is
- *	  returned as CS_ENTRY_MESSAGE, and a 'w' one with walEnd = dataStart
- *	  and send time 0.
+ * Version 2: read the section lengths at the start of the body into coder;
+ * *offset becomes the first head.  False if they do not fit in the body or
+ * the heads section is empty.
  */
-bool
-cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
-			  uint32 *offset, CsEntry *entry)
+static bool
+read_sections(CsEntryCoder *coder, const char *body, uint32 body_len,
+			  uint32 *offset)
 {
-	uint32		off = *offset;
-	uint32		end;
-	uint64		m;
-	int64		d;
-	char		kind;
+	uint32		off = 0;
+	uint64		h;
+	uint64		f;
 
-	if (coder->version == 1)
-		return next_entry_v1(body, body_len, offset, entry);
-	if (off >= body_len)
+	if (!get_varint(body, &off, body_len, &h) || h == 0 ||
+		h > body_len - off)
 		return false;
-	kind = body[off++];
-	if (!get_varint(body, &off, body_len, &m) || m > body_len - off)
+	*offset = off;
+	coder->heads_end = off + (uint32) h;
+	off = coder->heads_end;
+	if (!get_varint(body, &off, body_len, &f) || f > body_len - off)
 		return false;
-	end = off + (uint32) m;
-	memset(entry, 0, sizeof(*entry));
-	entry->kind = kind;
+	coder->fields_off = off;
+	coder->fields_end = off + (uint32) f;
+	coder->data_off = coder->fields_end;
+	return true;
+}
+
+/* Version 2: decode the fields of an entry of the given kind. */
+static bool
+next_fields(CsEntryCoder *coder, const char *body, char kind, CsEntry *entry)
+{
+	uint32	   *off = &coder->fields_off;
+	uint32		end = coder->fields_end;
+	int64		d;
+
 	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
 	{
-		if (!get_svarint(body, &off, end, &d))
+		if (!get_svarint(body, off, end, &d))
 			return false;
 		entry->data_start = coder->prev_lsn + (uint64) d;
 		entry->wal_end = entry->data_start;
@@ -488,28 +576,77 @@ cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
 	}
 	if (kind == CS_ENTRY_MESSAGE_FULL)
 	{
-		if (!get_svarint(body, &off, end, &d))
+		if (!get_svarint(body, off, end, &d))
 			return false;
 		entry->wal_end = entry->data_start + (uint64) d;
 		entry->kind = CS_ENTRY_MESSAGE;
 	}
 	if (kind == CS_ENTRY_POSITION)
 	{
-		if (!get_svarint(body, &off, end, &d))
+		if (!get_svarint(body, off, end, &d))
 			return false;
 		entry->wal_end = coder->prev_lsn + (uint64) d;
 		coder->prev_lsn = entry->wal_end;
 	}
 	if (kind == CS_ENTRY_MESSAGE_FULL || kind == CS_ENTRY_POSITION)
 	{
-		if (!get_svarint(body, &off, end, &d))
+		if (!get_svarint(body, off, end, &d))
 			return false;
 		/* modulo 2^64, as the writer's delta: no signed overflow */
 		entry->send_time = (TimestampTz) ((uint64) coder->prev_time + (uint64) d);
 		coder->prev_time = entry->send_time;
 	}
-	entry->data = body + off;
-	entry->len = end - off;
-	*offset = end;
+	return true;
+}
+
+/*
+ * cs_next_entry
+ *	  Decodes the next entry of a frame body, in the version and with the
+ *	  frame state of coder (cs_coder_init() at each frame, *offset 0), and
+ *	  advances *offset.  In version 1 *offset is where the entry starts; in
+ *	  version 2 it is where its head starts in the heads section, and it is
+ *	  body_len after the last entry, as in version 1.  Returns false at the
+ *	  end, or if the entry would overrun the body or its fields do not
+ *	  decode, or (version 2) if after the last entry the fields and data
+ *	  sections are not exactly used up.  entry->data points into body; a
+ *	  version 2 'W' entry is returned as CS_ENTRY_MESSAGE, and a 'w' one
+ *	  with walEnd = dataStart and send time 0.  Source: docs/FORMAT.md
+ *	  section 8.
+ */
+bool
+cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
+			  uint32 *offset, CsEntry *entry)
+{
+	uint32		off = *offset;
+	uint64		n;
+	char		kind;
+
+	if (coder->version == 1)
+		return next_entry_v1(body, body_len, offset, entry);
+	if (off == 0 && coder->heads_end == 0 &&
+		!read_sections(coder, body, body_len, &off))
+		return false;
+	if (off >= coder->heads_end)
+		return false;
+	kind = body[off++];
+	if (!get_varint(body, &off, coder->heads_end, &n) ||
+		n > body_len - coder->data_off)
+		return false;
+	memset(entry, 0, sizeof(*entry));
+	entry->kind = kind;
+	if (!next_fields(coder, body, kind, entry))
+		return false;
+	entry->data = body + coder->data_off;
+	entry->len = (uint32) n;
+	coder->data_off += (uint32) n;
+	if (off == coder->heads_end)
+	{
+		/* the last entry: every section must be used up exactly */
+		if (coder->fields_off != coder->fields_end ||
+			coder->data_off != body_len)
+			return false;
+		off = body_len;
+	}
+	*offset = off;
 	return true;
 }

@@ -83,13 +83,23 @@ typedef struct CsEntry
 /*
  * The state an entry encoder or decoder carries through one frame: version
  * 2 stores positions and times as differences from the previous ones in
- * the same frame (both start at 0 in every frame).
+ * the same frame (both start at 0 in every frame), and splits the frame
+ * body into three sections: the entries' heads (kind and data length),
+ * their fields, and their data.
  */
 typedef struct CsEntryCoder
 {
 	uint32		version;
 	XLogRecPtr	prev_lsn;
 	TimestampTz prev_time;
+	/* version 2 decoder: the sections, once read (heads_end > 0) */
+	uint32		heads_end;
+	uint32		fields_off;		/* next field to decode */
+	uint32		fields_end;
+	uint32		data_off;		/* next entry's data */
+	/* version 2 encoder: heads and fields, put before the data at finish */
+	StringInfoData heads;
+	StringInfoData fields;
 } CsEntryCoder;
 
 extern void cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf);
@@ -105,7 +115,10 @@ extern void cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 							const char *data, uint32 len);
 extern void cs_frame_begin(StringInfo frame, CsEntryCoder *coder,
 						   uint32 version);
-extern void cs_frame_finish(StringInfo frame);
+extern int	cs_frame_pending_size(const StringInfo frame,
+								  const CsEntryCoder *coder);
+extern void cs_frame_finish(StringInfo frame, CsEntryCoder *coder);
+extern void cs_coder_free(CsEntryCoder *coder);
 extern bool cs_frame_check_header(const char *hdr, uint32 *body_len,
 								  uint32 *crc);
 extern bool cs_frame_body_valid(uint32 version, const char *body,

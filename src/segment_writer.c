@@ -91,6 +91,8 @@ cs_writer_reset(void)
 										   ALLOCSET_DEFAULT_SIZES);
 	else
 		MemoryContextReset(writer_cxt);
+	/* the reset freed the encoder's buffers too */
+	memset(&frame_coder, 0, sizeof(frame_coder));
 	cs_schema_reset(writer_cxt);
 	{
 		MemoryContext old = MemoryContextSwitchTo(writer_cxt);
@@ -232,6 +234,8 @@ reframe_safe_entries(int fd, const char *path, int64 keep,
 	CsEntryCoder in;
 	CsEntryCoder outc;
 
+	memset(&outc, 0, sizeof(outc));
+
 	if (pread(fd, fh, CS_FRAME_HEADER_SIZE, keep) != CS_FRAME_HEADER_SIZE ||
 		!cs_frame_check_header(fh, &body_len, &crc))
 		cs_segment_damage(path, keep, "The frame read a moment ago no longer validates.");
@@ -247,7 +251,8 @@ reframe_safe_entries(int fd, const char *path, int64 keep,
 		   cs_next_entry(&in, body, body_len, &off, &e))
 		cs_append_entry(out, &outc, e.kind, e.data_start, e.wal_end,
 						e.send_time, e.data, e.len);
-	cs_frame_finish(out);
+	cs_frame_finish(out, &outc);
+	cs_coder_free(&outc);
 	pfree(body);
 }
 
@@ -528,12 +533,12 @@ cs_writer_recover(const char *directory, uint64 generation,
 static void
 add_preamble(const char *data, uint32 len, void *arg)
 {
-	int			before = frame.len;
+	int			before = cs_frame_pending_size(&frame, &frame_coder);
 
 	cs_append_entry(&frame, &frame_coder, CS_ENTRY_PREAMBLE,
 					InvalidXLogRecPtr, InvalidXLogRecPtr, 0, data, len);
 	frame_entries++;
-	seg_preamble += frame.len - before;
+	seg_preamble += cs_frame_pending_size(&frame, &frame_coder) - before;
 }
 
 /*
@@ -557,7 +562,7 @@ cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 	if (kind == CS_ENTRY_MESSAGE && len >= 26 && data[0] == 'C')
 		cs_seal_note_commit(&seg_seal, cs_get64(data + 2),
 							(TimestampTz) cs_get64(data + 18));
-	if (frame.len >= CS_FRAME_TARGET)
+	if (cs_frame_pending_size(&frame, &frame_coder) >= CS_FRAME_TARGET)
 		write_frame();
 }
 
@@ -604,7 +609,7 @@ write_frame(void)
 {
 	if (frame_entries == 0)
 		return;
-	cs_frame_finish(&frame);
+	cs_frame_finish(&frame, &frame_coder);
 	write_all(seg_fd, frame.data, frame.len, seg_path);
 	start_writeback(seg_size, frame.len);
 	seg_size += frame.len;
@@ -667,7 +672,8 @@ cs_writer_should_rotate(TimestampTz now)
 {
 	if (!seg_has_data)
 		return false;
-	if (seg_size + frame.len - seg_preamble >= (int64) cs_segment_size_kb * 1024)
+	if (seg_size + cs_frame_pending_size(&frame, &frame_coder) - seg_preamble >=
+		(int64) cs_segment_size_kb * 1024)
 		return true;
 	if (cs_segment_timeout_s > 0 &&
 		TimestampDifferenceExceeds(seg_opened_at, now, cs_segment_timeout_s * 1000))

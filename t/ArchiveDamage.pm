@@ -8,7 +8,8 @@
 # header size is at offset 12), then frames "CSFR" | u32 body length |
 # u32 CRC-32C(length field || body) | body, the body made of entries:
 # format 1: kind u8 | u32 n | u64 dataStart | u64 walEnd | i64 sendTime |
-# n bytes; format 2: kind u8 | varint m | fields | data (section 8).
+# n bytes; format 2: varint H | heads (kind u8 | varint n, per entry) |
+# varint F | fields (per entry) | data (every entry's n bytes) (section 8).
 # Fixed-width integers are big-endian.
 #
 # - files: ad_gen_dir, ad_segments, ad_newest_raw, ad_load, ad_store;
@@ -249,35 +250,43 @@ sub ad_entries
 		}
 		return @e;
 	}
+	# format 2: the three sections (heads, fields, data)
+	my $h = _get_varint($body, \$pos, length($body));
+	return @e if !defined $h || $h > length($body) - $pos;
+	my $hend = $pos + $h;
+	my $fpos = $hend;
+	my $f = _get_varint($body, \$fpos, length($body));
+	return @e if !defined $f || $f > length($body) - $fpos;
+	my $fend = $fpos + $f;
+	my $dpos = $fend;
 	my ($plsn, $ptime) = (0, 0);
-	while ($pos < length($body))
+	while ($pos < $hend)
 	{
 		my $kind = substr($body, $pos++, 1);
-		my $m = _get_varint($body, \$pos, length($body));
-		last if !defined $m || $m > length($body) - $pos;
-		my $end = $pos + $m;
+		my $n = _get_varint($body, \$pos, $hend);
+		last if !defined $n || $n > length($body) - $dpos;
 		my ($ds, $we, $st) = (0, 0, 0);
 		if ($kind eq 'w' || $kind eq 'W')
 		{
-			$ds = $we = $plsn + _get_svarint($body, \$pos, $end);
+			$ds = $we = $plsn + (_get_svarint($body, \$fpos, $fend) // 0);
 			$plsn = $ds;
 		}
-		$we = $ds + _get_svarint($body, \$pos, $end) if $kind eq 'W';
+		$we = $ds + (_get_svarint($body, \$fpos, $fend) // 0) if $kind eq 'W';
 		if ($kind eq 'k')
 		{
-			$we = $plsn + _get_svarint($body, \$pos, $end);
+			$we = $plsn + (_get_svarint($body, \$fpos, $fend) // 0);
 			$plsn = $we;
 		}
 		if ($kind eq 'W' || $kind eq 'k')
 		{
-			$st = $ptime + _get_svarint($body, \$pos, $end);
+			$st = $ptime + (_get_svarint($body, \$fpos, $fend) // 0);
 			$ptime = $st;
 		}
 		push @e, {
 			kind => ($kind eq 'W' ? 'w' : $kind), data_start => $ds,
 			wal_end => $we, send_time => $st,
-			data => substr($body, $pos, $end - $pos) };
-		$pos = $end;
+			data => substr($body, $dpos, $n) };
+		$dpos += $n;
 	}
 	return @e;
 }
@@ -292,7 +301,7 @@ sub ad_body
 			map { pack('a1 N Q> Q> q>', $_->{kind}, length($_->{data}),
 					$_->{data_start}, $_->{wal_end}, $_->{send_time}) . $_->{data} } @e);
 	}
-	my ($plsn, $ptime, $out) = (0, 0, '');
+	my ($plsn, $ptime, $heads, $fields, $data) = (0, 0, '', '', '');
 	for my $x (@e)
 	{
 		my ($k, $d) = ($x->{kind}, $x->{data});
@@ -316,9 +325,12 @@ sub ad_body
 			$f .= _svarint($x->{send_time} - $ptime);
 			$ptime = $x->{send_time};
 		}
-		$out .= $k . _varint(length($f) + length($d)) . $f . $d;
+		$heads  .= $k . _varint(length($d));
+		$fields .= $f;
+		$data   .= $d;
 	}
-	return $out;
+	return _varint(length($heads)) . $heads . _varint(length($fields)) .
+	  $fields . $data;
 }
 
 # A valid frame (magic, length, CRC) around a body.
