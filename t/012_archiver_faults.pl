@@ -62,6 +62,29 @@ sub error_at
 		"SELECT coalesce(last_error_at::text, '') FROM changestream.status()");
 }
 
+# Wait for up to $n more failed sessions (a new last_error_at each, and
+# last_error matching $error_re when given); reload the configuration
+# before the waits numbered above $reload_after (a reload cuts the
+# backoff short).  Returns how many came.
+sub wait_failed_sessions
+{
+	my ($n, $error_re, $reload_after) = @_;
+	my $failed = 0;
+	my $cond = defined $error_re ? " AND last_error ~ '$error_re'" : '';
+	for my $i (1 .. $n)
+	{
+		my $prev = error_at();
+		$node->safe_psql('postgres', 'SELECT pg_reload_conf()')
+		  if defined $reload_after && $i > $reload_after;
+		my ($ok) = cs_poll($node, 'postgres',
+			"SELECT coalesce(last_error_at::text, '') <> '$prev'$cond FROM changestream.status()",
+			't', 90);
+		last unless $ok;
+		$failed++;
+	}
+	return $failed;
+}
+
 ############################################################################
 # (a) the slot is held by pg_recvlogical
 
@@ -107,18 +130,7 @@ cs_poll_or_diag($node, 'postgres',
 # Four more failed sessions (each waits 3 s for the slot to be released),
 # nothing is written: two after their backoff delay (1 s, 2 s), two with
 # the delay cut short by a reload.
-my $failed = 0;
-for my $i (1 .. 4)
-{
-	my $prev = error_at();
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()') if $i > 2;
-	my ($ok) = cs_poll($node, 'postgres',
-		"SELECT coalesce(last_error_at::text, '') <> '$prev' FROM changestream.status()",
-		't', 90);
-	last unless $ok;
-	$failed++;
-}
-is($failed, 4, 'four more failed sessions while the slot is held');
+is(wait_failed_sessions(4, undef, 2), 4, 'four more failed sessions while the slot is held');
 my @after = archive_entries();
 is(scalar(cs_generations($node)), 1, 'no new generation after the retries');
 is_deeply(\@after, \@before,
@@ -266,17 +278,7 @@ cs_poll_or_diag($node, 'postgres',
 	"SELECT state = 'error' AND last_error ~ 'cannot continue generation $gd[-1]' FROM changestream.status()",
 	't', 60, 'a damaged identity file with acknowledged data: state error');
 # two more sessions fail the same way (after the backoff delay: 1 s, 2 s)
-my $retried = 0;
-for my $i (1 .. 2)
-{
-	my $prev = error_at();
-	my ($ok) = cs_poll($node, 'postgres',
-		"SELECT coalesce(last_error_at::text, '') <> '$prev' AND last_error ~ 'cannot continue generation' FROM changestream.status()",
-		't', 90);
-	last unless $ok;
-	$retried++;
-}
-is($retried, 2, 'two more sessions fail the same way');
+is(wait_failed_sessions(2, 'cannot continue generation'), 2, 'two more sessions fail the same way');
 is_deeply([ gen_dirs() ], \@gd, 'no new generation on the archiver\'s own initiative');
 is_deeply([ archive_entries() ], \@victim_files, 'no file added or removed');
 is(-s "$victim/generation", 0, 'the damaged identity file is left as it is');
