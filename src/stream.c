@@ -186,34 +186,37 @@ send_status(TimestampTz now)
 }
 
 /*
- * How often, in ms, flushes are reported while catching up: status_interval,
- * but at least four times per wal_sender_timeout.  Catching up is only
- * detected against the local server (behind_by()), whose wal_sender_timeout
- * is this process's own setting.  Without a reply within that timeout the
- * walsender ends the connection (WalSndCheckTimeOut() in walsender.c); its
- * keepalive asking for a reply may sit behind megabytes of data in the
- * socket, so the reports themselves must keep the connection alive.
+ * status_interval, in ms, but at most wal_sender_timeout / parts.  Without
+ * a reply within that timeout the walsender ends the connection
+ * (WalSndCheckTimeOut() in walsender.c), and its keepalive asking for a
+ * reply may sit behind megabytes of data in the socket, so the worker's
+ * own reports must keep the connection alive.  The timeout is this
+ * process's own setting: the local server's.
  */
 static int
-catchup_status_ms(void)
+status_ms_within_timeout(int parts)
 {
 	if (wal_sender_timeout > 0)
-		return Min(cs_status_interval_ms, wal_sender_timeout / 4);
+		return Min(cs_status_interval_ms, wal_sender_timeout / parts);
 	return cs_status_interval_ms;
 }
 
 /*
- * The longest time, in ms, without a status update: status_interval, but at
- * most half of wal_sender_timeout (the local server's, as above), so that
- * the connection stays alive even when the walsender's keepalive asking for
- * a reply waits behind queued data or its reply is late.
+ * How often, in ms, flushes are reported while catching up: at least four
+ * times per wal_sender_timeout.  Catching up is only detected against the
+ * local server (behind_by()).
  */
+static int
+catchup_status_ms(void)
+{
+	return status_ms_within_timeout(4);
+}
+
+/* The longest time, in ms, without any status update. */
 static int
 alive_status_ms(void)
 {
-	if (wal_sender_timeout > 0)
-		return Min(cs_status_interval_ms, wal_sender_timeout / 2);
-	return cs_status_interval_ms;
+	return status_ms_within_timeout(2);
 }
 
 /*

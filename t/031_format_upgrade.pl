@@ -25,14 +25,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChangestreamTest;
 
-my $node = cs_new_node('upgrade',
-	conf => "changestream.segment_size = '64kB'\nchangestream.message_prefixes = 'fx'\n");
-$node->start;
+my $node = cs_setup('upgrade',
+	conf => "changestream.segment_size = '64kB'\nchangestream.message_prefixes = 'fx'\n",
+	pgbench => 1,
+	sql => 'CREATE PUBLICATION changestream FOR ALL TABLES',
+	oracle => 1,
+	archive => 1);
 my $db = 'postgres';
-cs_pgbench($node, $db, '-i', '-s', '1', '-q');
-$node->safe_psql($db, 'CREATE EXTENSION changestream; CREATE PUBLICATION changestream FOR ALL TABLES');
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
 my $archive = cs_archive_dir($node);
 my ($gen, $start_lsn) = cs_single_generation($node, 'at start');
 
