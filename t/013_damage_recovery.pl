@@ -39,6 +39,10 @@ my $gens_dir = cs_archive_dir($node) . '/generations';
 	like($d->{out}, qr/torn tail: \Q${\basename($seg)}\E at offset $orig/,
 		'cs_decode.py reports the torn tail at its offset');
 	my $off = cs_log_offset($node);
+	# the resumed segment may be close to segment_size: a larger size keeps
+	# the archiver from sealing (and the compressor from replacing) it
+	# before it is read back below
+	$node->append_conf('postgresql.conf', "changestream.segment_size = '1MB'\n");
 	$node->start;
 	cs_wait_state($node, 'streaming', name => 'torn tail: streaming after start');
 	# cut back to the $orig bytes it had (the archiver may have appended
@@ -52,6 +56,8 @@ my $gens_dir = cs_archive_dir($node) . '/generations';
 	is(ad_gens_count($node), 1, 'torn tail: still one generation');
 	like(cs_log_since($node, $off), qr/kept $orig of $torn bytes/i,
 		'the log says how much was kept');
+	$node->append_conf('postgresql.conf', "changestream.segment_size = '64kB'\n");
+	$node->reload;
 	cs_pgbench($node, 'postgres', '-c', '2', '-t', '100', '-n');
 	my $target = cs_wait_archived($node, name => 'after the torn tail');
 	my ($g, $start) = cs_single_generation($node, 'after the torn tail');
