@@ -143,13 +143,17 @@ catching_up(void)
 }
 
 /*
- * How long complete transactions may wait, once the stream is idle, for
- * more to share their fsync: 10 ms, or flush_interval if that is shorter.
- * At 1,000 tps this turns ~1,000 fsyncs and status updates a second into
- * ~100, for at most 10 ms of added commit-to-durable lag.  While catching
- * up with a backlog the lulls are the walsender decoding, not the end of
- * the stream: then flush_interval applies, and the walsender is spared a
- * status update every 10 ms.
+ * The group commit interval, in ms: the least time between two flushes of
+ * complete transactions once the stream is idle (GROUP_COMMIT_MS, or
+ * flush_interval if that is shorter).  It is counted from the last flush,
+ * not from the first transaction waiting: a commit that arrives after a
+ * quiet spell is made durable at once, and only commits arriving within
+ * the interval after a flush wait for the next one, sharing its fsync and
+ * status update.  So the fsyncs are at most 1,000 / GROUP_COMMIT_MS a
+ * second at any rate, and a commit waits at most GROUP_COMMIT_MS.  While
+ * catching up with a backlog the lulls are the walsender decoding, not the
+ * end of the stream: then flush_interval applies, and the walsender is
+ * spared a status update every few ms.
  */
 static long
 group_commit_ms(void)
@@ -660,11 +664,11 @@ update_batching(void)
  * cs_stream_periodic
  *	  What is due after a batch (idle: the stream has nothing waiting).
  *	  Once the stream is idle with complete transactions pending, they are
- *	  made durable when the group commit window has passed since the first
- *	  of them arrived, so that a burst shares one fsync and one status
- *	  update instead of paying one per transaction; at once when a
- *	  drained backlog ends batching (update_batching()), as there is
- *	  nothing left to share the fsync with.
+ *	  made durable as soon as the group commit interval (group_commit_ms())
+ *	  has passed since the last flush, so that the transactions of a burst
+ *	  share one fsync and one status update instead of paying one each;
+ *	  at once when a drained backlog ends batching (update_batching()), as
+ *	  there is nothing left to share the fsync with.
  */
 void
 cs_stream_periodic(TimestampTz now, bool idle)
@@ -673,7 +677,8 @@ cs_stream_periodic(TimestampTz now, bool idle)
 		update_batching();
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
 		(st.drained ||
-		 TimestampDifferenceExceeds(st.unsynced_since, now, group_commit_ms())))
+		 TimestampDifferenceExceeds(st.counters.last_flush_at, now,
+									group_commit_ms())))
 		flush_and_report(now);
 	else
 		flush_if_due(now);
@@ -706,9 +711,20 @@ idle_timeout(TimestampTz now)
 	}
 	if (st.unsynced_since != 0)
 	{
-		long		window = st.in_txn ? cs_flush_interval_ms : group_commit_ms();
-		long		elapsed = TimestampDifferenceMilliseconds(st.unsynced_since, now);
+		long		window;
+		long		elapsed;
 
+		if (st.in_txn)
+		{
+			window = cs_flush_interval_ms;
+			elapsed = TimestampDifferenceMilliseconds(st.unsynced_since, now);
+		}
+		else
+		{
+			window = group_commit_ms();
+			elapsed = TimestampDifferenceMilliseconds(st.counters.last_flush_at,
+													  now);
+		}
 		timeout = Min(timeout, Max(window - elapsed, 1));
 	}
 	return timeout;
