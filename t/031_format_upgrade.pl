@@ -159,6 +159,13 @@ for my $s (@$v2_segs)
 {
 	is(format_version(current_path($s)), 2, "$s is still format 2");
 }
+{
+	my $p = current_path($v2_segs->[-1]);
+	my $bytes;
+	IPC::Run::run([ 'sh', '-c', 'case "$1" in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac', 'sh', $p ],
+		'>', \$bytes) or die "read $p";
+	isnt(substr($bytes, 64, 64), "\0" x 64, 'the last format 2 segment got its seal when format 3 took over');
+}
 my @vs = map { format_version(current_path($_->{file})) } @after;
 is(join(',', @vs), join(',', sort { $a <=> $b } @vs), 'format versions never go back: ' . join(',', @vs));
 
