@@ -135,15 +135,16 @@ for my $i (0 .. $#segs - 1)
 	for my $f (@{ ad_parse_segment($buf)->{frames} })
 	{
 		my $sec = ad_sections($f->{body}) or die "a frame of $segs[$i] does not parse";
+		my $at = 0;    # the entry's data in the data section
 		for my $e (@{ $sec->{heads} })
 		{
+			my $first = substr($sec->{data}, $at, 1);
 			$kinds{ $e->[0] }++;
 			$bad_bc++ if $e->[0] =~ /^[bc]$/ && $e->[1] != 0;
-		}
-		for my $e (ad_entries($f->{body}, 3))
-		{
-			# what is left as 'w' is no BEGIN, nor a COMMIT (always 'W')
-			$bad_bc++ if $e->{kind} eq 'w' && $e->{data} =~ /^[BC]/ && length($e->{data}) != 21;
+			# no BEGIN or COMMIT is left as data
+			$bad_bc++ if $e->[0] =~ /^[wW]$/ && (($first eq 'B' && $e->[1] == 21)
+				|| ($first eq 'C' && $e->[1] == 26));
+			$at += $e->[1];
 		}
 	}
 }
@@ -151,7 +152,7 @@ is($v3, $#segs, 'every segment is format 3 with a 128-byte header');
 is($sealed, $#segs, 'every segment with a successor has a seal');
 cmp_ok($kinds{b} // 0, '>=', 1500, 'BEGINs are written as b entries: ' . ($kinds{b} // 0));
 is($kinds{c} // 0, $kinds{b} // 0, 'as many COMMITs as c entries');
-is($bad_bc, 0, 'every b and c entry has data length 0');
+is($bad_bc, 0, 'every b and c entry has data length 0, and no BEGIN or COMMIT is stored as data');
 is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0', 'verify(): the format 3 generation is sound');
 ($rc, $out, $err) = decode("$archive/generations/$gen");
 is($rc, 0, 'cs_decode.py accepts the format 3 generation (its seals included)') or diag($err);
