@@ -11,8 +11,8 @@
  *	  16 u64 system identifier | 24 u64 generation | 32 u64 segment index |
  *	  40 u64 start LSN | 48 u32 timeline | 52 8 zero bytes |
  *	  60 u32 CRC-32C of bytes 0..59
- *	  Versions 2 and 3 add the seal area (64 bytes), all zero until the segment
- *	  is sealed, then rewritten once in place:
+ *	  Versions 2 and 3 add the seal area (64 bytes), all zero until the
+ *	  segment is sealed, then rewritten once in place:
  *	  64 u64 end LSN | 72 u64 first commit LSN | 80 u64 last commit LSN |
  *	  88 i64 least commit time | 96 i64 greatest commit time |
  *	  104 u64 transactions | 112 12 zero bytes | 124 u32 CRC-32C of 64..123
@@ -62,7 +62,8 @@
 /*
  * cs_encode_segment_header
  *	  Writes a header of version CS_FORMAT_VERSION for hdr into buf
- *	  (CS_SEGMENT_HEADER_V2 bytes), with the seal area zero (not sealed).  Returns nothing.
+ *	  (CS_SEGMENT_HEADER_V2 bytes), with the seal area zero (not sealed).
+ *	  Returns nothing.
  *	  Source: docs/FORMAT.md section 6.
  */
 void
@@ -90,8 +91,8 @@ cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
  *	  Decodes and validates the first CS_SEGMENT_BASE_SIZE bytes of a
  *	  header in buf: magic, CRC, a known version (1 to CS_FORMAT_VERSION)
  *	  and the header size of that version.  Returns false if any fails.
- *	  The seal of a version 2 or 3 header is decoded by cs_decode_segment_seal(); here
- *	  seal_state is set to CS_SEAL_NONE.
+ *	  The seal of a version 2 or 3 header is decoded by
+ *	  cs_decode_segment_seal(); here seal_state is set to CS_SEAL_NONE.
  */
 bool
 cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
@@ -285,9 +286,9 @@ cs_coder_init(CsEntryCoder *coder, uint32 version)
  * cs_frame_begin
  *	  Resets frame, reserves its 12-byte header, and starts coder for a
  *	  frame of the given format version.  coder must be zeroed before its
- *	  first frame: in versions 2 and 3 its heads and fields buffers are allocated
- *	  then, in frame's memory context, and kept until cs_coder_free() or
- *	  that context's reset.  Returns nothing.
+ *	  first frame: in versions 2 and 3 its heads and fields buffers are
+ *	  allocated then, in frame's memory context, and kept until
+ *	  cs_coder_free() or that context's reset.  Returns nothing.
  */
 void
 cs_frame_begin(StringInfo frame, CsEntryCoder *coder, uint32 version)
@@ -484,8 +485,9 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 	}
 	if (kind == CS_ENTRY_MESSAGE_FULL || kind == CS_ENTRY_POSITION)
 	{
-		nf += put_svarint(fields + nf,
-						  (int64) ((uint64) send_time - (uint64) coder->prev_time));
+		/* modulo 2^64, as the decoder's sum: no signed overflow */
+		nf += put_svarint(fields + nf, (int64) ((uint64) send_time -
+												(uint64) coder->prev_time));
 		coder->prev_time = send_time;
 	}
 	if (stored == CS_ENTRY_BEGIN)
@@ -622,9 +624,9 @@ next_entry_v1(const char *body, uint32 body_len, uint32 *offset,
 }
 
 /*
- * Versions 2 and 3: read the section lengths at the start of the body into coder;
- * *offset becomes the first head.  False if they do not fit in the body or
- * the heads section is empty.
+ * Versions 2 and 3: read the section lengths at the start of the body into
+ * coder; *offset becomes the first head.  False if they do not fit in the
+ * body or the heads section is empty.
  */
 static bool
 read_sections(CsEntryCoder *coder, const char *body, uint32 body_len,
