@@ -4,7 +4,7 @@ cost after compression (issue 13's archive-size target).
 
     python3 bench/entry_encodings.py SEGMENT...   (raw .wal or .wal.gz)
 
-Reads changestream WAL segments of format 1 or 2 (docs/FORMAT.md sections
+Reads changestream WAL segments of format 1, 2 or 3 (docs/FORMAT.md sections
 6 to 8; no CRC or damage checks: use it on archives known to be good),
 re-encodes every entry with its dataStart kept exactly, and prints, for
 each encoding, its raw size, its zlib level 6 size (gzip -6) and its ratio
@@ -42,6 +42,12 @@ Encodings (the names printed):
                      takes another kind byte instead of storing the 0
   col_per_context    col_split_zero with one LSN stream per context
                      (previous kind/relation, this kind/relation)
+  v3                 col, with each 21-byte BEGIN that is 'w' stored as
+                     'b' and each 26-byte COMMIT that is 'W' as 'c': no
+                     data, their message as fields (final LSN, commit
+                     time and xid as deltas, flags, commit LSN from the
+                     BEGIN's final LSN, end LSN from dataStart); format 3
+                     as written now (docs/FORMAT.md section 8.3)
 """
 import collections
 import gzip
@@ -83,8 +89,9 @@ def parse(path):
         e = off + 12
         end = e + blen
         plsn = ptime = 0
+        pfinal = pbtime = pxid = 0
         if ver != 1:
-            # varint H | heads | varint F | fields | data (section 8.2)
+            # varint H | heads | varint F | fields | data (sections 8.2, 8.3)
             h, e = getvarint(d, e)
             end = e + h
             f, fpos = getvarint(d, end)
@@ -100,6 +107,9 @@ def parse(path):
             else:
                 n, e = getvarint(d, e)
                 p = fpos
+                stored = k
+                if ver >= 3 and k in "bc":
+                    k = "w" if k == "b" else "W"
                 if k in "wW":
                     u, p = getvarint(d, p)
                     ds = we = (plsn + unzig(u)) & MASK
@@ -115,10 +125,28 @@ def parse(path):
                     u, p = getvarint(d, p)
                     st = ptime + unzig(u)
                     ptime = st
+                rebuilt = None
+                if stored == "b":
+                    v = []
+                    for _ in range(3):
+                        u, p = getvarint(d, p)
+                        v.append(unzig(u))
+                    pfinal = (ds + v[0]) & MASK
+                    pbtime += v[1]
+                    pxid = (pxid + v[2]) & 0xFFFFFFFF
+                    rebuilt = struct.pack(">cQqI", b"B", pfinal, pbtime, pxid)
+                elif stored == "c":
+                    fl, p = getvarint(d, p)
+                    v = []
+                    for _ in range(3):
+                        u, p = getvarint(d, p)
+                        v.append(unzig(u))
+                    rebuilt = struct.pack(">cBQQq", b"C", fl, (pfinal + v[0]) & MASK,
+                                          (ds + v[1]) & MASK, pbtime + v[2])
                 fpos = p
                 p = dpos
                 nxt = dpos = dpos + n
-            data = d[p:nxt]
+            data = d[p:nxt] if ver == 1 or rebuilt is None else rebuilt
             if ver == 1 and k == "w" and (we != ds or data[:1] == b"C" or
                                           (data[:1] == b"M" and len(data) > 1 and not data[1] & 1)):
                 k = "W"
@@ -266,6 +294,47 @@ def columnar(ents, split_time=False, zero_kind=False, per_context=False, **opt):
     return bytes(out)
 
 
+def s64(v):
+    v &= MASK
+    return v - (1 << 64) if v >> 63 else v
+
+
+def s32(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >> 31 else v
+
+
+def v3(ents):
+    """Format 3 (docs/FORMAT.md section 8.3): col, with BEGIN and COMMIT
+    stored as fields ('b', 'c') and no data."""
+    out = bytearray()
+    for fr in frames_of(ents):
+        c = Coder()
+        heads = bytearray()
+        flds = bytearray()
+        data = bytearray()
+        final = btime = xid = 0
+        for e in fr:
+            lsn, _, rest = fields(c, e)
+            kind = e[1]
+            d = e[5]
+            extra = b""
+            if kind == "w" and len(d) == 21 and d[:1] == b"B":
+                f, t, x = struct.unpack(">QqI", d[1:])
+                extra = sv(s64(f - e[2])) + sv(t - btime) + sv(s32(x - xid))
+                final, btime, xid = f, t, x
+                kind, d = "b", b""
+            elif kind == "W" and len(d) == 26 and d[:1] == b"C":
+                fl, cl, el, t = struct.unpack(">BQQq", d[1:])
+                extra = uv(fl) + sv(s64(cl - final)) + sv(s64(el - e[2])) + sv(t - btime)
+                kind, d = "c", b""
+            heads += kind.encode() + uv(len(d))
+            flds += lsn + rest + extra
+            data += d
+        out += frame(uv(len(heads)) + heads + uv(len(flds)) + flds + data)
+    return bytes(out)
+
+
 def zsize(b, level=6, mem=8):
     c = zlib.compressobj(level, zlib.DEFLATED, 31, mem)
     return len(c.compress(b) + c.flush())
@@ -316,6 +385,7 @@ def main():
                                     zero_kind=True)),
         ("col_per_context", columnar(ents, commit=True, div8=True, split_time=True,
                                      zero_kind=True, per_context=True)),
+        ("v3", v3(ents)),
     ]
     print("%-16s %10s %10s %8s %10s %8s" % ("encoding", "raw", "zlib6", "vs_gz6",
                                            "zlib9m9", "vs_gz6"))

@@ -3,11 +3,13 @@
 #
 #   perl bench/entry_overhead.pl SEGMENT...     (raw .wal or .wal.gz files)
 #
-# Parses changestream WAL segments of format 1 or 2 (docs/FORMAT.md: a 64-
-# or 128-byte header, frames "CSFR" | u32 body length | u32 CRC | entries;
-# format 1 entry = u8 kind | u32 length | u64 dataStart | u64 walEnd | i64
-# send time | data; format 2 body = varint H | heads (u8 kind | varint data
-# length, per entry) | varint F | fields | data, section 8.2) and prints, as
+# Parses changestream WAL segments of format 1, 2 or 3 (docs/FORMAT.md: a
+# 64- or 128-byte header, frames "CSFR" | u32 body length | u32 CRC |
+# entries; format 1 entry = u8 kind | u32 length | u64 dataStart | u64
+# walEnd | i64 send time | data; format 2 body = varint H | heads (u8 kind |
+# varint data length, per entry) | varint F | fields | data, section 8.2;
+# format 3 adds 'b' and 'c', a BEGIN and a COMMIT rebuilt from their
+# fields, section 8.3) and prints, as
 # "name bytes gzip6_bytes" lines, the gzip -6 size of the same stream
 # encoded different ways, to show what the framing costs after compression:
 #
@@ -93,9 +95,10 @@ for my $file (@ARGV)
 		last unless $magic == 0x43534652;
 		my $end = $off + 12 + $blen;
 		my $e = $off + 12;
-		my ($flsn, $ftime) = (0, 0);    # format 2: per-frame delta bases
-		my ($hend, $pos, $dpos) = (0, 0, 0);    # format 2: the sections
-		if ($version == 2)
+		my ($flsn, $ftime) = (0, 0);    # formats 2, 3: per-frame delta bases
+		my ($ffinal, $fbtime, $fxid) = (0, 0, 0);    # format 3: 'b' state
+		my ($hend, $pos, $dpos) = (0, 0, 0);    # formats 2, 3: the sections
+		if ($version >= 2)
 		{
 			my $h = getvarint($data, \$e);
 			$hend = $e + $h;
@@ -103,15 +106,17 @@ for my $file (@ARGV)
 			my $f = getvarint($data, \$pos);
 			$dpos = $pos + $f;    # fields from $pos, data from $dpos
 		}
-		while ($version == 2 ? $e < $hend : $e + 29 <= $end)
+		while ($version >= 2 ? $e < $hend : $e + 29 <= $end)
 		{
 			my ($kind, $len, $ds, $we, $st, $payload, $next);
-			if ($version == 2)
+			if ($version >= 2)
 			{
 				$kind = substr($data, $e, 1);
 				$next = $e + 1;
 				$len = getvarint($data, \$next);
 				($ds, $we, $st) = (0, 0, 0);
+				my $stored = $kind;
+				$kind = { b => 'w', c => 'W' }->{$kind} // $kind if $version >= 3;
 				if ($kind eq 'w' || $kind eq 'W')
 				{
 					$ds = $we = $flsn + unzigzag(getvarint($data, \$pos));
@@ -131,6 +136,23 @@ for my $file (@ARGV)
 				$kind = 'w' if $kind eq 'W';
 				$payload = substr($data, $dpos, $len);
 				$dpos += $len;
+				if ($kind ne $stored && $stored eq 'b')
+				{
+					$ffinal = $ds + unzigzag(getvarint($data, \$pos));
+					$fbtime += unzigzag(getvarint($data, \$pos));
+					$fxid = ($fxid + unzigzag(getvarint($data, \$pos))) & 0xFFFFFFFF;
+					$payload = pack('a1 Q> q> N', 'B', $ffinal, $fbtime, $fxid);
+					$len = length($payload);
+				}
+				elsif ($kind ne $stored && $stored eq 'c')
+				{
+					my $flags = getvarint($data, \$pos);
+					my $cl = $ffinal + unzigzag(getvarint($data, \$pos));
+					my $el = $ds + unzigzag(getvarint($data, \$pos));
+					my $t = $fbtime + unzigzag(getvarint($data, \$pos));
+					$payload = pack('a1 C Q> Q> q>', 'C', $flags, $cl, $el, $t);
+					$len = length($payload);
+				}
 			}
 			else
 			{

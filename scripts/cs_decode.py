@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cs_decode.py - an independent reader of changestream archives.
 
-Written from docs/FORMAT.md alone (format versions 1 and 2), with the Python 3
+Written from docs/FORMAT.md alone (format versions 1, 2 and 3), with the Python 3
 standard library only, to check that the specification is enough to read an
 archive without changestream's code.
 
@@ -48,17 +48,19 @@ import zlib
 
 # ---------------------------------------------------------------- constants
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SEGMENT_MAGIC = b"CSTRMWAL"
 SEGMENT_HEADER_SIZE = 64          # the part every version shares
-HEADER_SIZES = {1: 64, 2: 128}    # header size by format version
-SEAL_OFFSET = 64                  # version 2: the seal area, 64 bytes
+HEADER_SIZES = {1: 64, 2: 128, 3: 128}  # header size by format version
+SEAL_OFFSET = 64                  # versions 2, 3: the seal area, 64 bytes
 FRAME_MAGIC = b"CSFR"
 FRAME_HEADER_SIZE = 12
 ENTRY_HEADER_SIZE = 29
 MAX_FRAME_BODY = 1024 * 1024 * 1024
 
 ENTRY_KINDS = {"w": "message", "W": "message", "s": "preamble", "k": "position"}
+BEGIN_KINDS = {"b": "w", "c": "W"}  # version 3: kind of the base fields
+MASK64 = 0xFFFFFFFFFFFFFFFF
 
 PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -475,10 +477,12 @@ def svarint(body, pos, end):
 
 def split_entries(body, version):
     """[(offset, kind, dataStart, walEnd, send time, data)] of a frame body,
-    or None when the entries do not exactly fill it (version 2: its three
-    sections).  The offset is where the entry starts (version 2: its
-    head).  Version 2 entries are returned in version 1 terms: 'W' as 'w',
-    a 'w' with walEnd = dataStart, and 0 for what is not stored."""
+    or None when the entries do not exactly fill it (versions 2, 3: its
+    three sections).  The offset is where the entry starts (versions 2, 3:
+    its head).  Version 2 and 3 entries are returned in version 1 terms:
+    'W' as 'w', a 'w' with walEnd = dataStart, 0 for what is not stored,
+    and version 3 'b' and 'c' as 'w' with their BEGIN or COMMIT rebuilt
+    (section 8.3)."""
     out = []
     pos = 0
     if version == 1:
@@ -493,7 +497,7 @@ def split_entries(body, version):
             out.append((pos, kind, ds, we, st, data))
             pos += ENTRY_HEADER_SIZE + ln
         return out
-    # version 2: varint H | heads | varint F | fields | data (section 8.2)
+    # versions 2, 3: varint H | heads | varint F | fields | data (8.2, 8.3)
     r = varint(body, 0, len(body))
     if r is None or r[0] == 0 or r[0] > len(body) - r[1]:
         return None
@@ -505,7 +509,8 @@ def split_entries(body, version):
     fpos = r[1]
     fields_end = fpos + r[0]
     dpos = fields_end
-    state = [0, 0]
+    # previous LSN, time; version 3: previous final LSN, BEGIN time, xid
+    state = [0, 0, 0, 0, 0]
     while pos < heads_end:
         start = pos
         kind = chr(body[pos])
@@ -515,6 +520,19 @@ def split_entries(body, version):
         n, pos = r
         if n > len(body) - dpos:
             return None
+        if version >= 3 and kind in BEGIN_KINDS:
+            if n != 0:
+                return None
+            r = entry_fields(body, fpos, fields_end, BEGIN_KINDS[kind], state)
+            if r is None:
+                return None
+            ds, we, st, fpos = r
+            r = rebuilt_message(body, fpos, fields_end, kind, ds, state)
+            if r is None:
+                return None
+            data, fpos = r
+            out.append((start, "w", ds, we, st, data))
+            continue
         r = entry_fields(body, fpos, fields_end, kind, state)
         if r is None:
             return None
@@ -526,10 +544,43 @@ def split_entries(body, version):
     return out
 
 
+def signed64(v):
+    """v modulo 2^64 as a two's complement i64."""
+    v &= MASK64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def rebuilt_message(body, pos, end, kind, ds, state):
+    """(message, next position) of the fields a version 3 'b' or 'c' entry
+    adds after those of 'w' or 'W' (docs/FORMAT.md section 8.3), or None
+    when they do not decode or the flags exceed 255.  ds is the entry's
+    dataStart; state[2:5] are the frame's previous final LSN, BEGIN commit
+    time and xid, which a 'b' sets."""
+    vals = []
+    for i in range(3 if kind == "b" else 4):
+        r = varint(body, pos, end) if (kind == "c" and i == 0) else svarint(body, pos, end)
+        if r is None:
+            return None
+        v, pos = r
+        vals.append(v)
+    if kind == "b":
+        final = (ds + vals[0]) & MASK64
+        t = signed64(state[3] + vals[1])
+        xid = (state[4] + vals[2]) & 0xFFFFFFFF
+        state[2], state[3], state[4] = final, t, xid
+        return struct.pack(">cQqI", b"B", final, t, xid), pos
+    flags, d_commit, d_end, d_time = vals
+    if flags > 255:
+        return None
+    return struct.pack(">cBQQq", b"C", flags, (state[2] + d_commit) & MASK64,
+                       (ds + d_end) & MASK64, signed64(state[3] + d_time)), pos
+
+
 def entry_fields(body, pos, end, kind, state):
     """(dataStart, walEnd, send time, next position) of the fields of a
-    version 2 entry of the given kind at pos (below end), or None when they
-    do not decode; state is the frame's [previous LSN, previous time]."""
+    version 2 or 3 entry of the given kind at pos (below end), or None when
+    they do not decode; state is the frame's [previous LSN, previous time,
+    ...]."""
     mask = 0xFFFFFFFFFFFFFFFF
     ds = we = st = 0
     if kind in ("w", "W"):
@@ -557,7 +608,7 @@ def entry_fields(body, pos, end, kind, state):
         if r is None:
             return None
         d, pos = r
-        st = state[1] + d
+        st = signed64(state[1] + d)
         state[1] = st
     return ds, we, st, pos
 

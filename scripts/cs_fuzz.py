@@ -24,6 +24,9 @@ sections 4-8):
              truncated, extended, its type byte changed, a byte changed, an
              LSN changed, a count field set huge; an entry's kind or length
              changed, an entry duplicated or dropped, a position moved;
+             format 3 (section 8.3): a 'b' or 'c' entry given a data
+             length, a 'c' entry's flags above 255, a 'b' or 'c' entry's
+             fields cut short or one of them changed;
   headers    (header CRC recomputed) segment index, generation, start_lsn,
              version, header size, system identifier, timeline changed;
   files      a segment removed, copied under another index, renamed, left
@@ -45,7 +48,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cs_decode import crc32c, split_entries, HEADER_SIZES  # noqa: E402  (same directory)
+from cs_decode import crc32c, split_entries, signed64, HEADER_SIZES  # noqa: E402  (same directory)
 
 HDR = 64
 FH = 12
@@ -107,15 +110,41 @@ def svarint(v):
     return varint(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
+def new_state():
+    """A frame's coder state: previous LSN, time; version 3: previous
+    final LSN, BEGIN commit time, xid."""
+    return [0, 0, 0, 0, 0]
+
+
+def bc_fields(k, ds, d, state):
+    """Version 3: the fields a 'b' or 'c' entry adds for its message d
+    (section 8.3); a 'b' updates state."""
+    if k == b"b":
+        final, t, xid = struct.unpack(">QqI", d[1:])
+        x = (xid - state[4]) & 0xFFFFFFFF
+        f = (svarint(signed64(final - ds)) + svarint(signed64(t - state[3])) +
+             svarint(x - (1 << 32) if x >> 31 else x))
+        state[2], state[3], state[4] = final, t, xid
+        return f
+    flags, cl, el, t = struct.unpack(">BQQq", d[1:])
+    return (varint(flags) + svarint(signed64(cl - state[2])) +
+            svarint(signed64(el - ds)) + svarint(signed64(t - state[3])))
+
+
 def entry_parts(version, e, state):
     """(head, fields, data) of an entry encoded as docs/FORMAT.md section 8
-    says (version 1: the whole entry as head; state: the frame's previous
-    LSN and time, for version 2)."""
+    says (version 1: the whole entry as head; state: the frame's coder
+    state, new_state(), for versions 2 and 3)."""
     k, ds, we, st, d = e
     if version == 1:
         return k + struct.pack(">IQQq", len(d), ds, we, st) + d, b"", b""
     if k == b"w" and (we != ds or d[:1] == b"C" or (d[:1] == b"M" and len(d) > 1 and not d[1] & 1)):
         k = b"W"
+    stored = k
+    if version >= 3 and k == b"w" and len(d) == 21 and d[:1] == b"B":
+        stored = b"b"
+    elif version >= 3 and k == b"W" and len(d) == 26 and d[:1] == b"C":
+        stored = b"c"
     f = b""
     if k in (b"w", b"W"):
         f += svarint(ds - state[0])
@@ -126,14 +155,16 @@ def entry_parts(version, e, state):
         f += svarint(we - state[0])
         state[0] = we
     if k in (b"W", b"k"):
-        f += svarint(st - state[1])
+        f += svarint(signed64(st - state[1]))
         state[1] = st
+    if stored != k:
+        return stored + varint(0), f + bc_fields(stored, ds, d, state), b""
     return k + varint(len(d)), f, d
 
 
 def body_of(entries, version):
-    """A frame body of the entries: version 2 as its three sections."""
-    state = [0, 0]
+    """A frame body of the entries: versions 2, 3 as its three sections."""
+    state = new_state()
     parts = [entry_parts(version, e, state) for e in entries]
     heads = b"".join(p[0] for p in parts)
     if version == 1:
@@ -342,12 +373,22 @@ def m_entries(rng, segs, gen):
     if not es:
         return m_bitflip(rng, segs, gen)
     i = rng.randrange(len(es))
-    how = rng.choice(["msg", "msg", "msg", "kind", "dup", "drop", "pos", "rawlen"])
+    hows = ["msg", "msg", "msg", "kind", "dup", "drop", "pos", "rawlen"]
+    bc = [j for j, e in enumerate(es) if version >= 3 and
+          entry_parts(version, e, new_state())[0][:1] in (b"b", b"c")]
+    if bc:
+        hows += ["bc", "bc", "bc"]
+    how = rng.choice(hows)
     desc = how
+    if how == "bc":
+        i = rng.choice(bc)
+        nbody, desc = mutate_bc(rng, es, i, version)
+        store(p, b[:off] + frame(nbody) + b[off + FH + len(body):])
+        return "entry %d/%d of frame %d %s in %s" % (i, len(es), k, desc, os.path.basename(p))
     if how == "msg":
         es[i][4], desc = mutate_message(rng, es[i][4])
     elif how == "kind":
-        es[i][0] = bytes([rng.choice(b"wskx\x00")])
+        es[i][0] = bytes([rng.choice(b"wskx\x00bc" if version >= 3 else b"wskx\x00")])
         desc = "kind->%r" % es[i][0]
     elif how == "dup":
         es.insert(i, list(es[i]))
@@ -369,7 +410,7 @@ def m_entries(rng, segs, gen):
         else:
             # the entry's data length (in the heads section) replaced by a
             # wrong one; the section lengths stay consistent
-            state = [0, 0]
+            state = new_state()
             parts = [list(entry_parts(version, e, state)) for e in es]
             bad = varint(rng.choice([len(es[i][4]) + 1, 0xFFFFFFFF, 0x40000000]))
             parts[i][0] = parts[i][0][:1] + bad
@@ -379,6 +420,48 @@ def m_entries(rng, segs, gen):
                      b"".join(q[2] for q in parts))
     store(p, b[:off] + frame(nbody) + b[off + FH + len(body):])
     return "entry %d/%d of frame %d %s in %s" % (i, len(es), k, desc, os.path.basename(p))
+
+
+def mutate_bc(rng, es, i, version):
+    """Version 3: (body, description) of the entries es with the 'b' or 'c'
+    entry i damaged in its encoding (section 8.3): given a data length
+    (with as many data bytes, so that the sections still add up), its
+    flags above 255 ('c'), its fields cut short (the fields section one
+    byte shorter), or one of its fields changed (the frame still
+    decodes, into another message)."""
+    state = new_state()
+    parts = [list(entry_parts(version, e, state)) for e in es]
+    head, f, _ = parts[i]
+    what = rng.choice(["n", "flags", "short", "value"] if head[:1] == b"c" else
+                      ["n", "short", "value"])
+    # the fields of 'w' (1 varint) or 'W' (3) come first
+    base = 1 if head[:1] == b"b" else 3
+    pos = 0
+    for _ in range(base):
+        while f[pos] & 0x80:
+            pos += 1
+        pos += 1
+    if what == "n":
+        n = rng.choice([1, 21, 26])
+        parts[i][0] = head[:1] + varint(n)
+        parts[i][2] = bytes(rng.randrange(256) for _ in range(n))
+    elif what == "flags":
+        parts[i][1] = f[:pos] + varint(rng.choice([256, 0x7FFF, 0xFFFFFFFF])) + f[pos + 1:]
+    elif what == "short":
+        parts[i][1] = f[:rng.randrange(len(f))]
+        # the entries after it lose their fields too: cut only the last
+        if i != len(parts) - 1:
+            parts = parts[:i + 1]
+    else:
+        nb = bytearray(f)
+        j = rng.randrange(pos, len(nb))
+        nb[j] ^= 1 << rng.randrange(7)
+        parts[i][1] = bytes(nb)
+    heads = b"".join(q[0] for q in parts)
+    fields = b"".join(q[1] for q in parts)
+    body = (varint(len(heads)) + heads + varint(len(fields)) + fields +
+            b"".join(q[2] for q in parts))
+    return body, "%s %s" % (head[:1].decode(), what)
 
 
 def m_header(rng, segs, gen):
@@ -398,7 +481,9 @@ def m_header(rng, segs, gen):
     elif field == "start_lsn":
         b = set_header(b, 40, ">Q", max(0, h[6] + rng.choice([-8, 8, -0x10000, 0x10000])))
     elif field == "version":
-        b = set_header(b, 8, ">I", rng.choice([0, 3 - version_of(b), 3, 0xFFFFFFFF]))
+        other = [v for v in HEADER_SIZES if v != version_of(b)]
+        b = set_header(b, 8, ">I", rng.choice([0, rng.choice(other), max(HEADER_SIZES) + 1,
+                                               0xFFFFFFFF]))
     elif field == "hsize":
         b = set_header(b, 12, ">I", rng.choice([0, 63, 65, 192 - HEADER_SIZES[version_of(b)],
                                                 0xFFFFFFFF]))

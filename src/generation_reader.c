@@ -15,7 +15,7 @@
  *		when the previous one was skipped, no earlier than it started);
  *	  - no segment but the newest ends inside a transaction, and commit
  *		LSNs strictly increase, so no transaction is read twice;
- *	  - a sealed segment (format 2) holds what its seal says: its end
+ *	  - a sealed segment (format 2 or 3) holds what its seal says: its end
  *		position, first and last commit LSN, commit time range and count;
  *	  - a sealed segment skipped for the bounds still has its header
  *		checked, and its seal carries the chain on to the next segment;

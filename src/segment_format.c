@@ -2,17 +2,17 @@
  *
  * segment_format.c
  *	  Byte layout of WAL segments: the segment header, frames and entries,
- *	  format versions 1 and 2.  docs/FORMAT.md is the specification; this
+ *	  format versions 1, 2 and 3.  docs/FORMAT.md is the specification; this
  *	  file is its only encoder and decoder.  Fixed-width integers are
  *	  big-endian, like the replication protocol's.
  *
- * Segment header, both versions (the first 64 bytes):
+ * Segment header, all versions (the first 64 bytes):
  *	  0 magic "CSTRMWAL" | 8 u32 format version | 12 u32 header size |
  *	  16 u64 system identifier | 24 u64 generation | 32 u64 segment index |
  *	  40 u64 start LSN | 48 u32 timeline | 52 8 zero bytes |
  *	  60 u32 CRC-32C of bytes 0..59
- *	  Version 2 adds the seal area (64 bytes), all zero until the segment
- *	  is sealed, then rewritten once in place:
+ *	  Versions 2 and 3 add the seal area (64 bytes), all zero until the
+ *	  segment is sealed, then rewritten once in place:
  *	  64 u64 end LSN | 72 u64 first commit LSN | 80 u64 last commit LSN |
  *	  88 i64 least commit time | 96 i64 greatest commit time |
  *	  104 u64 transactions | 112 12 zero bytes | 124 u32 CRC-32C of 64..123
@@ -34,6 +34,17 @@
  *	  from the previous LSN (time) in the same frame, 0 at its start.
  *	  Like kinds and like fields side by side compress better than entries
  *	  interleaved with their data (bench/README.md).
+ * Version 3: version 2 plus two kinds, whose head's data length is 0 and
+ *	  whose pgoutput message the reader rebuilds from their fields:
+ *		'b' (a BEGIN that would be 'w'): the fields of 'w' |
+ *		  svarint final LSN - LSN | svarint commit time - prev begin time |
+ *		  svarint (int32) (xid - prev xid)
+ *		'c' (a COMMIT that would be 'W'): the fields of 'W' | varint flags |
+ *		  svarint commit LSN - prev final LSN | svarint end LSN - LSN |
+ *		  svarint commit time - prev begin time
+ *	  "prev" is the last 'b' of the frame (all 0 at its start).  BEGIN and
+ *	  COMMIT repeat each other and their LSNs, and deflate finds nothing
+ *	  to share in their 8-byte fields (docs/FORMAT.md section 8.3).
  *
  *-------------------------------------------------------------------------
  */
@@ -50,8 +61,9 @@
 
 /*
  * cs_encode_segment_header
- *	  Writes a version 2 header for hdr into buf (CS_SEGMENT_HEADER_V2
- *	  bytes), with the seal area zero (not sealed).  Returns nothing.
+ *	  Writes a header of version CS_FORMAT_VERSION for hdr into buf
+ *	  (CS_SEGMENT_HEADER_V2 bytes), with the seal area zero (not sealed).
+ *	  Returns nothing.
  *	  Source: docs/FORMAT.md section 6.
  */
 void
@@ -77,10 +89,10 @@ cs_encode_segment_header(const CsSegmentHeader *hdr, char *buf)
 /*
  * cs_decode_segment_header
  *	  Decodes and validates the first CS_SEGMENT_BASE_SIZE bytes of a
- *	  header in buf: magic, CRC, a known version (1 or 2) and the header
- *	  size of that version.  Returns false if any fails.  The seal of a
- *	  version 2 header is decoded by cs_decode_segment_seal(); here
- *	  seal_state is set to CS_SEAL_NONE.
+ *	  header in buf: magic, CRC, a known version (1 to CS_FORMAT_VERSION)
+ *	  and the header size of that version.  Returns false if any fails.
+ *	  The seal of a version 2 or 3 header is decoded by
+ *	  cs_decode_segment_seal(); here seal_state is set to CS_SEAL_NONE.
  */
 bool
 cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
@@ -98,7 +110,8 @@ cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
 	hdr->format_version = cs_get32(buf + 8);
 	hdr->header_size = cs_get32(buf + 12);
 	if (!(hdr->format_version == 1 && hdr->header_size == CS_SEGMENT_HEADER_V1) &&
-		!(hdr->format_version == 2 && hdr->header_size == CS_SEGMENT_HEADER_V2))
+		!(hdr->format_version >= 2 && hdr->format_version <= CS_FORMAT_VERSION &&
+		  hdr->header_size == CS_SEGMENT_HEADER_V2))
 		return false;
 	hdr->system_identifier = cs_get64(buf + 16);
 	hdr->generation = cs_get64(buf + 24);
@@ -111,7 +124,7 @@ cs_decode_segment_header(const char *buf, CsSegmentHeader *hdr)
 
 /*
  * cs_decode_segment_seal
- *	  Decodes the seal area of a version 2 header (buf holds the whole
+ *	  Decodes the seal area of a version 2 or 3 header (buf holds the whole
  *	  CS_SEGMENT_HEADER_V2 bytes) into hdr->seal and hdr->seal_state:
  *	  CS_SEAL_NONE when all 64 bytes are zero, CS_SEAL_VALID when its CRC
  *	  matches, CS_SEAL_BAD otherwise.  Whether a bad seal is damage depends
@@ -260,6 +273,9 @@ cs_coder_init(CsEntryCoder *coder, uint32 version)
 	coder->version = version;
 	coder->prev_lsn = InvalidXLogRecPtr;
 	coder->prev_time = 0;
+	coder->prev_final = InvalidXLogRecPtr;
+	coder->prev_begin_time = 0;
+	coder->prev_xid = 0;
 	coder->heads_end = 0;
 	coder->fields_off = 0;
 	coder->fields_end = 0;
@@ -270,9 +286,9 @@ cs_coder_init(CsEntryCoder *coder, uint32 version)
  * cs_frame_begin
  *	  Resets frame, reserves its 12-byte header, and starts coder for a
  *	  frame of the given format version.  coder must be zeroed before its
- *	  first frame: in version 2 its heads and fields buffers are allocated
- *	  then, in frame's memory context, and kept until cs_coder_free() or
- *	  that context's reset.  Returns nothing.
+ *	  first frame: in versions 2 and 3 its heads and fields buffers are
+ *	  allocated then, in frame's memory context, and kept until
+ *	  cs_coder_free() or that context's reset.  Returns nothing.
  */
 void
 cs_frame_begin(StringInfo frame, CsEntryCoder *coder, uint32 version)
@@ -362,22 +378,86 @@ message_is_full(XLogRecPtr data_start, XLogRecPtr wal_end,
 }
 
 /*
+ * Version 3: the fields of a 'b' entry for the 21-byte BEGIN in data
+ * (logicalrep_write_begin(), src/backend/replication/logical/proto.c), at
+ * p; updates the coder's BEGIN state.  Returns the bytes written.
+ */
+static int
+put_begin_fields(char *p, CsEntryCoder *coder, XLogRecPtr data_start,
+				 const char *data)
+{
+	XLogRecPtr	final_lsn = cs_get64(data + 1);
+	TimestampTz time = (TimestampTz) cs_get64(data + 9);
+	uint32		xid = cs_get32(data + 17);
+	int			n = 0;
+
+	/* differences modulo 2^64 (2^32 for the xid): every value fits */
+	n += put_svarint(p + n, (int64) (final_lsn - data_start));
+	n += put_svarint(p + n,
+					 (int64) ((uint64) time - (uint64) coder->prev_begin_time));
+	n += put_svarint(p + n, (int64) (int32) (xid - coder->prev_xid));
+	coder->prev_final = final_lsn;
+	coder->prev_begin_time = time;
+	coder->prev_xid = xid;
+	return n;
+}
+
+/*
+ * Version 3: the fields of a 'c' entry for the 26-byte COMMIT in data
+ * (logicalrep_write_commit(), proto.c), at p.  Returns the bytes written.
+ */
+static int
+put_commit_fields(char *p, const CsEntryCoder *coder, XLogRecPtr data_start,
+				  const char *data)
+{
+	XLogRecPtr	commit_lsn = cs_get64(data + 2);
+	XLogRecPtr	end_lsn = cs_get64(data + 10);
+	TimestampTz time = (TimestampTz) cs_get64(data + 18);
+	int			n = 0;
+
+	n += put_varint(p + n, (uint8) data[1]);
+	n += put_svarint(p + n, (int64) (commit_lsn - coder->prev_final));
+	n += put_svarint(p + n, (int64) (end_lsn - data_start));
+	n += put_svarint(p + n,
+					 (int64) ((uint64) time - (uint64) coder->prev_begin_time));
+	return n;
+}
+
+/*
+ * Version 3: the kind a message written as kind ('w' or 'W') gets: 'b'
+ * for a BEGIN that would be 'w', 'c' for a COMMIT that would be 'W'.
+ */
+static char
+message_kind_v3(char kind, const char *data, uint32 len)
+{
+	if (kind == CS_ENTRY_MESSAGE && len == CS_BEGIN_SIZE && data[0] == 'B')
+		return CS_ENTRY_BEGIN;
+	if (kind == CS_ENTRY_MESSAGE_FULL && len == CS_COMMIT_SIZE &&
+		data[0] == 'C')
+		return CS_ENTRY_COMMIT;
+	return kind;
+}
+
+/*
  * cs_append_entry
  *	  Appends one entry (kind CS_ENTRY_MESSAGE, _PREAMBLE or _POSITION,
  *	  its positions, send time and len bytes of data) to a frame begun with
- *	  cs_frame_begin(), in the frame's format version.  In version 2 a
- *	  message is written as 'W' (with walEnd and send time) or 'w' (without:
- *	  message_is_full()), a preamble entry without positions.  Returns
- *	  nothing.  Source: docs/FORMAT.md section 8.
+ *	  cs_frame_begin(), in the frame's format version.  In versions 2 and 3
+ *	  a message is written as 'W' (with walEnd and send time) or 'w'
+ *	  (without: message_is_full()), a preamble entry without positions; in
+ *	  version 3 a BEGIN that would be 'w' as 'b', and a COMMIT that would
+ *	  be 'W' as 'c', their messages as fields and no data.  Returns
+ *	  nothing.  Source: docs/FORMAT.md sections 8.2 and 8.3.
  */
 void
 cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 				XLogRecPtr data_start, XLogRecPtr wal_end,
 				TimestampTz send_time, const char *data, uint32 len)
 {
-	char		fields[32];
+	char		fields[96];
 	char		head[11];
 	int			nf = 0;
+	char		stored;
 
 	if (coder->version == 1)
 	{
@@ -387,6 +467,10 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 	if (kind == CS_ENTRY_MESSAGE &&
 		message_is_full(data_start, wal_end, data, len))
 		kind = CS_ENTRY_MESSAGE_FULL;
+	if (coder->version >= 3)
+		stored = message_kind_v3(kind, data, len);
+	else
+		stored = kind;
 	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
 	{
 		nf += put_svarint(fields + nf, (int64) (data_start - coder->prev_lsn));
@@ -401,17 +485,25 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 	}
 	if (kind == CS_ENTRY_MESSAGE_FULL || kind == CS_ENTRY_POSITION)
 	{
-		nf += put_svarint(fields + nf, send_time - coder->prev_time);
+		/* modulo 2^64, as the decoder's sum: no signed overflow */
+		nf += put_svarint(fields + nf, (int64) ((uint64) send_time -
+												(uint64) coder->prev_time));
 		coder->prev_time = send_time;
 	}
-	head[0] = kind;
+	if (stored == CS_ENTRY_BEGIN)
+		nf += put_begin_fields(fields + nf, coder, data_start, data);
+	else if (stored == CS_ENTRY_COMMIT)
+		nf += put_commit_fields(fields + nf, coder, data_start, data);
+	if (stored == CS_ENTRY_BEGIN || stored == CS_ENTRY_COMMIT)
+		len = 0;				/* the reader rebuilds the message */
+	head[0] = stored;
 	appendBinaryStringInfo(&coder->heads, head, 1 + put_varint(head + 1, len));
 	appendBinaryStringInfo(&coder->fields, fields, nf);
 	if (len > 0)
 		appendBinaryStringInfo(frame, data, len);
 }
 
-/* Version 2: put the heads and fields sections before the data. */
+/* Versions 2 and 3: put the heads and fields sections before the data. */
 static void
 join_sections(StringInfo frame, CsEntryCoder *coder)
 {
@@ -440,7 +532,7 @@ join_sections(StringInfo frame, CsEntryCoder *coder)
 
 /*
  * cs_frame_finish
- *	  Completes the frame built with coder: in version 2 puts the heads and
+ *	  Completes the frame built with coder: in versions 2, 3 puts the heads and
  *	  fields sections before the data, then fills in the frame header:
  *	  magic, body length and CRC-32C over the length field and the body.
  *	  Returns nothing.
@@ -532,9 +624,9 @@ next_entry_v1(const char *body, uint32 body_len, uint32 *offset,
 }
 
 /*
- * Version 2: read the section lengths at the start of the body into coder;
- * *offset becomes the first head.  False if they do not fit in the body or
- * the heads section is empty.
+ * Versions 2 and 3: read the section lengths at the start of the body into
+ * coder; *offset becomes the first head.  False if they do not fit in the
+ * body or the heads section is empty.
  */
 static bool
 read_sections(CsEntryCoder *coder, const char *body, uint32 body_len,
@@ -558,13 +650,82 @@ read_sections(CsEntryCoder *coder, const char *body, uint32 body_len,
 	return true;
 }
 
-/* Version 2: decode the fields of an entry of the given kind. */
+/*
+ * Version 3: decode the fields a 'b' entry adds to those of 'w', and
+ * rebuild its BEGIN message into coder->rebuilt.
+ */
 static bool
-next_fields(CsEntryCoder *coder, const char *body, char kind, CsEntry *entry)
+next_begin_fields(CsEntryCoder *coder, const char *body, CsEntry *entry)
+{
+	uint32	   *off = &coder->fields_off;
+	uint32		end = coder->fields_end;
+	int64		final_d;
+	int64		time_d;
+	int64		xid_d;
+	char	   *m = coder->rebuilt;
+
+	if (!get_svarint(body, off, end, &final_d) ||
+		!get_svarint(body, off, end, &time_d) ||
+		!get_svarint(body, off, end, &xid_d))
+		return false;
+	coder->prev_final = entry->data_start + (uint64) final_d;
+	coder->prev_begin_time = (TimestampTz)
+		((uint64) coder->prev_begin_time + (uint64) time_d);
+	coder->prev_xid = coder->prev_xid + (uint32) (uint64) xid_d;
+	m[0] = 'B';
+	cs_put64(m + 1, coder->prev_final);
+	cs_put64(m + 9, (uint64) coder->prev_begin_time);
+	cs_put32(m + 17, coder->prev_xid);
+	entry->len = CS_BEGIN_SIZE;
+	return true;
+}
+
+/*
+ * Version 3: decode the fields a 'c' entry adds to those of 'W', and
+ * rebuild its COMMIT message into coder->rebuilt.  False if its flags do
+ * not fit in a byte.
+ */
+static bool
+next_commit_fields(CsEntryCoder *coder, const char *body, CsEntry *entry)
+{
+	uint32	   *off = &coder->fields_off;
+	uint32		end = coder->fields_end;
+	uint64		flags;
+	int64		commit_d;
+	int64		end_d;
+	int64		time_d;
+	char	   *m = coder->rebuilt;
+
+	if (!get_varint(body, off, end, &flags) || flags > 255 ||
+		!get_svarint(body, off, end, &commit_d) ||
+		!get_svarint(body, off, end, &end_d) ||
+		!get_svarint(body, off, end, &time_d))
+		return false;
+	m[0] = 'C';
+	m[1] = (char) flags;
+	cs_put64(m + 2, coder->prev_final + (uint64) commit_d);
+	cs_put64(m + 10, entry->data_start + (uint64) end_d);
+	cs_put64(m + 18, (uint64) coder->prev_begin_time + (uint64) time_d);
+	entry->len = CS_COMMIT_SIZE;
+	return true;
+}
+
+/*
+ * Versions 2 and 3: decode the fields of an entry of the given kind (as
+ * stored: in version 3 'b' and 'c' have the fields of 'w' and 'W' first).
+ */
+static bool
+next_fields(CsEntryCoder *coder, const char *body, char stored, CsEntry *entry)
 {
 	uint32	   *off = &coder->fields_off;
 	uint32		end = coder->fields_end;
 	int64		d;
+	char		kind = stored;
+
+	if (coder->version >= 3 && stored == CS_ENTRY_BEGIN)
+		kind = CS_ENTRY_MESSAGE;
+	else if (coder->version >= 3 && stored == CS_ENTRY_COMMIT)
+		kind = CS_ENTRY_MESSAGE_FULL;
 
 	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
 	{
@@ -596,6 +757,10 @@ next_fields(CsEntryCoder *coder, const char *body, char kind, CsEntry *entry)
 		entry->send_time = (TimestampTz) ((uint64) coder->prev_time + (uint64) d);
 		coder->prev_time = entry->send_time;
 	}
+	if (kind != stored && stored == CS_ENTRY_BEGIN)
+		return next_begin_fields(coder, body, entry);
+	if (kind != stored && stored == CS_ENTRY_COMMIT)
+		return next_commit_fields(coder, body, entry);
 	return true;
 }
 
@@ -604,14 +769,17 @@ next_fields(CsEntryCoder *coder, const char *body, char kind, CsEntry *entry)
  *	  Decodes the next entry of a frame body, in the version and with the
  *	  frame state of coder (cs_coder_init() at each frame, *offset 0), and
  *	  advances *offset.  In version 1 *offset is where the entry starts; in
- *	  version 2 it is where its head starts in the heads section, and it is
- *	  body_len after the last entry, as in version 1.  Returns false at the
- *	  end, or if the entry would overrun the body or its fields do not
- *	  decode, or (version 2) if after the last entry the fields and data
- *	  sections are not exactly used up.  entry->data points into body; a
- *	  version 2 'W' entry is returned as CS_ENTRY_MESSAGE, and a 'w' one
- *	  with walEnd = dataStart and send time 0.  Source: docs/FORMAT.md
- *	  section 8.
+ *	  versions 2 and 3 it is where its head starts in the heads section,
+ *	  and it is body_len after the last entry, as in version 1.  Returns
+ *	  false at the end, or if the entry would overrun the body or its
+ *	  fields do not decode, or (versions 2, 3) if after the last entry the
+ *	  fields and data sections are not exactly used up, or (version 3) if
+ *	  a 'b' or 'c' entry has a data length other than 0 or flags above 255.
+ *	  entry->data points into body, except for a version 3 'b' or 'c'
+ *	  entry, whose message is rebuilt in coder: it is then valid until the
+ *	  next entry is decoded with coder.  'W', 'b' and 'c' entries are
+ *	  returned as CS_ENTRY_MESSAGE, and a 'w' or 'b' one with walEnd =
+ *	  dataStart and send time 0.  Source: docs/FORMAT.md sections 8.2, 8.3.
  */
 bool
 cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
@@ -634,11 +802,23 @@ cs_next_entry(CsEntryCoder *coder, const char *body, uint32 body_len,
 		return false;
 	memset(entry, 0, sizeof(*entry));
 	entry->kind = kind;
-	if (!next_fields(coder, body, kind, entry))
-		return false;
-	entry->data = body + coder->data_off;
-	entry->len = (uint32) n;
-	coder->data_off += (uint32) n;
+	if (coder->version >= 3 &&
+		(kind == CS_ENTRY_BEGIN || kind == CS_ENTRY_COMMIT))
+	{
+		/* the message is in the fields, nothing in the data section */
+		if (n != 0 || !next_fields(coder, body, kind, entry))
+			return false;
+		entry->kind = CS_ENTRY_MESSAGE;
+		entry->data = coder->rebuilt;
+	}
+	else
+	{
+		if (!next_fields(coder, body, kind, entry))
+			return false;
+		entry->data = body + coder->data_off;
+		entry->len = (uint32) n;
+		coder->data_off += (uint32) n;
+	}
 	if (off == coder->heads_end)
 	{
 		/* the last entry: every section must be used up exactly */

@@ -3,7 +3,7 @@
  * segment_format.h
  *	  Declarations of segment_format.c: the byte layout of segments: header,
  *	  frames, entries,
- *	  for format versions 1 and 2.
+ *	  for format versions 1, 2 and 3.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,13 +14,13 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 
-#define CS_FORMAT_VERSION		2	/* what writers write */
+#define CS_FORMAT_VERSION		3	/* what writers write */
 #define CS_SEGMENT_MAGIC		"CSTRMWAL"
 #define CS_SEGMENT_HEADER_V1	64	/* header size of version 1 */
-#define CS_SEGMENT_HEADER_V2	128 /* header size of version 2 */
+#define CS_SEGMENT_HEADER_V2	128 /* header size of versions 2 and 3 */
 #define CS_SEGMENT_HEADER_MAX	128
 #define CS_SEGMENT_BASE_SIZE	64	/* the part both versions share */
-#define CS_SEAL_OFFSET			64	/* version 2: the seal area */
+#define CS_SEAL_OFFSET			64	/* versions 2, 3: the seal area */
 #define CS_SEAL_SIZE			64
 #define CS_FRAME_HEADER_SIZE	12
 #define CS_ENTRY_HEADER_SIZE_V1 29
@@ -31,10 +31,16 @@
 #define CS_ENTRY_PREAMBLE	's'		/* Relation/Type message repeated at
 									 * segment start */
 #define CS_ENTRY_POSITION	'k'		/* durable keepalive position */
-/* version 2 only: a message that carries walEnd and send time */
+/* versions 2 and 3: a message that carries walEnd and send time */
 #define CS_ENTRY_MESSAGE_FULL 'W'
+/* version 3 only: a pgoutput BEGIN ('w') or COMMIT ('W') stored as fields */
+#define CS_ENTRY_BEGIN		'b'
+#define CS_ENTRY_COMMIT		'c'
+#define CS_BEGIN_SIZE		21	/* 'B', u64 final LSN, i64 time, u32 xid */
+#define CS_COMMIT_SIZE		26	/* 'C', u8 flags, u64 commit LSN, u64 end
+								 * LSN, i64 commit time */
 
-/* What a version 2 header says about its segment's contents, once sealed. */
+/* What a version 2 or 3 header says about its sealed segment's contents. */
 typedef enum CsSealState
 {
 	CS_SEAL_NONE,				/* version 1, or all zeros: not sealed */
@@ -43,7 +49,7 @@ typedef enum CsSealState
 } CsSealState;
 
 /*
- * The seal of a segment: written into the header of a version 2 segment
+ * The seal of a segment: written into the header of a version 2 or 3 segment
  * when it is sealed (rotation), so that readers learn its range without
  * reading its body.
  */
@@ -60,7 +66,7 @@ typedef struct CsSegmentSeal
 typedef struct CsSegmentHeader
 {
 	uint32		format_version;
-	uint32		header_size;	/* 64 (version 1) or 128 (version 2) */
+	uint32		header_size;	/* 64 (version 1) or 128 (versions 2, 3) */
 	uint64		system_identifier;
 	uint64		generation;
 	uint64		segment_index;
@@ -72,12 +78,15 @@ typedef struct CsSegmentHeader
 
 typedef struct CsEntry
 {
-	char		kind;			/* 'W' is returned as CS_ENTRY_MESSAGE */
+	char		kind;			/* 'W', 'b', 'c' are returned as
+								 * CS_ENTRY_MESSAGE */
 	XLogRecPtr	data_start;
 	XLogRecPtr	wal_end;
-	TimestampTz send_time;		/* 0 where version 2 keeps none */
+	TimestampTz send_time;		/* 0 where versions 2, 3 keep none */
 	uint32		len;
-	const char *data;
+	const char *data;			/* into the frame body, or (version 3 'b'
+								 * and 'c') into the decoder: valid until
+								 * the next entry is decoded */
 } CsEntry;
 
 /*
@@ -85,19 +94,27 @@ typedef struct CsEntry
  * 2 stores positions and times as differences from the previous ones in
  * the same frame (both start at 0 in every frame), and splits the frame
  * body into three sections: the entries' heads (kind and data length),
- * their fields, and their data.
+ * their fields, and their data.  Version 3 adds the state of its 'b' and
+ * 'c' entries (also 0 at the start of every frame), and the decoder
+ * rebuilds their pgoutput message into rebuilt.
  */
 typedef struct CsEntryCoder
 {
 	uint32		version;
 	XLogRecPtr	prev_lsn;
 	TimestampTz prev_time;
-	/* version 2 decoder: the sections, once read (heads_end > 0) */
+	/* version 3: the last 'b' entry's final LSN, commit time and xid */
+	XLogRecPtr	prev_final;
+	TimestampTz prev_begin_time;
+	uint32		prev_xid;
+	/* version 3 decoder: the message of the last 'b' or 'c' entry */
+	char		rebuilt[CS_COMMIT_SIZE];
+	/* version 2, 3 decoder: the sections, once read (heads_end > 0) */
 	uint32		heads_end;
 	uint32		fields_off;		/* next field to decode */
 	uint32		fields_end;
 	uint32		data_off;		/* next entry's data */
-	/* version 2 encoder: heads and fields, put before the data at finish */
+	/* version 2, 3 encoder: heads and fields, put before the data at finish */
 	StringInfoData heads;
 	StringInfoData fields;
 } CsEntryCoder;

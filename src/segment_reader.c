@@ -377,7 +377,9 @@ cs_reader_finish(CsSegmentReader *r, bool may_be_torn)
 /*
  * cs_reader_next_entry
  *	  The next entry of the current frame; false when the frame is done.
- *	  entry->data stays valid until the next cs_reader_next_frame().
+ *	  entry->data stays valid until the next cs_reader_next_entry() or
+ *	  cs_reader_next_frame() (a format 3 BEGIN or COMMIT is rebuilt in the
+ *	  reader's decoder; every other message points into the frame body).
  */
 bool
 cs_reader_next_entry(CsSegmentReader *r, CsEntry *entry)

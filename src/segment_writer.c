@@ -511,9 +511,12 @@ cs_writer_recover(const char *directory, uint64 generation,
 	{
 		/*
 		 * Upgrade in place: a segment of an older format is not appended
-		 * to; it becomes a sealed segment of its generation as it is, and
-		 * the stream continues in a new segment of the current format.
+		 * to; it becomes a sealed segment of its generation as it is (one
+		 * of a format with a seal gets it, as at a rotation), and the
+		 * stream continues in a new segment of the current format.
 		 */
+		if (scan.header.header_size > CS_SEAL_OFFSET)
+			write_seal(seg_path, &scan.safe_contents);
 		ereport(LOG,
 				(errmsg("changestream segment \"%s\" is of format version %u: continuing in a new segment of format version %d",
 						seg_path, scan.header.format_version, CS_FORMAT_VERSION)));

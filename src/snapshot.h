@@ -13,7 +13,8 @@
 
 /*
  * Version of the snapshot file (manifest and COPY sections, docs/FORMAT.md
- * 3.2).  Segment format 2 changed only segments, so snapshots stay at 1.
+ * 3.2).  Segment formats 2 and 3 changed only segments, so snapshots stay
+ * at 1.
  */
 #define CS_SNAPSHOT_FORMAT_VERSION	1
 

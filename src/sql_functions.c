@@ -455,7 +455,7 @@ in_bounds(XLogRecPtr lsn, XLogRecPtr start, XLogRecPtr end)
  *	  in [start_lsn, end_lsn]; a message outside a transaction when its own
  *	  LSN does.  Of the newest raw segment only complete transactions are
  *	  returned.  sent_at is NULL where the segment keeps no send time
- *	  (format 2 keeps it on COMMIT and non-transactional messages only;
+ *	  (formats 2 and 3 keep it on COMMIT and non-transactional messages;
  *	  docs/FORMAT.md section 8.2), and wal_end is then the lsn.
  *	  Errors: as generation_stats(); XX001 naming file and offset when a
  *	  segment is damaged or the segments do not follow each other.
@@ -510,7 +510,7 @@ changestream_wal_records(PG_FUNCTION_ARGS)
 		values[0] = LSNGetDatum(e->data_start);
 		values[1] = LSNGetDatum(e->wal_end);
 		values[2] = TimestampTzGetDatum(e->send_time);
-		nulls[2] = (e->send_time == 0);	/* format 2 keeps few send times */
+		nulls[2] = (e->send_time == 0);	/* formats 2, 3 keep few send times */
 		values[3] = PointerGetDatum(data);
 		MemoryContextSwitchTo(old);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -1,12 +1,20 @@
-# Format versions 1 and 2 (issue 13 item 3, issue 11's time bounds).
+# Format versions 1, 2 and 3 (issue 13 item 3 and its archive-size target,
+# issue 11's time bounds).  Format 2 written by a format 2 writer, and the
+# upgrade from it, are in t/031_format_upgrade.pl.
 #
 # 1. A format 1 archive written by changestream before format 2
 #    (t/fixtures/format1, made by t/fixtures/make_format1.sh with main at
 #    e335a00) reads back today exactly as that code read it: wal_records(),
 #    changes(), wal_segments() and verify() give what it gave, and
 #    scripts/cs_decode.py accepts it.
-# 2. What is written now is format 2: 128-byte headers, and every segment
-#    with a successor has a seal; verify() and cs_decode.py accept it.
+# 2. What is written now is format 3: 128-byte headers, every segment with
+#    a successor has a seal, BEGIN and COMMIT are 'b' and 'c' entries
+#    without data; verify() and cs_decode.py accept it.  Format 3's own
+#    rules (docs/FORMAT.md section 8.3) make a frame invalid, with a
+#    matching CRC: a 'b' entry with a data length, a 'c' entry whose flags
+#    exceed 255, a 'c' entry whose fields run past the fields section.
+#    Each is XX001 naming the segment for changes() and verify(), and
+#    damage for cs_decode.py.
 # 3. Time bounds: changes(start_time, end_time) gives exactly the rows of
 #    changes() whose commit time lies in the bounds, and as many as the
 #    pgbench transactions run in that window made (4 changes each).  It
@@ -115,18 +123,112 @@ burst(5);
 my $gen = $node->safe_psql($db, "SELECT generation FROM changestream.status()");
 my @segs = sort glob("$archive/generations/$gen/wal/*.wal*");
 cmp_ok(scalar(@segs), '>=', 6, scalar(@segs) . ' segments written');
-my ($v2, $sealed) = (0, 0);
+my ($v3, $sealed) = (0, 0);
+my %kinds;
+my $bad_bc = 0;
 for my $i (0 .. $#segs - 1)
 {
-	my $h = substr(ad_load($segs[$i]), 0, 128);
-	$v2++ if unpack('N', substr($h, 8, 4)) == 2 && unpack('N', substr($h, 12, 4)) == 128;
+	my $buf = ad_load($segs[$i]);
+	my $h = substr($buf, 0, 128);
+	$v3++ if unpack('N', substr($h, 8, 4)) == 3 && unpack('N', substr($h, 12, 4)) == 128;
 	$sealed++ if substr($h, 64, 64) ne "\0" x 64;
+	for my $f (@{ ad_parse_segment($buf)->{frames} })
+	{
+		my $sec = ad_sections($f->{body}) or die "a frame of $segs[$i] does not parse";
+		my $at = 0;    # the entry's data in the data section
+		for my $e (@{ $sec->{heads} })
+		{
+			my $first = substr($sec->{data}, $at, 1);
+			$kinds{ $e->[0] }++;
+			$bad_bc++ if $e->[0] =~ /^[bc]$/ && $e->[1] != 0;
+			# no BEGIN or COMMIT is left as data
+			$bad_bc++ if $e->[0] =~ /^[wW]$/ && (($first eq 'B' && $e->[1] == 21)
+				|| ($first eq 'C' && $e->[1] == 26));
+			$at += $e->[1];
+		}
+	}
 }
-is($v2, $#segs, 'every segment is format 2 with a 128-byte header');
+is($v3, $#segs, 'every segment is format 3 with a 128-byte header');
 is($sealed, $#segs, 'every segment with a successor has a seal');
-is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0', 'verify(): the format 2 generation is sound');
+cmp_ok($kinds{b} // 0, '>=', 1500, 'BEGINs are written as b entries: ' . ($kinds{b} // 0));
+is($kinds{c} // 0, $kinds{b} // 0, 'as many COMMITs as c entries');
+is($bad_bc, 0, 'every b and c entry has data length 0, and no BEGIN or COMMIT is stored as data');
+is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0', 'verify(): the format 3 generation is sound');
 ($rc, $out, $err) = decode("$archive/generations/$gen");
-is($rc, 0, 'cs_decode.py accepts the format 2 generation (its seals included)') or diag($err);
+is($rc, 0, 'cs_decode.py accepts the format 3 generation (its seals included)') or diag($err);
+
+# ---- 2b. format 3's own validity rules, with the frame CRC made to match
+# Each edit gets a frame body's sections (ad_sections) and changes them, or
+# returns false if the frame holds nothing to change.
+my %bc_cases = (
+	'a b entry with a data length' => sub {
+		my ($sec) = @_;
+		my $at = 0;    # where the entry's data would lie in the data section
+		for my $e (@{ $sec->{heads} })
+		{
+			if ($e->[0] eq 'b')
+			{
+				$e->[1] = 1;
+				substr($sec->{data}, $at, 0) = 'B';
+				return 1;
+			}
+			$at += $e->[1];
+		}
+		return 0;
+	},
+	'a c entry with flags 256' => sub {
+		my ($sec) = @_;
+		for my $e (@{ $sec->{heads} })
+		{
+			next unless $e->[0] eq 'c';
+			# after the three fields of 'W', the flags: one byte, 0
+			my $pos = 0;
+			for (1 .. 3)
+			{
+				$pos++ while ord(substr($e->[2], $pos, 1)) & 128;
+				$pos++;
+			}
+			die 'flags are not one byte' if ord(substr($e->[2], $pos, 1)) & 128;
+			substr($e->[2], $pos, 1) = "\x80\x02";
+			return 1;
+		}
+		return 0;
+	},
+	'the last c entry\'s fields running past the section' => sub {
+		my ($sec) = @_;
+		my $last = $sec->{heads}[-1];
+		return 0 unless $last->[0] eq 'c';
+		chop $last->[2];
+		return 1;
+	});
+my ($bc_seg) = grep { /\.gz$/ } @segs[1 .. $#segs - 1];
+my $bc_orig = ad_load($bc_seg);
+(my $bc_name = $bc_seg) =~ s{.*/}{};
+for my $case (sort keys %bc_cases)
+{
+	my $buf = $bc_orig;
+	my $done;
+	for my $f (@{ ad_parse_segment($buf)->{frames} })
+	{
+		my $sec = ad_sections($f->{body});
+		next unless $bc_cases{$case}->($sec);
+		substr($buf, $f->{offset}, 12 + $f->{length}) = ad_frame(ad_join_sections($sec));
+		$done = $f->{offset};
+		last;
+	}
+	ok(defined $done, "$case: made in $bc_name") or next;
+	ad_store($bc_seg, $buf);
+	my ($ok2, $so, $se) = (0, '', '');
+	$node->psql($db, "SELECT count(*) FROM changestream.changes('$gen')", stdout => \$so, stderr => \$se,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($se, qr/XX001.*\Q$bc_name\E.*offset $done/s, "$case: changes() reports XX001 at the frame");
+	like($node->safe_psql($db, "SELECT file_name || ' ' || byte_offset FROM changestream.verify('$gen')"),
+		qr/\Q$bc_name\E $done/, "$case: verify() names the segment and the frame");
+	($rc, $out, $err) = decode("$archive/generations/$gen");
+	ok($rc == 1 && $err =~ /\Q$bc_name\E: offset $done:/, "$case: cs_decode.py reports it") or diag("$rc $err");
+	ad_store($bc_seg, $bc_orig);
+}
+is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0', 'verify(): sound again');
 
 # ---- 3. time bounds
 my $cols = "commit_lsn, commit_time, xid, ordinal, action, schema_name, table_name, old_row::text, new_row::text, unchanged_columns";

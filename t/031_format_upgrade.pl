@@ -1,20 +1,23 @@
-# Upgrade in place from format 1 (docs/FORMAT.md section 1, "Upgrade in
-# place"): changestream before format 2 wrote format 1 segments, and a
-# server upgraded to today's changestream resumes that generation.
+# Upgrade in place from formats 1 and 2 (docs/FORMAT.md section 1,
+# "Upgrade in place"): changestream before format 2 wrote format 1
+# segments, before format 3 format 2 ones, and a server upgraded to today's
+# changestream (format 3) resumes that generation.
 #
 # The archiver's own segments, written under pgbench, are rewritten as
 # format 1 with the same entries (t/to_format1.py, which reads them with
 # the independent scripts/cs_decode.py): the older ones compressed again,
 # the newest raw and with a torn frame at its end, as a crash leaves it.
-# The server then starts with today's code:
+# The server then starts with today's code, and the same is done again
+# with the segments it wrote since, rewritten as format 2.  Each time:
 # 1. the generation is resumed (no new generation), the torn tail is cut,
-#    and the log says the stream continues in a new segment of format 2;
-# 2. the format 1 segments are kept as they are (never appended to) and the
-#    new ones are format 2, indexes and LSNs continuous;
-# 3. what the archive holds, before and after the upgrade, equals a second
+#    and the log says the stream continues in a new segment of format 3;
+# 2. the older segments are kept as they are (never appended to) and the
+#    new ones are format 3, indexes and LSNs continuous;
+# Then, over the generation of formats 1, 2 and 3:
+# 3. what the archive holds, across both boundaries, equals a second
 #    slot's changes (the oracle), transaction for transaction;
 # 4. verify() and cs_decode.py find the mixed generation sound, changes()
-#    reads across the boundary, and the old raw segment is compressed.
+#    reads across the boundaries, and the old raw segments are compressed.
 use strict;
 use warnings;
 
@@ -39,22 +42,14 @@ cs_pgbench($node, $db, '-t', '300', '-c', '2');
 my $before = cs_wait_archived($node, name => 'before the upgrade');
 $node->stop;
 
-# the segments as a format 1 writer left them
-my $wal = "$archive/generations/$gen/wal";
-opendir(my $dh, $wal) or die "$wal: $!";
-my @segs = sort grep { /^[0-9a-f]{16}\.wal(\.gz)?$/ } readdir $dh;
-closedir $dh;
-ok(@segs >= 3, scalar(@segs) . ' segments written before the upgrade');
-my $newest = $segs[-1];
-like($newest, qr/\.wal$/, 'the newest segment is raw');
-
-sub to_format1
+# rewrite segment $seg of $wal as format $version, raw or gzip as it was
+sub to_format
 {
-	my ($seg) = @_;
+	my ($wal, $seg, $version) = @_;
 	my ($out, $err) = ('', '');
 	my $tmp = "$wal/convert.tmp";
-	IPC::Run::run([ 'python3', "$FindBin::Bin/to_format1.py", "$wal/$seg", $tmp ], '>', \$out, '2>', \$err)
-	  or die "to_format1.py $seg: $err";
+	IPC::Run::run([ 'python3', "$FindBin::Bin/to_format1.py", '--version', $version, "$wal/$seg", $tmp ], '>', \$out, '2>', \$err)
+	  or die "to_format1.py --version $version $seg: $err";
 	my $raw = $seg =~ s/\.gz$//r;
 	unlink "$wal/$seg" or die "unlink $seg: $!";
 	rename($tmp, "$wal/$raw") or die "rename: $!";
@@ -83,46 +78,99 @@ sub format_version
 	return unpack('N', substr($bytes, 8, 4));
 }
 
-to_format1($_) for @segs;
-# a torn frame at the end: a crash in the middle of a write
+my $wal = "$archive/generations/$gen/wal";
+
+# the segment files of the generation with index above $above, in order
+sub segment_files
 {
-	open(my $fh, '>>:raw', "$wal/$newest") or die;
-	print $fh 'CSFR' . pack('N', 4096) . "\0" x 100;
-	close $fh;
+	my ($above) = @_;
+	opendir(my $dh, $wal) or die "$wal: $!";
+	my @segs = sort grep { /^[0-9a-f]{16}\.wal(\.gz)?$/ && hex(substr($_, 0, 16)) > $above }
+	  readdir $dh;
+	closedir $dh;
+	return @segs;
 }
-my @v = map { format_version("$wal/$_") } @segs;
-is("@v", join(' ', (1) x @segs), 'every segment is now format 1');
-my $size1 = -s "$wal/$newest";
 
-my $log_offset = cs_log_offset($node);
-$node->start;
-cs_wait_state($node, 'streaming', name => 'after the upgrade');
-my ($gen2) = cs_single_generation($node, 'after the upgrade');
-is($gen2, $gen, 'the generation is resumed, not replaced');
-my $log = cs_log_since($node, $log_offset);
-like($log, qr/changestream segment "[^"]*\Q$newest\E" is of format version 1: continuing in a new segment of format version 2/,
-	'the log says the stream continues in a new format 2 segment');
+# the path of segment file $seg now: the compressor may have gzipped it
+sub current_path
+{
+	my ($seg) = @_;
+	return -e "$wal/$seg" ? "$wal/$seg" : "$wal/" . ($seg =~ s/\.wal$/.wal.gz/r);
+}
 
+# Rewrite the segments above index $above as format $version, the newest
+# with a torn frame at its end (a crash in the middle of a write), start
+# the server and check that it continues in a new format 3 segment.
+# Returns the rewritten segments' file names and the newest one's index.
+sub downgrade_and_resume
+{
+	my ($above, $version) = @_;
+	my @segs = segment_files($above);
+	ok(@segs >= 3, scalar(@segs) . " segments to rewrite as format $version");
+	my $newest = $segs[-1];
+	like($newest, qr/\.wal$/, 'the newest segment is raw');
+	to_format($wal, $_, $version) for @segs;
+	{
+		open(my $fh, '>>:raw', "$wal/$newest") or die;
+		print $fh 'CSFR' . pack('N', 4096) . "\0" x 100;
+		close $fh;
+	}
+	my @v = map { format_version("$wal/$_") } @segs;
+	is("@v", join(' ', ($version) x @segs), "every one is now format $version");
+	my $size = -s "$wal/$newest";
+
+	my $log_offset = cs_log_offset($node);
+	$node->start;
+	cs_wait_state($node, 'streaming', name => "after the upgrade from $version");
+	my ($gen2) = cs_single_generation($node, "after the upgrade from $version");
+	is($gen2, $gen, 'the generation is resumed, not replaced');
+	my $log = cs_log_since($node, $log_offset);
+	like($log, qr/changestream segment "[^"]*\Q$newest\E" is of format version $version: continuing in a new segment of format version 3/,
+		"the log says the stream continues in a new format 3 segment after format $version");
+	ok(!-e "$wal/$newest" || -s "$wal/$newest" < $size,
+		"the format $version segment was not appended to (its torn tail was cut)");
+	return (\@segs, hex(substr($newest, 0, 16)));
+}
+
+# format 1 -> 3
+my ($v1_segs, $v1_last) = downgrade_and_resume(-1, 1);
+cs_pgbench($node, $db, '-t', '300', '-c', '2');
+my $mid = cs_wait_archived($node, name => 'after the upgrade from 1');
+$node->stop;
+
+# the segments written since, as a format 2 writer would have left them:
+# format 2 -> 3
+my ($v2_segs, $v2_last) = downgrade_and_resume($v1_last, 2);
 cs_pgbench($node, $db, '-t', '300', '-c', '2');
 $node->safe_psql($db, "SELECT pg_logical_emit_message(true, 'fx', 'after')");
-my $target = cs_wait_archived($node, name => 'after the upgrade');
+my $target = cs_wait_archived($node, name => 'after the upgrade from 2');
 
 my @after = cs_wal_segments($node, $gen);
 my %by_index = map { ($_->{index} => $_) } @after;
-my $old_index = hex(substr($newest, 0, 16));
-ok(exists $by_index{ $old_index + 1 }, 'a new segment follows the format 1 one');
-my $new_path = "$wal/$by_index{ $old_index + 1 }{file}";
-is(format_version($new_path), 2, 'the new segment is format 2');
-for my $s (@segs)
+ok(exists $by_index{ $v1_last + 1 }, 'a new segment followed the format 1 ones');
+ok(exists $by_index{ $v2_last + 1 }, 'a new segment follows the format 2 ones');
+is(format_version("$wal/$by_index{ $v2_last + 1 }{file}"), 3, 'the new segment is format 3');
+is(format_version(current_path($v2_segs->[0])), 2, 'the first segment after the format 1 ones is now format 2');
+for my $s (@$v1_segs)
 {
-	my $p = -e "$wal/$s" ? "$wal/$s" : "$wal/" . ($s =~ s/\.wal$/.wal.gz/r);
-	is(format_version($p), 1, "$s is still format 1");
+	is(format_version(current_path($s)), 1, "$s is still format 1");
 }
-ok(!-e "$wal/$newest" || -s "$wal/$newest" < $size1,
-	'the format 1 segment was not appended to (its torn tail was cut)');
+for my $s (@$v2_segs)
+{
+	is(format_version(current_path($s)), 2, "$s is still format 2");
+}
+{
+	my $p = current_path($v2_segs->[-1]);
+	my $bytes;
+	IPC::Run::run([ 'sh', '-c', 'case "$1" in *.gz) gzip -dc "$1" ;; *) cat "$1" ;; esac', 'sh', $p ],
+		'>', \$bytes) or die "read $p";
+	isnt(substr($bytes, 64, 64), "\0" x 64, 'the last format 2 segment got its seal when format 3 took over');
+}
+my @vs = map { format_version(current_path($_->{file})) } @after;
+is(join(',', @vs), join(',', sort { $a <=> $b } @vs), 'format versions never go back: ' . join(',', @vs));
 
 my $n = cs_compare_with_oracle($node, gen => $gen, start_lsn => $start_lsn, target => $target,
-	name => 'across the upgrade', min_txns => 550);
+	name => 'across both upgrades', min_txns => 850);
 note("compared $n transactions");
 is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0',
 	'verify() finds the mixed generation sound');
@@ -133,12 +181,15 @@ is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0
 	ok($ok, 'cs_decode.py finds the mixed generation sound') or diag("$err\n$out");
 }
 is($node->safe_psql($db, "SELECT count(*) FROM changestream.changes('$gen', start_lsn => '$before')
-	WHERE action = 'message'"), '1', 'changes() reads across the boundary');
+	WHERE action = 'message'"), '1', 'changes() reads across the boundaries');
+is($node->safe_psql($db, "SELECT count(*) FROM changestream.changes('$gen', start_lsn => '$mid')
+	WHERE action = 'update' AND table_name = 'pgbench_accounts'"), '600',
+	'changes() has the pgbench updates after the first upgrade');
 is($node->safe_psql($db, "SELECT count(*) FROM changestream.changes('$gen')
-	WHERE action = 'update' AND table_name = 'pgbench_accounts'"), '1200',
-	'changes() has every pgbench update, from both formats');
+	WHERE action = 'update' AND table_name = 'pgbench_accounts'"), '1800',
+	'changes() has every pgbench update, from all three formats');
 cs_poll_or_diag($node, $db, "SELECT NOT EXISTS (SELECT 1 FROM changestream.wal_segments('$gen')
-	WHERE segment_index = $old_index AND NOT compressed)", 't', 120,
-	'the format 1 segment is compressed once sealed');
+	WHERE segment_index IN ($v1_last, $v2_last) AND NOT compressed)", 't', 120,
+	'the format 1 and 2 segments are compressed once sealed');
 
 done_testing();

@@ -4,17 +4,20 @@
 # notes/damage-contract.md).
 #
 # The format is parsed from docs/FORMAT.md (sections 5-8), not from the C
-# code: a segment header of 64 bytes (format 1) or 128 (format 2: the
-# header size is at offset 12), then frames "CSFR" | u32 body length |
+# code: a segment header of 64 bytes (format 1) or 128 (formats 2 and 3:
+# the header size is at offset 12), then frames "CSFR" | u32 body length |
 # u32 CRC-32C(length field || body) | body, the body made of entries:
 # format 1: kind u8 | u32 n | u64 dataStart | u64 walEnd | i64 sendTime |
-# n bytes; format 2: varint H | heads (kind u8 | varint n, per entry) |
-# varint F | fields (per entry) | data (every entry's n bytes) (section 8).
-# Fixed-width integers are big-endian.
+# n bytes; formats 2, 3: varint H | heads (kind u8 | varint n, per entry) |
+# varint F | fields (per entry) | data (every entry's n bytes) (section 8);
+# format 3 adds kinds 'b' and 'c', a BEGIN and a COMMIT stored as fields
+# with n = 0 (section 8.3).  Fixed-width integers are big-endian.
 #
 # - files: ad_gen_dir, ad_segments, ad_newest_raw, ad_load, ad_store;
 # - parsing: ad_parse_segment (header and valid frames), ad_entries,
-#   ad_crc32c, ad_frame (build a valid frame around a body);
+#   ad_body (entries back into a body), ad_sections and ad_join_sections
+#   (a format 2 or 3 body's three sections, raw), ad_crc32c, ad_frame
+#   (build a valid frame around a body);
 # - damage: ad_flip_bit, ad_flip_in_frame, ad_set_frame_length,
 #   ad_truncate, ad_append_torn_frame, ad_sha256_tree;
 # - observation: ad_sql (SQLSTATE, message and time of one statement, under
@@ -50,7 +53,7 @@ our @EXPORT = qw(
   ad_sql ad_decode ad_backend_fds_rss ad_new_archive ad_small_txns
   ad_newest_generation ad_gens_count ad_ensure_frames ad_body
   ad_copy_generation ad_fifo_unblock ad_session ad_session_query
-  ad_session_close);
+  ad_session_close ad_sections ad_join_sections ad_field_count);
 
 use constant {
 	HEADER_SIZE     => 64,
@@ -207,6 +210,60 @@ sub _varint
 }
 sub _svarint { my ($v) = @_; return _varint($v >= 0 ? 2 * $v : -2 * $v - 1); }
 
+# a difference taken modulo 2^32 as an int32 (a 'b' entry's xid)
+sub _int32
+{
+	my ($v) = @_;
+	$v &= 0xFFFFFFFF;
+	return $v >= 2**31 ? $v - 2**32 : $v;
+}
+
+# How many varints an entry of each kind has in the fields section (format
+# 3; format 2 has no 'b' or 'c'): LSN, walEnd, time, and for 'b' final
+# LSN, time, xid, for 'c' flags, commit LSN, end LSN, time.
+my %FIELD_COUNT = (w => 1, W => 3, k => 2, s => 0, b => 4, c => 7);
+sub ad_field_count { my ($kind) = @_; return $FIELD_COUNT{$kind} // 0; }
+
+# ad_sections($body) -> { heads => [ [kind, n, fields string] ... ],
+# data => string }: a format 3 body's sections, each entry's fields cut
+# out by counting varints (ad_field_count); undef when they do not parse.
+sub ad_sections
+{
+	my ($body) = @_;
+	my $pos = 0;
+	my $h = _get_varint($body, \$pos, length($body));
+	return undef if !defined $h || $h > length($body) - $pos;
+	my $hend = $pos + $h;
+	my $fpos = $hend;
+	my $f = _get_varint($body, \$fpos, length($body));
+	return undef if !defined $f || $f > length($body) - $fpos;
+	my $fend = $fpos + $f;
+	my @heads;
+	while ($pos < $hend)
+	{
+		my $kind = substr($body, $pos++, 1);
+		my $n = _get_varint($body, \$pos, $hend);
+		return undef unless defined $n;
+		my $start = $fpos;
+		for (1 .. ad_field_count($kind))
+		{
+			return undef unless defined _get_varint($body, \$fpos, $fend);
+		}
+		push @heads, [ $kind, $n, substr($body, $start, $fpos - $start) ];
+	}
+	return { heads => \@heads, data => substr($body, $fend) };
+}
+
+# ad_join_sections($sections): the body of ad_sections' result, as it is.
+sub ad_join_sections
+{
+	my ($s) = @_;
+	my $heads  = join('', map { $_->[0] . _varint($_->[1]) } @{ $s->{heads} });
+	my $fields = join('', map { $_->[2] } @{ $s->{heads} });
+	return _varint(length($heads)) . $heads . _varint(length($fields)) .
+	  $fields . $s->{data};
+}
+
 # read a varint at $$pos of $s (below $end); undef when it runs past $end
 sub _get_varint
 {
@@ -229,11 +286,12 @@ sub _get_svarint
 }
 
 # ad_entries($body, $version) -> list of { kind, data_start, wal_end,
-# send_time, data } (format 2: 'W' entries as 'w'; what is not stored, 0)
+# send_time, data } (formats 2, 3: 'W' entries as 'w'; what is not stored,
+# 0; format 3: 'b' and 'c' as 'w' with their BEGIN or COMMIT rebuilt)
 sub ad_entries
 {
 	my ($body, $version) = @_;
-	$version //= 2;
+	$version //= 3;
 	my @e;
 	my $pos = 0;
 	if ($version == 1)
@@ -250,7 +308,7 @@ sub ad_entries
 		}
 		return @e;
 	}
-	# format 2: the three sections (heads, fields, data)
+	# formats 2, 3: the three sections (heads, fields, data)
 	my $h = _get_varint($body, \$pos, length($body));
 	return @e if !defined $h || $h > length($body) - $pos;
 	my $hend = $pos + $h;
@@ -259,13 +317,15 @@ sub ad_entries
 	return @e if !defined $f || $f > length($body) - $fpos;
 	my $fend = $fpos + $f;
 	my $dpos = $fend;
-	my ($plsn, $ptime) = (0, 0);
+	my ($plsn, $ptime, $pfinal, $pbtime, $pxid) = (0, 0, 0, 0, 0);
 	while ($pos < $hend)
 	{
-		my $kind = substr($body, $pos++, 1);
+		my $stored = substr($body, $pos++, 1);
 		my $n = _get_varint($body, \$pos, $hend);
 		last if !defined $n || $n > length($body) - $dpos;
 		my ($ds, $we, $st) = (0, 0, 0);
+		my $kind = $stored;
+		$kind = { b => 'w', c => 'W' }->{$stored} // $stored if $version >= 3;
 		if ($kind eq 'w' || $kind eq 'W')
 		{
 			$ds = $we = $plsn + (_get_svarint($body, \$fpos, $fend) // 0);
@@ -282,10 +342,25 @@ sub ad_entries
 			$st = $ptime + (_get_svarint($body, \$fpos, $fend) // 0);
 			$ptime = $st;
 		}
+		my $data = substr($body, $dpos, $n);
+		if ($kind ne $stored && $stored eq 'b')
+		{
+			$pfinal = $ds + (_get_svarint($body, \$fpos, $fend) // 0);
+			$pbtime += _get_svarint($body, \$fpos, $fend) // 0;
+			$pxid = ($pxid + (_get_svarint($body, \$fpos, $fend) // 0)) & 0xFFFFFFFF;
+			$data = pack('a1 Q> q> N', 'B', $pfinal, $pbtime, $pxid);
+		}
+		elsif ($kind ne $stored && $stored eq 'c')
+		{
+			my $flags = _get_varint($body, \$fpos, $fend) // 0;
+			my $cl = $pfinal + (_get_svarint($body, \$fpos, $fend) // 0);
+			my $el = $ds + (_get_svarint($body, \$fpos, $fend) // 0);
+			my $t = $pbtime + (_get_svarint($body, \$fpos, $fend) // 0);
+			$data = pack('a1 C Q> Q> q>', 'C', $flags & 255, $cl, $el, $t);
+		}
 		push @e, {
 			kind => ($kind eq 'W' ? 'w' : $kind), data_start => $ds,
-			wal_end => $we, send_time => $st,
-			data => substr($body, $dpos, $n) };
+			wal_end => $we, send_time => $st, data => $data };
 		$dpos += $n;
 	}
 	return @e;
@@ -302,6 +377,7 @@ sub ad_body
 					$_->{data_start}, $_->{wal_end}, $_->{send_time}) . $_->{data} } @e);
 	}
 	my ($plsn, $ptime, $heads, $fields, $data) = (0, 0, '', '', '');
+	my ($pfinal, $pbtime, $pxid) = (0, 0, 0);
 	for my $x (@e)
 	{
 		my ($k, $d) = ($x->{kind}, $x->{data});
@@ -324,6 +400,23 @@ sub ad_body
 		{
 			$f .= _svarint($x->{send_time} - $ptime);
 			$ptime = $x->{send_time};
+		}
+		# format 3 (section 8.3): a 21-byte BEGIN that is 'w' becomes 'b',
+		# a 26-byte COMMIT that is 'W' becomes 'c', with no data
+		if ($version >= 3 && $k eq 'w' && length($d) == 21 && substr($d, 0, 1) eq 'B')
+		{
+			my ($final, $t, $xid) = unpack('x Q> q> N', $d);
+			$f .= _svarint($final - $x->{data_start}) . _svarint($t - $pbtime)
+			  . _svarint(_int32($xid - $pxid));
+			($pfinal, $pbtime, $pxid) = ($final, $t, $xid);
+			($k, $d) = ('b', '');
+		}
+		elsif ($version >= 3 && $k eq 'W' && length($d) == 26 && substr($d, 0, 1) eq 'C')
+		{
+			my ($flags, $cl, $el, $t) = unpack('x C Q> Q> q>', $d);
+			$f .= _varint($flags) . _svarint($cl - $pfinal)
+			  . _svarint($el - $x->{data_start}) . _svarint($t - $pbtime);
+			($k, $d) = ('c', '');
 		}
 		$heads  .= $k . _varint(length($d));
 		$fields .= $f;
