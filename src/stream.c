@@ -64,7 +64,7 @@
 
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
 #define MAX_BATCH_MESSAGES	10000
-#define GROUP_COMMIT_MS		10	/* see group_commit_ms() */
+#define GROUP_COMMIT_MS		5	/* see group_commit_ms() */
 #define PUBLISH_MS			100 /* status() is refreshed this often */
 
 /* batching while catching up: see update_batching() */
