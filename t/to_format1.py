@@ -22,6 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import cs_decode as cd  # noqa: E402
+import cs_fuzz  # noqa: E402
 
 
 def header(h, version, seal):
@@ -45,18 +46,12 @@ def v1_body(entries):
                     for (_, kind, ds, we, st, data) in entries)
 
 
-def uv(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+uv = cs_fuzz.varint
 
 
 def sv(v):
-    v = cd.signed64(v)
-    return uv(((v << 1) ^ (v >> 63)) & cd.MASK64)
+    """svarint of v taken modulo 2^64 (docs/FORMAT.md section 8.2)"""
+    return cs_fuzz.svarint(cd.signed64(v))
 
 
 def is_full(ds, we, data):
