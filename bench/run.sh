@@ -5,6 +5,7 @@
 #   bash bench/run.sh            # full run (about 15-20 minutes on 2 cores)
 #   bash bench/run.sh --quick    # shorter run (about 6 minutes), same table
 #   bash bench/run.sh --drain-only  # only the drain and archive size (1, 5)
+#   bash bench/run.sh --tps-only    # only the TPS overhead (2), 5 rounds
 #
 # As root it installs what is missing with apt, builds and installs the
 # extension from this checkout, and runs every PostgreSQL program as the
@@ -35,7 +36,8 @@
 # TPS runs, and reports the CPU seconds each consumer and walsender used.
 #
 # Options:  --quick  --drain-only (phases 1 and 5 only; with --quick, the
-#           quick drain)  --keep (leave the cluster and its directory)
+#           quick drain)  --tps-only (phase 2 only, TPS_ROUNDS=5 by default,
+#           report in bench/results/tps.md)  --keep (leave the cluster and its directory)
 #           --skip-build (use the installed changestream)  --help
 #           --profile: instead, profile changestream draining a backlog:
 #           perf of the worker and its walsender (and of pg_recvlogical's
@@ -47,7 +49,8 @@
 #   DRAIN_TXNS=25000/7500  transactions per client (100k / 30k in all)
 #   SCALE=10               pgbench scale
 #   TPS_SECONDS=60/15      length of each TPS run (8 clients, 2 threads)
-#   TPS_ROUNDS=3/1         TPS runs per configuration (order rotates)
+#   TPS_ROUNDS=3/1         TPS runs per configuration (order rotates;
+#                          5 with --tps-only)
 #   LAG_SECONDS=30/15      LAG_RATE=1000  lag run length and rate
 #   BIG_MB=1024/256        size of the large transaction (pgoutput MB)
 #   TIMEOUT=1800           seconds any single wait may take
@@ -69,6 +72,7 @@ ROOT=$(cd "$BENCH_DIR/.." && pwd)
 
 QUICK=0
 DRAIN_ONLY=0
+TPS_ONLY=0
 PROFILE=0
 KEEP=${KEEP:-0}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -76,6 +80,7 @@ for arg in "$@"; do
 	case $arg in
 		--quick) QUICK=1 ;;
 		--drain-only) DRAIN_ONLY=1 ;;
+		--tps-only) TPS_ONLY=1 ;;
 		--keep) KEEP=1 ;;
 		--skip-build) SKIP_BUILD=1 ;;
 		--profile) PROFILE=1 ;;
@@ -84,6 +89,7 @@ for arg in "$@"; do
 	esac
 done
 
+[ "$TPS_ONLY" = 1 ] && : "${TPS_ROUNDS:=5}"
 if [ "$QUICK" = 1 ]; then
 	: "${ROUNDS:=3}" "${DRAIN_TXNS:=7500}" "${TPS_SECONDS:=15}" \
 	  "${LAG_SECONDS:=15}" "${BIG_MB:=256}" "${TPS_ROUNDS:=1}"
@@ -1029,6 +1035,63 @@ round_ratios() {
 	printf '%s' "$out"
 }
 
+# changestream's TPS over pg_recvlogical's in each round: "r1, r2, ..."
+# (a round runs every configuration back to back, so its ratio is the
+# least touched by the machine's slower drift)
+tps_round_ratios() {
+	local -a c r
+	read -r -a c <<<"${TPS_RUNS[changestream]}"
+	read -r -a r <<<"${TPS_RUNS[recvlogical]}"
+	local k out=""
+	for k in "${!c[@]}"; do out="$out${out:+, }$(calc "${c[k]} / ${r[k]}" 3)"; done
+	printf '%s' "$out"
+}
+
+# Section 2 of the report (markdown on stdout).
+tps_section() {
+	echo "## 2. Overhead on the primary"
+	echo
+	echo "pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS (TPC-B-like, all four tables published), median of $TPS_ROUNDS run(s) per configuration."
+	echo
+	echo "| Consumer | TPS | vs none | Runs: TPS [CPUs other work kept busy] | Consumer CPU (s): client or worker + its walsender | Consumer CPU per 1000 transactions (ms) | WAL behind when pgbench ended (MB) |"
+	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: |"
+	echo "| none | $TPS_NONE | 1.000 | $(tps_runs_of none) | | | |"
+	echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
+	echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
+	echo
+	echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV} (medians); round by round (runs next to each other): $(tps_round_ratios), median $(median $(tps_round_ratios | tr -d ,))."
+}
+
+# The ratios of phase 2 (TPS_* set by tps_phase).
+tps_ratios() {
+	R_TPS_CS_RECV=$(calc "$TPS_CS / $TPS_RECV" 3)
+	R_TPS_CS_NONE=$(calc "$TPS_CS / $TPS_NONE" 3)
+	R_TPS_RECV_NONE=$(calc "$TPS_RECV / $TPS_NONE" 3)
+}
+
+# --tps-only: phase 2 alone, in bench/results/tps.md.
+tps_report() {
+	local f=$RUN_DIR/report.md elapsed
+	tps_ratios
+	elapsed=$(calc "$(now) - $T_START" 0)
+	{
+		echo "# changestream benchmark: TPS overhead only"
+		echo
+		echo "\`bash bench/run.sh --tps-only\`, $(date -u '+%Y-%m-%d %H:%M UTC'), changestream $GIT_REV, PostgreSQL $PG_VERSION; run time ${elapsed} s."
+		echo
+		echo "Machine: $NPROC CPUs ($CPU_MODEL), $MEM_GB GB RAM, Linux $KERNEL, disk $DISK, 8 kB fdatasync'ed write $FSYNC_MS ms."
+		echo
+		echo "| Target | Measured | Result |"
+		echo "| --- | --- | --- |"
+		echo "| TPS with changestream >= 1.0x TPS with pg_recvlogical | ${R_TPS_CS_RECV}x | $(pf "$R_TPS_CS_RECV >= 1.0") |"
+		echo
+		tps_section
+	} >"$f"
+	cp "$f" "$RESULTS/tps.md"
+	cs_section "results (bench/results/tps.md)"
+	cat "$f"
+}
+
 report() {
 	local f=$RUN_DIR/report.md r
 	USE_ROUNDS=()
@@ -1062,9 +1125,7 @@ report() {
 	kwA=$(msel D_WWAKE_A); kwE=$(msel D_WWAKE_E); kwB=$(msel D_CWAKE_B); kwC=$(msel D_CWAKE_C)
 	local hwm_big_mb hwm_small_mb
 	if [ "$DRAIN_ONLY" != 1 ]; then
-		R_TPS_CS_RECV=$(calc "$TPS_CS / $TPS_RECV" 3)
-		R_TPS_CS_NONE=$(calc "$TPS_CS / $TPS_NONE" 3)
-		R_TPS_RECV_NONE=$(calc "$TPS_RECV / $TPS_NONE" 3)
+		tps_ratios
 		hwm_big_mb=$(calc "${MEM_HWM[$BIG_MB]} / 1024" 1)
 		hwm_small_mb=$(calc "${MEM_HWM[$SMALL_MB]} / 1024" 1)
 	fi
@@ -1117,17 +1178,7 @@ report() {
 		echo "Until every sealed segment was compressed as well: $cA s, worker CPU $cpu2A s (medians)."
 		echo
 		if [ "$DRAIN_ONLY" != 1 ]; then
-			echo "## 2. Overhead on the primary"
-			echo
-			echo "pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS (TPC-B-like, all four tables published), median of $TPS_ROUNDS run(s) per configuration."
-			echo
-			echo "| Consumer | TPS | vs none | Runs: TPS [CPUs other work kept busy] | Consumer CPU (s): client or worker + its walsender | Consumer CPU per 1000 transactions (ms) | WAL behind when pgbench ended (MB) |"
-			echo "| --- | ---: | ---: | --- | ---: | ---: | ---: |"
-			echo "| none | $TPS_NONE | 1.000 | $(tps_runs_of none) | | | |"
-			echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
-			echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
-			echo
-			echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV}."
+			tps_section
 			echo
 			echo "## 3. Commit-to-durable lag"
 			echo
@@ -1373,6 +1424,12 @@ main() {
 
 	if [ "$PROFILE" = 1 ]; then
 		profile_phase
+		OK=1
+		return 0
+	fi
+	if [ "$TPS_ONLY" = 1 ]; then
+		tps_phase
+		tps_report
 		OK=1
 		return 0
 	fi
