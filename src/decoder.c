@@ -244,6 +244,59 @@ read_message(StringInfo s, CsChange *c)
 	c->content_len = len;
 }
 
+/* BEGIN: the transaction's commit LSN, commit time and xid. */
+static void
+decode_begin(CsDecoder *d, StringInfo s, CsChange *c)
+{
+	LogicalRepBeginData b;
+
+	logicalrep_read_begin(s, &b);
+	d->in_txn = true;
+	d->commit_lsn = b.final_lsn;
+	d->commit_time = b.committime;
+	d->xid = b.xid;
+	d->ordinal = 0;
+	c->kind = CS_CHANGE_BEGIN;
+}
+
+/*
+ * UPDATE: the new tuple, and the old one ('K' key or 'O' whole row) when
+ * the message carries it.  Errors: XX001 when a tuple does not fit the
+ * relation.
+ */
+static void
+decode_update(CsDecoder *d, const CsReadItem *item, StringInfo s, CsChange *c)
+{
+	Oid			relid;
+	bool		has_old;
+
+	c->kind = CS_CHANGE_UPDATE;
+	c->old_kind = item->entry.len > 5 && item->entry.data[5] != 'N' ?
+		item->entry.data[5] : 0;
+	relid = logicalrep_read_update(s, &has_old, &c->oldtup, &c->newtup);
+	if (!has_old)
+		c->old_kind = 0;
+	c->rel = lookup_rel(d, relid, item);
+	check_tuple(c->rel, &c->newtup, item);
+	if (has_old)
+		check_tuple(c->rel, &c->oldtup, item);
+}
+
+/* TRUNCATE: its options and the relations it names, in order. */
+static void
+decode_truncate(CsDecoder *d, const CsReadItem *item, StringInfo s,
+				CsChange *c)
+{
+	List	   *relids;
+	ListCell   *lc;
+
+	c->kind = CS_CHANGE_TRUNCATE;
+	relids = logicalrep_read_truncate(s, &c->cascade, &c->restart_seqs);
+	foreach(lc, relids)
+		c->truncated = lappend(c->truncated,
+							   lookup_rel(d, lfirst_oid(lc), item));
+}
+
 /* Decode one 'w' message of type c->kind's byte into c. */
 static void
 decode_message(CsDecoder *d, const CsReadItem *item, StringInfo s,
@@ -251,23 +304,12 @@ decode_message(CsDecoder *d, const CsReadItem *item, StringInfo s,
 {
 	char		type = item->entry.data[0];
 	Oid			relid;
-	bool		has_old;
 
 	switch (type)
 	{
 		case 'B':
-			{
-				LogicalRepBeginData b;
-
-				logicalrep_read_begin(s, &b);
-				d->in_txn = true;
-				d->commit_lsn = b.final_lsn;
-				d->commit_time = b.committime;
-				d->xid = b.xid;
-				d->ordinal = 0;
-				c->kind = CS_CHANGE_BEGIN;
-				break;
-			}
+			decode_begin(d, s, c);
+			break;
 		case 'C':
 			{
 				LogicalRepCommitData cd;
@@ -293,16 +335,7 @@ decode_message(CsDecoder *d, const CsReadItem *item, StringInfo s,
 			check_tuple(c->rel, &c->newtup, item);
 			break;
 		case 'U':
-			c->kind = CS_CHANGE_UPDATE;
-			c->old_kind = item->entry.len > 5 && item->entry.data[5] != 'N' ?
-				item->entry.data[5] : 0;
-			relid = logicalrep_read_update(s, &has_old, &c->oldtup, &c->newtup);
-			if (!has_old)
-				c->old_kind = 0;
-			c->rel = lookup_rel(d, relid, item);
-			check_tuple(c->rel, &c->newtup, item);
-			if (has_old)
-				check_tuple(c->rel, &c->oldtup, item);
+			decode_update(d, item, s, c);
 			break;
 		case 'D':
 			c->kind = CS_CHANGE_DELETE;
@@ -312,18 +345,8 @@ decode_message(CsDecoder *d, const CsReadItem *item, StringInfo s,
 			check_tuple(c->rel, &c->oldtup, item);
 			break;
 		case 'T':
-			{
-				List	   *relids;
-				ListCell   *lc;
-
-				c->kind = CS_CHANGE_TRUNCATE;
-				relids = logicalrep_read_truncate(s, &c->cascade,
-												  &c->restart_seqs);
-				foreach(lc, relids)
-					c->truncated = lappend(c->truncated,
-										   lookup_rel(d, lfirst_oid(lc), item));
-				break;
-			}
+			decode_truncate(d, item, s, c);
+			break;
 		case 'M':
 			c->kind = CS_CHANGE_MESSAGE;
 			read_message(s, c);

@@ -342,6 +342,88 @@ skip_sealed(CsGenerationReader *gr, const CsSegmentHeader *h)
 	gr->skipped++;
 }
 
+/* Close the segment just opened, unread (gr->reader). */
+static void
+drop_current(CsGenerationReader *gr)
+{
+	cs_reader_close(gr->reader);
+	gr->reader = NULL;
+}
+
+/* What open_next() does with a segment that has a successor. */
+typedef enum
+{
+	SEGMENT_READ,				/* read it (gr->reader is open) */
+	SEGMENT_SKIP,				/* outside the bounds: go on to the next */
+	SEGMENT_STOP				/* reading stops before it */
+} SegmentVerdict;
+
+/*
+ * Open segment i, which has a successor and so was sealed, and judge it by
+ * its seal: skipped when the seal puts it outside the bounds, the end of
+ * reading when every transaction in it committed after the stop time.
+ * Without a valid seal, only a segment wholly before the start is skipped.
+ * Errors: XX001 from the header, seal and continuity checks.
+ */
+static SegmentVerdict
+judge_sealed(CsGenerationReader *gr, int i)
+{
+	const CsSegmentHeader *h;
+
+	gr->reader = cs_open_listed_segment(gr->cur);
+	h = cs_reader_header(gr->reader);
+	check_seal_crc(gr, h);
+	if (h->seal_state != CS_SEAL_VALID)
+	{
+		if (wholly_before_start(gr, i))
+		{
+			drop_current(gr);
+			gr->have_prev_end = false;
+			return SEGMENT_SKIP;
+		}
+		check_start(gr, h);
+		return SEGMENT_READ;
+	}
+	check_start(gr, h);
+	check_seal(gr, h);
+	if (stops_here(gr, &h->seal))
+	{
+		elog(DEBUG1, "segment \"%s\" not read: its seal says every transaction in it committed after the stop time",
+			 gr->cur->path);
+		drop_current(gr);
+		return SEGMENT_STOP;
+	}
+	if (seal_excludes(gr, &h->seal))
+	{
+		skip_sealed(gr, h);
+		drop_current(gr);
+		return SEGMENT_SKIP;
+	}
+	return SEGMENT_READ;
+}
+
+/*
+ * Of the newest raw segment, only complete transactions are read: set the
+ * limit (frame offset, entry offset) where its safe point lies.  No limit
+ * for any other segment.
+ */
+static void
+limit_newest(CsGenerationReader *gr)
+{
+	CsSegmentScan scan;
+
+	gr->limit_frame = -1;
+	gr->limit_entry = 0;
+	gr->limited = false;
+	if (gr->newest && !gr->cur->compressed &&
+		cs_scan_segment(gr->cur->path, false, true, &scan, NULL, NULL))
+	{
+		gr->limit_frame = scan.safe_entry_offset == 0 ?
+			scan.safe_end : scan.safe_frame_offset;
+		gr->limit_entry = scan.safe_entry_offset;
+	}
+}
+
 /* Open the next segment to read; false when there is none. */
 static bool
 open_next(CsGenerationReader *gr)
@@ -351,8 +433,6 @@ open_next(CsGenerationReader *gr)
 	while (gr->next < n)
 	{
 		int			i = gr->next++;
-		CsSegmentScan scan;
-		const CsSegmentHeader *h;
 
 		gr->cur = list_nth(gr->segments, i);
 		gr->newest = (i == n - 1);
@@ -360,52 +440,17 @@ open_next(CsGenerationReader *gr)
 		memset(&gr->contents, 0, sizeof(gr->contents));
 		if (!gr->newest)
 		{
-			/* a segment with a successor was sealed: its seal counts */
-			gr->reader = cs_open_listed_segment(gr->cur);
-			h = cs_reader_header(gr->reader);
-			check_seal_crc(gr, h);
-			if (h->seal_state == CS_SEAL_VALID)
+			SegmentVerdict verdict = judge_sealed(gr, i);
+
+			if (verdict == SEGMENT_STOP)
 			{
-				check_start(gr, h);
-				check_seal(gr, h);
-				if (stops_here(gr, &h->seal))
-				{
-					elog(DEBUG1, "segment \"%s\" not read: its seal says every transaction in it committed after the stop time",
-						 gr->cur->path);
-					cs_reader_close(gr->reader);
-					gr->reader = NULL;
-					gr->stopped = true;
-					return false;
-				}
-				if (seal_excludes(gr, &h->seal))
-				{
-					skip_sealed(gr, h);
-					cs_reader_close(gr->reader);
-					gr->reader = NULL;
-					continue;
-				}
+				gr->stopped = true;
+				return false;
 			}
-			else if (wholly_before_start(gr, i))
-			{
-				cs_reader_close(gr->reader);
-				gr->reader = NULL;
-				gr->have_prev_end = false;
+			if (verdict == SEGMENT_SKIP)
 				continue;
-			}
-			else
-				check_start(gr, h);
 		}
-		gr->limit_frame = -1;
-		gr->limit_entry = 0;
-		gr->limited = false;
-		/* of the newest raw segment, only complete transactions are read */
-		if (gr->newest && !gr->cur->compressed &&
-			cs_scan_segment(gr->cur->path, false, true, &scan, NULL, NULL))
-		{
-			gr->limit_frame = scan.safe_entry_offset == 0 ?
-				scan.safe_end : scan.safe_frame_offset;
-			gr->limit_entry = scan.safe_entry_offset;
-		}
+		limit_newest(gr);
 		if (gr->reader == NULL)
 		{
 			gr->reader = cs_open_listed_segment(gr->cur);
@@ -415,8 +460,7 @@ open_next(CsGenerationReader *gr)
 		if (gr->end_bound != InvalidXLogRecPtr &&
 			cs_reader_header(gr->reader)->start_lsn > gr->end_bound)
 		{
-			cs_reader_close(gr->reader);
-			gr->reader = NULL;
+			drop_current(gr);
 			return false;
 		}
 		gr->in_frame = false;
