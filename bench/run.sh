@@ -1035,6 +1035,11 @@ round_ratios() {
 	printf '%s' "$out"
 }
 
+# The report's line on the machine (set by machine_info).
+machine_line() {
+	echo "Machine: $NPROC CPUs ($CPU_MODEL), $MEM_GB GB RAM, Linux $KERNEL, disk $DISK, 8 kB fdatasync'ed write $FSYNC_MS ms."
+}
+
 # changestream's TPS over pg_recvlogical's in each round: "r1, r2, ..."
 # (a round runs every configuration back to back, so its ratio is the
 # least touched by the machine's slower drift)
@@ -1049,6 +1054,8 @@ tps_round_ratios() {
 
 # Section 2 of the report (markdown on stdout).
 tps_section() {
+	local rr
+	rr=$(tps_round_ratios)
 	echo "## 2. Overhead on the primary"
 	echo
 	echo "pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS (TPC-B-like, all four tables published), median of $TPS_ROUNDS run(s) per configuration."
@@ -1059,7 +1066,8 @@ tps_section() {
 	echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
 	echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
 	echo
-	echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV} (medians); round by round (runs next to each other): $(tps_round_ratios), median $(median $(tps_round_ratios | tr -d ,))."
+	# shellcheck disable=SC2086
+	echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV} (medians); round by round (runs next to each other): $rr, median $(median ${rr//,/})."
 }
 
 # The ratios of phase 2 (TPS_* set by tps_phase).
@@ -1079,7 +1087,7 @@ tps_report() {
 		echo
 		echo "\`bash bench/run.sh --tps-only\`, $(date -u '+%Y-%m-%d %H:%M UTC'), changestream $GIT_REV, PostgreSQL $PG_VERSION; run time ${elapsed} s."
 		echo
-		echo "Machine: $NPROC CPUs ($CPU_MODEL), $MEM_GB GB RAM, Linux $KERNEL, disk $DISK, 8 kB fdatasync'ed write $FSYNC_MS ms."
+		machine_line
 		echo
 		echo "| Target | Measured | Result |"
 		echo "| --- | --- | --- |"
@@ -1140,7 +1148,7 @@ report() {
 		echo
 		echo "\`bash bench/run.sh$opts\`, $(date -u '+%Y-%m-%d %H:%M UTC'), changestream $GIT_REV, PostgreSQL $PG_VERSION; run time ${elapsed} s."
 		echo
-		echo "Machine: $NPROC CPUs ($CPU_MODEL), $MEM_GB GB RAM, Linux $KERNEL, disk $DISK, 8 kB fdatasync'ed write $FSYNC_MS ms."
+		machine_line
 		echo
 		echo "Other work on the machine (CPUs busy during 1 s sampled just before each measurement, with the bench idle): $(printf '%s; ' "${LOADS[@]}" | sed 's/; $//'); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Figures taken while other work competes for the $NPROC CPUs are skewed.$LIB_NOTE"
 		echo
