@@ -138,6 +138,9 @@ class Buf:
     def i16(self):
         return struct.unpack(">h", self.take(2))[0]
 
+    def u16(self):
+        return struct.unpack(">H", self.take(2))[0]
+
     def u32(self):
         return struct.unpack(">I", self.take(4))[0]
 
@@ -167,8 +170,9 @@ class Buf:
 
 
 def tuple_data(b):
-    """TupleData: Int16 ncols, then per column 'n' | 'u' | 't' Int32 len bytes."""
-    n = b.i16()
+    """TupleData: Int16 ncols (unsigned, as PostgreSQL reads it), then per
+    column 'n' | 'u' | 't' Int32 len bytes."""
+    n = b.u16()
     cols = []
     for _ in range(n):
         k = chr(b.u8())
@@ -214,7 +218,7 @@ def parse_pgoutput(data):
         m["nspname"] = b.cstring()
         m["relname"] = b.cstring()
         m["replident"] = chr(b.u8())
-        ncols = b.i16()
+        ncols = b.u16()
         cols = []
         for _ in range(ncols):
             flags = b.u8()
@@ -257,8 +261,10 @@ def parse_pgoutput(data):
         m["old"] = tuple_data(b)
         m["brief"] = "relid %d old %s" % (m["relid"], k)
     elif t == "T":
-        n = b.i32()
+        n = b.u32()
         m["options"] = b.u8()
+        if n > (len(data) - b.pos) // 4:
+            raise Damaged("Truncate names %d relations, more than the message holds" % n)
         m["relids"] = [b.u32() for _ in range(n)]
         m["brief"] = "options %d relids %s" % (m["options"], m["relids"])
     elif t == "M":
@@ -368,9 +374,12 @@ def read_segment_bytes(path):
             return path, b"".join(out), (outlen, "gzip error: %s" % e)
         if not d.eof:
             return path, b"".join(out), (outlen, "gzip stream ends early")
-        # concatenated members are legal gzip (zlib's gzread reads them)
+        # a segment file is one gzip member and nothing after it
+        # (docs/FORMAT.md section 5.2): zlib's gzread would skip bytes
+        # that do not start a member, but they are not what was written
         if pos >= len(raw):
             return path, b"".join(out), None
+        return path, b"".join(out), (outlen, "%d bytes follow the gzip member" % (len(raw) - pos))
 
 
 def decode_header(buf):
@@ -781,7 +790,11 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                 elif t in ("I", "U", "D", "T", "R", "Y") and not in_txn:
                     problems.add(path, at, "%s message outside a transaction" % t)
                 elif t == "M" and not m["transactional"] and not in_txn:
-                    if m["lsn"] < state["floor"]:
+                    # archived only at or after the position of record (9.1)
+                    if m["lsn"] < position:
+                        problems.add(path, at, "message LSN %s lies before the position of record %s"
+                                     % (lsn(m["lsn"]), lsn(position)))
+                    elif m["lsn"] < state["floor"]:
                         problems.add(path, at, "message LSN %s goes back before %s %s"
                                      % (lsn(m["lsn"]), state["floor_what"], lsn(state["floor"])))
                     state["floor"] = max(state["floor"], m["lsn"])
@@ -795,7 +808,11 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
                 if in_txn:
                     problems.add(path, at, "position entry inside a transaction")
                 else:
-                    if we < state["floor"]:
+                    # recorded only past the position of record (9.3)
+                    if we <= position:
+                        problems.add(path, at, "position %s does not advance the position of record %s"
+                                     % (lsn(we), lsn(position)))
+                    elif we < state["floor"]:
                         problems.add(path, at, "position %s goes back before %s %s"
                                      % (lsn(we), state["floor_what"], lsn(state["floor"])))
                     state["floor"] = max(state["floor"], we)

@@ -20,7 +20,12 @@
  *	  - a sealed segment skipped for the bounds still has its header
  *		checked, and its seal carries the chain on to the next segment;
  *	  - only the newest raw segment may end in a torn tail, and of it only
- *		complete transactions are read.
+ *		complete transactions are read;
+ *	  - every message is checked to its last byte, and every change names
+ *		a relation whose Relation message came before it in the same
+ *		segment (docs/FORMAT.md section 9.2: each segment decodes on its
+ *		own), so a frame lost or moved is seen even where positions do not
+ *		show it.
  *
  *	  A violation is XX001 naming the file and the offset; nothing is ever
  *	  skipped or read twice silently.  Every reader of the archive's
@@ -32,6 +37,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "access/xact.h"
@@ -39,6 +45,7 @@
 #include "archive_layout.h"
 #include "generation_reader.h"
 #include "retention.h"
+#include "wire.h"
 
 struct CsGenerationReader
 {
@@ -72,6 +79,9 @@ struct CsGenerationReader
 	bool		have_prev_end;	/* previous segment was read whole */
 	XLogRecPtr	prev_start;
 	uint32		prev_version;	/* format versions never go back */
+	MemoryContext rel_cxt;		/* holds rels, reset at each segment */
+	HTAB	   *rels;			/* relation OIDs with a Relation message so
+								 * far in the current segment */
 	bool		done;
 };
 
@@ -424,6 +434,62 @@ limit_newest(CsGenerationReader *gr)
 	}
 }
 
+/* A segment is about to be read: no Relation message seen in it yet. */
+static void
+reset_relations(CsGenerationReader *gr)
+{
+	HASHCTL		ctl;
+
+	if (gr->rel_cxt == NULL)
+		gr->rel_cxt = AllocSetContextCreate(gr->cxt,
+											"changestream segment relations",
+											ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(gr->rel_cxt);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(Oid);
+	ctl.hcxt = gr->rel_cxt;
+	gr->rels = hash_create("changestream segment relations", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * Check an entry's message to its last byte, and that a change names only
+ * relations whose Relation message came before it in this segment
+ * (preamble or streamed); remember a Relation message's OID.
+ * Errors: XX001 at the frame.
+ */
+static void
+check_message(CsGenerationReader *gr, const CsReadItem *item)
+{
+	const CsEntry *e = &item->entry;
+	const char *problem = cs_check_entry_message(e);
+	uint32		n;
+
+	if (problem != NULL)
+		cs_segment_damage(item->path, item->frame_offset,
+						  "The entry ending at byte %u of the frame holds a malformed pgoutput message. %s",
+						  cs_reader_entry_offset(gr->reader), problem);
+	if (e->data[0] == 'R')
+	{
+		Oid			oid = cs_get32(e->data + 1);
+
+		(void) hash_search(gr->rels, &oid, HASH_ENTER, NULL);
+		return;
+	}
+	n = cs_pgoutput_relids(e->data, e->len);
+	for (uint32 i = 0; i < n; i++)
+	{
+		Oid			oid = cs_pgoutput_relid(e->data, i);
+
+		if (hash_search(gr->rels, &oid, HASH_FIND, NULL) == NULL)
+			cs_segment_damage(item->path, item->frame_offset,
+							  "A change of type \"%c\" to relation OID %u comes before any Relation message for it in this segment; every segment holds the Relation message of each relation it changes before the change.",
+							  e->data[0], oid);
+	}
+}
+
 /* Open the next segment to read; false when there is none. */
 static bool
 open_next(CsGenerationReader *gr)
@@ -463,6 +529,7 @@ open_next(CsGenerationReader *gr)
 			drop_current(gr);
 			return false;
 		}
+		reset_relations(gr);
 		gr->in_frame = false;
 		return true;
 	}
@@ -593,20 +660,26 @@ cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
 
 	item->path = gr->cur->path;
 	item->frame_offset = cs_reader_frame_offset(gr->reader);
+	memset(&item->info, 0, sizeof(item->info));
 	if (item->entry.kind == CS_ENTRY_MESSAGE ||
 		item->entry.kind == CS_ENTRY_PREAMBLE)
 	{
-		if (!cs_parse_pgoutput(item->entry.data, item->entry.len, &item->info))
-			cs_segment_damage(item->path, item->frame_offset,
-							  "The entry ending at byte %u of the frame holds a malformed pgoutput message.",
-							  cs_reader_entry_offset(gr->reader));
+		check_message(gr, item);
+		(void) cs_parse_pgoutput(item->entry.data, item->entry.len, &item->info);
 	}
-	if (item->entry.kind != CS_ENTRY_PREAMBLE)
+	/* entries of an unknown kind change nothing (docs/FORMAT.md 8.1) */
+	if (item->entry.kind == CS_ENTRY_MESSAGE ||
+		item->entry.kind == CS_ENTRY_POSITION)
 	{
 		const char *problem;
 
 		problem = cs_track_entry(&gr->track, &item->entry,
 								 item->entry.kind == CS_ENTRY_MESSAGE ? &item->info : NULL);
+		if (problem == NULL && item->entry.kind == CS_ENTRY_MESSAGE &&
+			item->info.type == 'C' && item->info.lsn < gr->identity.start_lsn)
+			problem = psprintf("The commit LSN %X/%X lies before the generation's start %X/%X.",
+							   LSN_FORMAT_ARGS(item->info.lsn),
+							   LSN_FORMAT_ARGS(gr->identity.start_lsn));
 		if (problem != NULL)
 			cs_segment_damage(item->path, item->frame_offset, "%s", problem);
 		if (item->entry.kind == CS_ENTRY_MESSAGE && item->info.type == 'C')

@@ -25,5 +25,8 @@ typedef struct CsMessageInfo
 
 extern bool cs_parse_pgoutput(const char *data, uint32 len,
 							  CsMessageInfo *info);
+extern const char *cs_check_pgoutput(const char *data, uint32 len);
+extern uint32 cs_pgoutput_relids(const char *data, uint32 len);
+extern Oid	cs_pgoutput_relid(const char *data, uint32 nth);
 
 #endif							/* CS_PGOUTPUT_PARSE_H */

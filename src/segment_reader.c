@@ -68,6 +68,8 @@ struct CsSegmentReader
 	CsEntryCoder coder;			/* decoder state of the current frame */
 	bool		bad;			/* stopped at bytes that do not validate */
 	char	   *bad_reason;		/* why, for errdetail */
+	uLong		gz_crc;			/* compressed: CRC-32 and length of the */
+	int64		gz_len;			/* uncompressed bytes read so far */
 };
 
 /* Memory context reset callback: the file and zlib's buffers go. */
@@ -120,9 +122,49 @@ read_fully(CsSegmentReader *r, char *buf, int len)
 		}
 		if (n == 0)
 			break;
+		if (r->compressed)
+		{
+			r->gz_crc = crc32(r->gz_crc, (const Bytef *) buf + got, n);
+			r->gz_len += n;
+		}
 		got += n;
 	}
 	return got;
+}
+
+/*
+ * A compressed segment read to its end: is the file exactly one gzip
+ * member (docs/FORMAT.md section 5.2)?  zlib's gzread() ignores bytes
+ * after the last member that do not start another one, so look at the
+ * file's last 8 bytes: they must be the member's trailer, the CRC-32 and
+ * the length (modulo 2^32) of everything read.  Returns false after
+ * stop() when they are not.  A file that is not gzip at all (gzread()
+ * passes it through) is judged by its frames alone.
+ */
+static bool
+check_gzip_end(CsSegmentReader *r)
+{
+	struct stat st;
+	unsigned char tail[8];
+	uint32		crc;
+	uint32		isize;
+
+	if (!r->compressed || gzdirect(r->gz))
+		return true;
+	if (fstat(r->fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", r->path)));
+	if (st.st_size < (off_t) sizeof(tail) ||
+		pread(r->fd, tail, sizeof(tail), st.st_size - sizeof(tail)) != (ssize_t) sizeof(tail))
+		return stop(r, "The gzip file is too short for its trailer.");
+	crc = (uint32) tail[0] | ((uint32) tail[1] << 8) |
+		((uint32) tail[2] << 16) | ((uint32) tail[3] << 24);
+	isize = (uint32) tail[4] | ((uint32) tail[5] << 8) |
+		((uint32) tail[6] << 16) | ((uint32) tail[7] << 24);
+	if (crc != (uint32) r->gz_crc || isize != (uint32) r->gz_len)
+		return stop(r, "The gzip file does not end with the trailer of the data it holds: bytes follow its gzip stream (a segment file is one gzip member and nothing else).");
+	return true;
 }
 
 /*
@@ -161,6 +203,7 @@ cs_reader_open(const char *path, bool compressed, bool missing_ok)
 	r->path = MemoryContextStrdup(cxt, path);
 	r->compressed = compressed;
 	r->file_size = fstat(fd, &st) == 0 ? st.st_size : -1;
+	r->gz_crc = crc32(0L, Z_NULL, 0);
 
 	r->gz = gzdopen(fd, "rb");
 	if (r->gz == NULL)
@@ -270,7 +313,11 @@ cs_reader_next_frame(CsSegmentReader *r)
 		return false;
 	n = read_fully(r, fh, CS_FRAME_HEADER_SIZE);
 	if (n == 0)
+	{
+		/* the end of the file; of a compressed one, also of its member */
+		(void) check_gzip_end(r);
 		return false;
+	}
 	if (n < 0)
 		return false;
 	if (n < CS_FRAME_HEADER_SIZE)
@@ -436,8 +483,11 @@ cs_reader_close(CsSegmentReader *r)
  *	  a keepalive position recorded outside a transaction, or a
  *	  non-transactional message's LSN + 1.  info is the parsed message, NULL
  *	  for a position entry.  Returns NULL, or the reason the entry breaks
- *	  the stream's order (a commit LSN that does not increase, or a COMMIT
- *	  that does not match its BEGIN), for errdetail.
+ *	  the stream's order (docs/FORMAT.md section 11.6, rule 7: a commit LSN
+ *	  that does not increase or lies below a position already reached, a
+ *	  COMMIT that does not match its BEGIN or ends before it, a keepalive
+ *	  position or non-transactional message that does not advance the
+ *	  position of record), for errdetail.
  */
 const char *
 cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info)
@@ -445,13 +495,17 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 	if (info == NULL)
 	{
 		/* the writer records a keepalive only outside a transaction, and
-		 * only when it advances the position */
+		 * only when it advances the position; it carries no data */
+		if (e->len != 0)
+			return psprintf("A keepalive position entry holds %u bytes of data; it holds none.",
+							e->len);
 		if (t->in_txn)
 			return "A keepalive position is recorded inside a transaction.";
 		if (e->wal_end <= t->position)
 			return psprintf("The keepalive position %X/%X does not advance the position of record %X/%X.",
 							LSN_FORMAT_ARGS(e->wal_end), LSN_FORMAT_ARGS(t->position));
 		t->position = e->wal_end;
+		t->floor = Max(t->floor, e->wal_end);
 		return NULL;
 	}
 	switch (info->type)
@@ -473,16 +527,33 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 				return psprintf("The commit LSN %X/%X does not follow the previous commit LSN %X/%X: a transaction is archived twice or out of order.",
 								LSN_FORMAT_ARGS(info->lsn),
 								LSN_FORMAT_ARGS(t->last_commit_lsn));
+			if (info->lsn < t->floor)
+				return psprintf("The commit LSN %X/%X lies before %X/%X, a position the stream had already reached: the entries are out of order.",
+								LSN_FORMAT_ARGS(info->lsn),
+								LSN_FORMAT_ARGS(t->floor));
+			if (info->end_lsn < info->lsn)
+				return psprintf("The COMMIT's end LSN %X/%X lies before its commit LSN %X/%X.",
+								LSN_FORMAT_ARGS(info->end_lsn),
+								LSN_FORMAT_ARGS(info->lsn));
 			t->in_txn = false;
 			t->last_commit_lsn = info->lsn;
 			t->position = Max(t->position, info->end_lsn);
+			t->floor = Max(t->floor, info->end_lsn);
 			t->transactions++;
 			break;
 		case 'M':
 			if (info->transactional && !t->in_txn)
 				return "A transactional logical message lies outside a transaction.";
 			if (!info->transactional && !t->in_txn)
+			{
+				/* archived only at or after the position of record */
+				if (info->lsn < t->position)
+					return psprintf("The non-transactional logical message's LSN %X/%X lies before the position of record %X/%X: it is archived twice or out of order.",
+									LSN_FORMAT_ARGS(info->lsn),
+									LSN_FORMAT_ARGS(t->position));
 				t->position = Max(t->position, info->lsn + 1);
+				t->floor = Max(t->floor, info->lsn);
+			}
 			break;
 		case 'I':
 		case 'U':
@@ -506,14 +577,41 @@ typedef struct PendingSchema
 	CsMessageInfo info;
 } PendingSchema;
 
-/* Parse an entry's pgoutput message; XX001 at the frame when malformed. */
+/*
+ * Parse an entry's pgoutput message; XX001 at the frame when it is
+ * malformed (cs_check_pgoutput()) or, in a preamble entry, not a Relation
+ * or Type message.
+ */
 static void
 parse_or_damage(CsSegmentReader *r, const CsEntry *e, CsMessageInfo *info)
 {
-	if (!cs_parse_pgoutput(e->data, e->len, info))
+	const char *problem = cs_check_entry_message(e);
+
+	if (problem == NULL && !cs_parse_pgoutput(e->data, e->len, info))
+		problem = "It is too short for its type.";
+	if (problem != NULL)
 		cs_segment_damage(r->path, r->frame_offset,
-						  "The entry ending at byte %u of the frame holds a malformed pgoutput message.",
-						  r->entry_offset);
+						  "The entry ending at byte %u of the frame holds a malformed pgoutput message. %s",
+						  r->entry_offset, problem);
+}
+
+/*
+ * cs_check_entry_message
+ *	  Checks the pgoutput message of a message or preamble entry to its
+ *	  last byte (cs_check_pgoutput()); a preamble entry must hold a
+ *	  Relation or Type message (docs/FORMAT.md section 8.1).  Returns NULL
+ *	  when it is sound, else the problem, for errdetail.
+ */
+const char *
+cs_check_entry_message(const CsEntry *e)
+{
+	const char *problem = cs_check_pgoutput(e->data, e->len);
+
+	if (problem == NULL && e->kind == CS_ENTRY_PREAMBLE &&
+		e->data[0] != 'R' && e->data[0] != 'Y')
+		problem = psprintf("A preamble entry holds a message of type 0x%02x; it holds only Relation and Type messages.",
+						   (unsigned char) e->data[0]);
+	return problem;
 }
 
 /* Hand the Relation/Type messages of a transaction to schema_cb at COMMIT. */

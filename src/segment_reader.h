@@ -38,12 +38,16 @@ typedef struct CsPositionTracker
 	bool		in_txn;			/* between a BEGIN and its COMMIT */
 	XLogRecPtr	begin_lsn;		/* final LSN of the open transaction */
 	XLogRecPtr	last_commit_lsn;	/* commit LSN of the last COMMIT */
+	XLogRecPtr	floor;			/* greatest COMMIT end LSN, keepalive
+								 * position or non-transactional message
+								 * LSN so far: no commit LSN lies below it */
 	uint64		transactions;	/* COMMITs seen */
 } CsPositionTracker;
 
 extern const char *cs_track_entry(CsPositionTracker *tracker,
 								  const CsEntry *entry,
 								  const CsMessageInfo *info);
+extern const char *cs_check_entry_message(const CsEntry *entry);
 
 /*
  * Positions found by scanning a segment: what recovery and the SQL
