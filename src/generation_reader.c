@@ -37,7 +37,6 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "access/xact.h"
@@ -45,7 +44,6 @@
 #include "archive_layout.h"
 #include "generation_reader.h"
 #include "retention.h"
-#include "wire.h"
 
 struct CsGenerationReader
 {
@@ -438,56 +436,32 @@ limit_newest(CsGenerationReader *gr)
 static void
 reset_relations(CsGenerationReader *gr)
 {
-	HASHCTL		ctl;
-
 	if (gr->rel_cxt == NULL)
 		gr->rel_cxt = AllocSetContextCreate(gr->cxt,
 											"changestream segment relations",
 											ALLOCSET_SMALL_SIZES);
 	else
 		MemoryContextReset(gr->rel_cxt);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(Oid);
-	ctl.hcxt = gr->rel_cxt;
-	gr->rels = hash_create("changestream segment relations", 64, &ctl,
-						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	gr->rels = cs_relation_set(gr->rel_cxt);
 }
 
 /*
  * Check an entry's message to its last byte, and that a change names only
  * relations whose Relation message came before it in this segment
- * (preamble or streamed); remember a Relation message's OID.
- * Errors: XX001 at the frame.
+ * (cs_check_relations()).  Errors: XX001 at the frame.
  */
 static void
 check_message(CsGenerationReader *gr, const CsReadItem *item)
 {
-	const CsEntry *e = &item->entry;
-	const char *problem = cs_check_entry_message(e);
-	uint32		n;
+	const char *problem = cs_check_entry_message(&item->entry);
 
 	if (problem != NULL)
 		cs_segment_damage(item->path, item->frame_offset,
 						  "The entry ending at byte %u of the frame holds a malformed pgoutput message. %s",
 						  cs_reader_entry_offset(gr->reader), problem);
-	if (e->data[0] == 'R')
-	{
-		Oid			oid = cs_get32(e->data + 1);
-
-		(void) hash_search(gr->rels, &oid, HASH_ENTER, NULL);
-		return;
-	}
-	n = cs_pgoutput_relids(e->data, e->len);
-	for (uint32 i = 0; i < n; i++)
-	{
-		Oid			oid = cs_pgoutput_relid(e->data, i);
-
-		if (hash_search(gr->rels, &oid, HASH_FIND, NULL) == NULL)
-			cs_segment_damage(item->path, item->frame_offset,
-							  "A change of type \"%c\" to relation OID %u comes before any Relation message for it in this segment; every segment holds the Relation message of each relation it changes before the change.",
-							  e->data[0], oid);
-	}
+	problem = cs_check_relations(gr->rels, &item->entry);
+	if (problem != NULL)
+		cs_segment_damage(item->path, item->frame_offset, "%s", problem);
 }
 
 /* Open the next segment to read; false when there is none. */

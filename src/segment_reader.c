@@ -571,6 +571,57 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 	return NULL;
 }
 
+/*
+ * cs_relation_set
+ *	  A set of relation OIDs, in cxt, for cs_check_relations(): the
+ *	  relations whose Relation message a segment has held so far.
+ */
+HTAB *
+cs_relation_set(MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(Oid);
+	ctl.hcxt = cxt;
+	return hash_create("changestream segment relations", 64, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * cs_check_relations
+ *	  docs/FORMAT.md section 9.2: every relation a change (Insert, Update,
+ *	  Delete, Truncate) names has its Relation message earlier in the same
+ *	  segment, as a preamble or a streamed entry.  rels holds the OIDs seen
+ *	  so far in the segment; a Relation message adds its own.  e's message
+ *	  was checked by cs_check_entry_message().  Returns NULL, or the
+ *	  problem, for errdetail.
+ */
+const char *
+cs_check_relations(HTAB *rels, const CsEntry *e)
+{
+	uint32		n;
+
+	if (e->data[0] == 'R')
+	{
+		Oid			oid = cs_get32(e->data + 1);
+
+		(void) hash_search(rels, &oid, HASH_ENTER, NULL);
+		return NULL;
+	}
+	n = cs_pgoutput_relids(e->data, e->len);
+	for (uint32 i = 0; i < n; i++)
+	{
+		Oid			oid = cs_pgoutput_relid(e->data, i);
+
+		if (hash_search(rels, &oid, HASH_FIND, NULL) == NULL)
+			return psprintf("A change of type \"%c\" to relation OID %u comes before any Relation message for it in this segment; a segment holds the Relation message of each relation it changes before the change.",
+							e->data[0], oid);
+	}
+	return NULL;
+}
+
 typedef struct PendingSchema
 {
 	CsEntry		entry;
@@ -681,6 +732,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 	CsPositionTracker track;
 	List	   *pending = NIL;
 	MemoryContext scan_cxt;
+	HTAB	   *rels;
 
 	if (r == NULL)
 		return false;
@@ -693,6 +745,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 
 	scan_cxt = AllocSetContextCreate(r->cxt, "changestream scan",
 									 ALLOCSET_DEFAULT_SIZES);
+	rels = cs_relation_set(r->cxt);
 	while (cs_reader_next_frame(r))
 	{
 		CsEntry		e;
@@ -708,6 +761,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 			{
 				/* inside a transaction: only once it is complete */
 				parse_or_damage(r, &e, &info);
+				problem = cs_check_relations(rels, &e);
 				if (schema_cb && track.in_txn)
 					pending = add_pending(pending, scan_cxt, &e, &info);
 				else if (schema_cb)
@@ -716,7 +770,9 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 			else if (e.kind == CS_ENTRY_MESSAGE)
 			{
 				parse_or_damage(r, &e, &info);
-				problem = cs_track_entry(&track, &e, &info);
+				problem = cs_check_relations(rels, &e);
+				if (problem == NULL)
+					problem = cs_track_entry(&track, &e, &info);
 				if (info.type == 'B' || info.type == 'C')
 				{
 					if (info.type == 'C' && schema_cb)

@@ -9,6 +9,7 @@
 #define CS_SEGMENT_READER_H
 
 #include "access/xlogdefs.h"
+#include "utils/hsearch.h"
 
 #include "segment_format.h"
 #include "pgoutput_parse.h"
@@ -48,6 +49,8 @@ extern const char *cs_track_entry(CsPositionTracker *tracker,
 								  const CsEntry *entry,
 								  const CsMessageInfo *info);
 extern const char *cs_check_entry_message(const CsEntry *entry);
+extern HTAB *cs_relation_set(MemoryContext cxt);
+extern const char *cs_check_relations(HTAB *rels, const CsEntry *entry);
 
 /*
  * Positions found by scanning a segment: what recovery and the SQL
