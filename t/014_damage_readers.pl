@@ -14,6 +14,24 @@
 # the offset where it is known), and scripts/cs_decode.py must exit 1
 # naming the file, without a traceback.  An undamaged copy is the control:
 # everything accepts it.
+#
+# Then the classes on which scripts/cs_decode.py and wal_records() once
+# disagreed (t/018_fuzz.pl), each built on purpose, with the verdict of
+# docs/FORMAT.md: wal_records(), changes() and verify() must all report the
+# damage (XX001 naming the file and offset; verify() as a row), and
+# cs_decode.py must exit 1 -- or, for what is sound, all must accept it:
+#   - a position record out of order (written before the last frame:
+#     frames swapped), section 11.6 rule 7;
+#   - a position record repeated (a frame duplicated), section 9.3;
+#   - a position entry holding data, section 8.1;
+#   - a COMMIT whose end LSN is 0, section 11.6 rule 7;
+#   - an Update message cut short inside a .wal.gz, and one with bytes
+#     after its last field, section 11.5;
+#   - the preamble of the newest raw segment lost (a change with no
+#     Relation message before it in its segment), section 9.2;
+#   - bytes appended after the gzip member of a .wal.gz, section 5.2;
+#   - sound: an entry of an unknown kind, section 8.1, and a position
+#     record that advances the position of record, section 9.3.
 use strict;
 use warnings;
 
@@ -101,7 +119,163 @@ my @cases = (
 	} ],
 );
 
+# The newest raw segment of a copy: (path, bytes, parsed, version, position
+# of record at its end).
+sub newest_raw_parsed
+{
+	my ($name) = @_;
+	my $seg  = ad_newest_raw($node, $name);
+	my $buf  = ad_load($seg);
+	my $p    = ad_parse_segment($buf);
+	my $v    = $p->{header}{version};
+	my $pos  = $p->{header}{start_lsn};
+	for my $f (@{ $p->{frames} })
+	{
+		for my $e (ArchiveDamage::ad_entries($f->{body}, $v))
+		{
+			my $t = substr($e->{data}, 0, 1);
+			if ($e->{kind} eq 'k') { $pos = $e->{wal_end} if $e->{wal_end} > $pos; }
+			elsif ($e->{kind} eq 'w' && $t eq 'C')
+			{
+				my $end = unpack('Q>', substr($e->{data}, 10, 8));
+				$pos = $end if $end > $pos;
+			}
+		}
+	}
+	return ($seg, $buf, $p, $v, $pos);
+}
+
+# A frame holding one entry of kind $kind (position walEnd $we, data $data).
+sub one_entry_frame
+{
+	my ($v, $kind, $we, $data) = @_;
+	return ad_frame(ad_body($v, { kind => $kind, data_start => 0, wal_end => $we,
+		send_time => 850000000000000, data => $data // '' }));
+}
+
+# Rewrite the first entry of $seg for which $edit returns true (it changes
+# the entry in place); returns the offset of its frame.
+sub edit_entry
+{
+	my ($seg, $edit) = @_;
+	my $buf = ad_load($seg);
+	my $p   = ad_parse_segment($buf);
+	my $v   = $p->{header}{version};
+	for my $f (@{ $p->{frames} })
+	{
+		my @e = ArchiveDamage::ad_entries($f->{body}, $v);
+		for my $i (0 .. $#e)
+		{
+			next unless $edit->($e[$i], \@e, $i);
+			substr($buf, $f->{offset}, 12 + $f->{length}) = ad_frame(ad_body($v, @e));
+			ad_store($seg, $buf);
+			return $f->{offset};
+		}
+	}
+	die "no entry to edit in $seg";
+}
+
+# name => sub { damage the copy; return (expected: 'damage' or 'sound',
+# file regex, offset or undef) }
+my @classes = (
+	[ 'position record out of order (before the last frame)' => sub {
+		my ($name) = @_;
+		my ($seg, $buf, $p, $v, $pos) = newest_raw_parsed($name);
+		my $last = $p->{frames}[-1];
+		my $k    = one_entry_frame($v, 'k', $pos + 16);
+		substr($buf, $last->{offset}, 0) = $k;
+		ad_store($seg, $buf);
+		# the last frame, now after the position record, goes back
+		return ('damage', quotemeta(basename($seg)), $last->{offset} + length($k));
+	} ],
+	[ 'position record repeated (frame duplicated)' => sub {
+		my ($name) = @_;
+		my ($seg, $buf, $p, $v, $pos) = newest_raw_parsed($name);
+		my $k = one_entry_frame($v, 'k', $pos + 16);
+		ad_store($seg, $buf . $k . $k);
+		return ('damage', quotemeta(basename($seg)), length($buf) + length($k));
+	} ],
+	[ 'position entry holding data' => sub {
+		my ($name) = @_;
+		my ($seg, $buf, $p, $v, $pos) = newest_raw_parsed($name);
+		ad_store($seg, $buf . one_entry_frame($v, 'k', $pos + 16, 'B'));
+		return ('damage', quotemeta(basename($seg)), length($buf));
+	} ],
+	[ 'COMMIT end LSN 0' => sub {
+		my ($name) = @_;
+		my $seg = ad_newest_raw($node, $name);
+		my $off = edit_entry($seg, sub {
+			my ($e) = @_;
+			return 0 unless $e->{kind} eq 'w' && substr($e->{data}, 0, 1) eq 'C';
+			substr($e->{data}, 10, 8) = pack('Q>', 0);
+			return 1;
+		});
+		return ('damage', quotemeta(basename($seg)), $off);
+	} ],
+	[ 'Update message cut short in a .wal.gz' => sub {
+		my ($name) = @_;
+		my ($gz) = grep { $_->{gz} } ad_segments($node, $name);
+		my $off = edit_entry($gz->{path}, sub {
+			my ($e) = @_;
+			return 0 unless $e->{kind} eq 'w' && substr($e->{data}, 0, 1) eq 'U';
+			$e->{data} = substr($e->{data}, 0, length($e->{data}) - 3);
+			return 1;
+		});
+		return ('damage', quotemeta(basename($gz->{path})), $off);
+	} ],
+	[ 'Update message with bytes after its last field' => sub {
+		my ($name) = @_;
+		my $seg = ad_newest_raw($node, $name);
+		my $off = edit_entry($seg, sub {
+			my ($e) = @_;
+			return 0 unless $e->{kind} eq 'w' && substr($e->{data}, 0, 1) eq 'U';
+			$e->{data} .= "\0\0";
+			return 1;
+		});
+		return ('damage', quotemeta(basename($seg)), $off);
+	} ],
+	[ 'preamble of the newest raw segment lost' => sub {
+		my ($name) = @_;
+		my $seg = ad_newest_raw($node, $name);
+		my $off = edit_entry($seg, sub {
+			my ($e, $all, $i) = @_;
+			return 0 unless $e->{kind} eq 's';
+			@$all = grep { $_->{kind} ne 's' } @$all;
+			return 1;
+		});
+		return ('damage', quotemeta(basename($seg)), undef);
+	} ],
+	[ 'bytes after the gzip member of a .wal.gz' => sub {
+		my ($name) = @_;
+		my ($gz) = grep { $_->{gz} } ad_segments($node, $name);
+		my $size = length(ad_load($gz->{path}));
+		open(my $fh, '>>:raw', $gz->{path}) or die "open: $!";
+		print $fh "\x00garbage after the gzip member";
+		close $fh or die "close: $!";
+		return ('damage', quotemeta(basename($gz->{path})), $size);
+	} ],
+	[ 'entry of an unknown kind (sound)' => sub {
+		my ($name) = @_;
+		my ($seg, $buf, $p, $v, $pos) = newest_raw_parsed($name);
+		ad_store($seg, $buf . one_entry_frame($v, 'x', 0, 'future'));
+		return ('sound', undef, undef);
+	} ],
+	[ 'position record that advances the position (sound)' => sub {
+		my ($name) = @_;
+		my ($seg, $buf, $p, $v, $pos) = newest_raw_parsed($name);
+		ad_store($seg, $buf . one_entry_frame($v, 'k', $pos + 16));
+		return ('sound', undef, undef);
+	} ],
+);
+
 my @damaged;
+my @class_copies;
+for my $c (@classes)
+{
+	my $dir = copy_of();
+	my ($expect, $file_re, $off) = $c->[1]->(basename($dir));
+	push @class_copies, [ $c->[0], basename($dir), $expect, $file_re, $off ];
+}
 my $control = copy_of();
 my $control_name = basename($control);
 for my $c (@cases)
@@ -150,6 +324,48 @@ for my $c (@damaged)
 	like($d->{err}, qr/: offset $off: /, "$label: cs_decode.py names offset $off")
 	  if defined $off;
 	unlike($d->{err}, qr/Traceback|internal error/, "$label: cs_decode.py without a traceback");
+}
+
+# the classes cs_decode.py and wal_records() disagreed on: every reader
+# gives the verdict of docs/FORMAT.md
+my $real_rows = $node->safe_psql('postgres',
+	"SELECT count(*) FROM changestream.wal_records('$control_name')");
+for my $c (@class_copies)
+{
+	my ($label, $name, $expect, $file_re, $off) = @$c;
+	my $d = ad_decode(ad_gen_dir($node, $name));
+	unlike($d->{err}, qr/Traceback|internal error/, "$label: cs_decode.py without a traceback");
+	my $v = ad_sql($node, "SELECT file_name || ' at ' || byte_offset || ': ' || problem "
+		  . "FROM changestream.verify('$name');");
+	if ($expect eq 'sound')
+	{
+		is($d->{rc}, 0, "$label: cs_decode.py accepts it") or diag($d->{err});
+		my $r = ad_sql($node, "SELECT count(*) FROM changestream.wal_records('$name');");
+		is($r->{ok} ? $r->{out} : $r->{err}, $real_rows,
+			"$label: wal_records() returns every message");
+		$r = ad_sql($node, "SELECT count(*) FROM changestream.changes('$name');");
+		ok($r->{ok}, "$label: changes() reads it") or diag($r->{err});
+		is($v->{ok} ? $v->{out} : $v->{err}, '', "$label: verify() finds nothing");
+		next;
+	}
+	is($d->{rc}, 1, "$label: cs_decode.py exits 1");
+	like($d->{err}, qr/$file_re[^\n]*: offset \d+: /, "$label: cs_decode.py names the file")
+	  or diag($d->{err});
+	for my $fn ('wal_records', 'changes')
+	{
+		my $r = ad_sql($node, "SELECT count(*) FROM changestream.$fn('$name');");
+		is($r->{sqlstate} // ($r->{ok} ? "no error: $r->{out} rows" : 'none'), 'XX001',
+			"$label: $fn() raises XX001");
+		like($r->{err}, qr/$file_re" is damaged at offset \d+/, "$label: $fn() names the file")
+		  or diag($r->{err});
+		like($r->{err}, qr/offset $off\b/, "$label: $fn() names offset $off")
+		  or diag($r->{err})
+		  if defined $off;
+	}
+	like($v->{out}, qr/$file_re at \d+: /, "$label: verify() reports it")
+	  or diag($v->{out} . $v->{err});
+	like($v->{out}, qr/ at $off: /, "$label: verify() names offset $off")
+	  if defined $off;
 }
 
 $node->stop;
