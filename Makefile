@@ -28,6 +28,7 @@ OBJS = \
 	src/segment_reader.o \
 	src/compress.o \
 	src/compressor.o \
+	src/segment_spare.o \
 	src/log_once.o \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \

@@ -639,6 +639,7 @@ class SegmentResult:
         self.position = None      # position of record at the safe end
         self.valid_end = None
         self.size = None
+        self.zero_tail = 0        # bytes of a preallocated tail
         self.torn = None          # reason of a (legal) torn tail
         self.open_txn = None      # final_lsn of an incomplete trailing txn
         self.open_txn_offset = None
@@ -703,6 +704,11 @@ def read_segment(path, problems, show_entries, show_values, state, torn_ok):
         blen, reason = check_frame(buf, off, version)
         if blen is None:
             r.valid_end = off
+            if torn_ok and not gz_problem and buf.count(0, off) == len(buf) - off:
+                # a preallocated tail (section 11.3): the zeros of a spare
+                # segment not yet written over; the clean end of the data
+                r.zero_tail = len(buf) - off
+                break
             after = valid_frame_after(buf, off, version)
             if gz_problem:
                 reason = "%s (%s at uncompressed offset %d)" % (
@@ -1129,6 +1135,9 @@ def summarize(title, results, problems, torn_notes=True):
     if results and results[-1].position is not None:
         print("  position of record: %s" % lsn(results[-1].position))
     for r in results:
+        if r.zero_tail:
+            print("  preallocated tail: %s: %d zero bytes after offset %d" % (
+                os.path.basename(r.path), r.zero_tail, r.valid_end))
         if r.torn:
             print("  torn tail: %s at offset %d of %d: %s" % (
                 os.path.basename(r.path), r.valid_end, r.size, r.torn))

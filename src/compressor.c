@@ -18,10 +18,12 @@
  *	  the archiver sets after sealing a segment, and looks again every
  *	  RESCAN_MS in any case.
  *
- *	  Its loop is a list of duties run one slice at a time: compression,
- *	  and retention (retention.c: after each snapshot and at least every
- *	  minute, it deletes what the restorable window no longer needs, a
- *	  slice of files at a time).  The archiver's receive loop never waits
+ *	  Its loop is a list of duties run one slice at a time: compression;
+ *	  the spare segment (segment_spare.c: a zero-filled file the archiver
+ *	  renames into place as its next segment, prepared only while nothing
+ *	  waits for compression); and retention (retention.c: after each
+ *	  snapshot and at least every minute, it deletes what the restorable
+ *	  window no longer needs, a slice of files at a time).  The archiver's receive loop never waits
  *	  for either.  A retention error is caught here, logged once and
  *	  dropped: it never stops compression (docs/DESIGN.md section 11).
  *
@@ -68,10 +70,12 @@
 #include "compressor.h"
 #include "log_once.h"
 #include "retention.h"
+#include "segment_spare.h"
 
 #define RESCAN_MS			10000	/* look for work at least this often */
 #define BACKOFF_MIN_MS		1000
 #define BACKOFF_MAX_MS		30000
+#define SPARE_SLICE			(2 * 1024 * 1024)	/* zeros written per step */
 
 /* A sealed raw segment to compress. */
 typedef struct Candidate
@@ -231,6 +235,20 @@ compress_duty(void)
 }
 
 /*
+ * The spare duty: one slice of the zero-filled spare segment the archiver
+ * takes as its next one (segment_spare.c).  The caller runs it only while
+ * no sealed segment waits for compression.  Returns true while work
+ * remains.
+ */
+static bool
+spare_duty(void)
+{
+	if (!lock_directory(cs_directory))
+		return false;
+	return cs_spare_step(cs_directory, SPARE_SLICE);
+}
+
+/*
  * The retention duty: one step of retention.c (plan a run that is due, or
  * delete the next slice of one), planned only while no segment is half
  * compressed, so that a new horizon never lands under the compression
@@ -331,6 +349,7 @@ compression_failed(void)
 	pgstat_report_wait_end();
 	LWLockReleaseAll();
 	AtEOXact_Files(false);
+	cs_spare_forget();
 	MemoryContextReset(job_cxt);
 	cs_compressor_status_set_error(edata->message);
 	FreeErrorData(edata);
@@ -346,6 +365,7 @@ static void
 compressor_exit(int code, Datum arg)
 {
 	cs_compress_abort();
+	cs_spare_abort();
 	cs_compressor_status_exited();
 }
 
@@ -392,6 +412,7 @@ changestream_compressor_main(Datum main_arg)
 				cs_compress_abort();
 				job = NULL;
 			}
+			cs_spare_abort();
 			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
 			{
 				release_lock();
@@ -405,6 +426,8 @@ changestream_compressor_main(Datum main_arg)
 			continue;
 		}
 		more = compress_duty();
+		if (!more)
+			more = spare_duty();
 		more = retention_duty() || more;
 		if (!more)
 			wait_ms(RESCAN_MS, false);

@@ -34,6 +34,7 @@ int			cs_segment_size_kb = 16 * 1024;
 int			cs_segment_timeout_s = 300;
 int			cs_compression_level = 6;
 int			cs_snapshot_interval_s = 0;
+bool		cs_preallocate_segments = true;
 
 /*
  * An archive directory must be absolute: a relative path would silently
@@ -232,6 +233,13 @@ cs_define_gucs(void)
 							&cs_compression_level, 6, 0, 9,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("changestream.preallocate_segments",
+							 "Zero-fill each new changestream segment ahead of time, as PostgreSQL does its WAL segments.",
+							 "The group commit fdatasync then overwrites blocks instead of growing the file.  Turn it off on copy-on-write file systems.",
+							 &cs_preallocate_segments, true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("changestream.snapshot_interval",
 							"Time between scheduled snapshots of the published tables.",

@@ -20,6 +20,7 @@ extern int	cs_segment_size_kb;
 extern int	cs_segment_timeout_s;
 extern int	cs_compression_level;
 extern int	cs_snapshot_interval_s;
+extern bool cs_preallocate_segments;
 
 extern void cs_define_gucs(void);
 

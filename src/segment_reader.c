@@ -68,6 +68,7 @@ struct CsSegmentReader
 	CsEntryCoder coder;			/* decoder state of the current frame */
 	bool		bad;			/* stopped at bytes that do not validate */
 	char	   *bad_reason;		/* why, for errdetail */
+	bool		zero_tail;		/* stopped at a preallocated tail */
 	uLong		gz_crc;			/* compressed: CRC-32 and length of the */
 	int64		gz_len;			/* uncompressed bytes read so far */
 };
@@ -400,11 +401,72 @@ valid_frame_after(CsSegmentReader *r, int64 from)
 }
 
 /*
+ * Is every byte of the raw file from offset from to its end zero?  That is
+ * a preallocated tail (segment_spare.c, docs/FORMAT.md section 11.3): the
+ * zeros of a spare segment that the archiver has not written over yet.
+ * Only the newest raw segment of a generation may have one.  Reads with
+ * pread(), which leaves zlib's file position alone.
+ */
+static bool
+zeros_to_end(CsSegmentReader *r, int64 from)
+{
+	char	   *chunk = palloc(RESYNC_CHUNK);
+	int64		pos = from;
+	bool		zero = true;
+
+	for (;;)
+	{
+		ssize_t		n;
+
+		CHECK_FOR_INTERRUPTS();
+		n = pread(r->fd, chunk, RESYNC_CHUNK, pos);
+		if (n < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", r->path)));
+		if (n == 0)
+			break;
+		/* all zero when the first byte is and each equals the next */
+		if (chunk[0] != 0 || (n > 1 && memcmp(chunk, chunk + 1, n - 1) != 0))
+		{
+			zero = false;
+			break;
+		}
+		pos += n;
+	}
+	pfree(chunk);
+	return zero && pos > from;
+}
+
+/* Does a valid frame start at offset at of the raw file?  (pread()) */
+static bool
+frame_valid_at(CsSegmentReader *r, int64 at)
+{
+	char		fh[CS_FRAME_HEADER_SIZE];
+	uint32		len;
+	uint32		crc;
+	char	   *body;
+	bool		valid = false;
+
+	if (pread(r->fd, fh, CS_FRAME_HEADER_SIZE, at) != CS_FRAME_HEADER_SIZE ||
+		!cs_frame_check_header(fh, &len, &crc) || len >= MaxAllocSize)
+		return false;
+	body = palloc(len);
+	if (pread(r->fd, body, len, at + CS_FRAME_HEADER_SIZE) == (ssize_t) len)
+		valid = cs_frame_body_valid(r->header.format_version, body, len, crc);
+	pfree(body);
+	return valid;
+}
+
+/*
  * cs_reader_finish
  *	  Judges where reading stopped.  Returns false at a clean end of the
- *	  segment, true at a torn tail: bytes that do not validate at the end of
- *	  a raw segment that may_be_torn (the newest of its generation) with no
- *	  valid frame after them.
+ *	  segment (also a preallocated tail: zeros from there to the end of a
+ *	  raw segment that may_be_torn, docs/FORMAT.md section 11.3, and a
+ *	  frame the archiver appended while this reader looked), true at a torn
+ *	  tail: bytes that do not validate at the end of a raw segment that
+ *	  may_be_torn (the newest of its generation) with no valid frame after
+ *	  them.
  *	  Errors: XX001 naming the file and offset for anything else.
  */
 bool
@@ -412,8 +474,25 @@ cs_reader_finish(CsSegmentReader *r, bool may_be_torn)
 {
 	if (!r->bad)
 		return false;
-	if (may_be_torn && !r->compressed && !valid_frame_after(r, r->valid_end))
-		return true;
+	if (may_be_torn && !r->compressed)
+	{
+		if (zeros_to_end(r, r->valid_end))
+		{
+			r->zero_tail = true;
+			return false;
+		}
+		if (!valid_frame_after(r, r->valid_end))
+			return true;
+		/*
+		 * A valid frame follows.  If one is now also where reading stopped,
+		 * the archiver appended while this reader looked: every frame is
+		 * written after the one before it, so the frame at valid_end was
+		 * complete before any later one existed.  Damage never becomes
+		 * valid by itself.  Reading ends cleanly where it stopped.
+		 */
+		if (frame_valid_at(r, r->valid_end))
+			return false;
+	}
 	cs_segment_damage(r->path, r->valid_end, "%s%s", r->bad_reason,
 					  r->compressed ? "" :
 					  (may_be_torn ? " Valid frames follow, so this is not the torn tail of an interrupted write." :
@@ -801,6 +880,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 		}
 	}
 	scan->torn = cs_reader_finish(r, may_be_torn);
+	scan->zero_tail = r->zero_tail;
 	scan->position = track.position;
 	scan->last_commit_lsn = track.last_commit_lsn;
 	scan->transactions = track.transactions;

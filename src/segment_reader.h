@@ -70,6 +70,8 @@ typedef struct CsSegmentScan
 	int64		safe_end;		/* file offset after last safe frame */
 	int64		valid_end;		/* file offset after last valid frame */
 	bool		torn;			/* ends in a torn tail */
+	bool		zero_tail;		/* ends in a preallocated tail: zeros from
+								 * valid_end to the end of the file */
 	uint64		transactions;
 	CsSegmentSeal contents;		/* commits read so far (scratch) */
 	CsSegmentSeal safe_contents;	/* commits before the safe point, and

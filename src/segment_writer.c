@@ -36,6 +36,7 @@
 #include "segment_format.h"
 #include "segment_reader.h"
 #include "segment_schema.h"
+#include "segment_spare.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
 #include "wire.h"
@@ -44,6 +45,7 @@
 
 static MemoryContext writer_cxt = NULL;
 
+static char archive_dir[MAXPGPATH];
 static char wal_dir[MAXPGPATH];
 static char seg_path[MAXPGPATH];
 static uint64 cur_generation;
@@ -170,7 +172,12 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	hdr.timeline = cur_tli;
 	cs_encode_segment_header(&hdr, buf);
 
-	seg_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	/* the compressor's zero-filled spare, else an empty file */
+	seg_fd = -1;
+	if (cs_spare_take(archive_dir, tmp))
+		seg_fd = open(tmp, O_WRONLY | O_NOFOLLOW | PG_BINARY, 0);
+	if (seg_fd < 0)
+		seg_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
 	if (seg_fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -199,6 +206,7 @@ set_target(const char *directory, uint64 generation, uint64 sysid, uint32 tli)
 {
 	char	   *p = cs_wal_dir_path(directory, generation);
 
+	strlcpy(archive_dir, directory, sizeof(archive_dir));
 	strlcpy(wal_dir, p, sizeof(wal_dir));
 	pfree(p);
 	cur_generation = generation;
@@ -323,13 +331,18 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 	if (scan->safe_entry_offset != 0)
 		reframe_safe_entries(fd, path, keep, scan, &rewritten);
 
-	ereport(LOG,
-			(errmsg("cut changestream segment \"%s\" back to its last complete transaction at %X/%X",
-					path, LSN_FORMAT_ARGS(scan->position)),
-			 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at %X/%X and the server sends it again.",
-					   (long long) (keep + rewritten.len), (long long) st.st_size,
-					   scan->torn ? "interrupted write cut" : "incomplete transaction cut",
-					   LSN_FORMAT_ARGS(scan->position))));
+	if (scan->zero_tail && keep == scan->valid_end && rewritten.len == 0)
+		ereport(DEBUG1,
+				(errmsg_internal("removed the preallocated tail of changestream segment \"%s\" (%lld of %lld bytes kept)",
+								 path, (long long) keep, (long long) st.st_size)));
+	else
+		ereport(LOG,
+				(errmsg("cut changestream segment \"%s\" back to its last complete transaction at %X/%X",
+						path, LSN_FORMAT_ARGS(scan->position)),
+				 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at %X/%X and the server sends it again.",
+						   (long long) (keep + rewritten.len), (long long) st.st_size,
+						   scan->torn ? "interrupted write cut" : "incomplete transaction cut",
+						   LSN_FORMAT_ARGS(scan->position))));
 
 	if (rewritten.len == 0)
 	{
@@ -364,11 +377,12 @@ open_active(int64 index, const CsSegmentScan *scan)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", seg_path)));
-	if (lseek(seg_fd, st.st_size, SEEK_SET) != st.st_size)
+	/* after a preallocated tail that was not cut, write over its zeros */
+	seg_size = scan->zero_tail ? Min(scan->valid_end, st.st_size) : st.st_size;
+	if (lseek(seg_fd, seg_size, SEEK_SET) != seg_size)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not seek to end of file \"%s\": %m", seg_path)));
-	seg_size = st.st_size;
 	seg_seal = scan->safe_contents;
 	seg_preamble = 0;			/* not known: rotation counts it as data */
 	durable_size = seg_size;
@@ -691,6 +705,31 @@ cs_writer_should_rotate(TimestampTz now)
 }
 
 /*
+ * Cut the active segment back to the bytes written, when it was
+ * preallocated (segment_spare.c) and is longer: a sealed segment, and one
+ * left by a clean shutdown, never carries the zeros of its spare.  The
+ * caller's next fdatasync makes the new size durable.  Returns whether
+ * anything was cut.
+ */
+static bool
+trim_preallocation(void)
+{
+	struct stat st;
+
+	if (fstat(seg_fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", seg_path)));
+	if (st.st_size <= seg_size)
+		return false;
+	if (ftruncate(seg_fd, seg_size) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not truncate file \"%s\": %m", seg_path)));
+	return true;
+}
+
+/*
  * cs_writer_rotate
  *	  Seal the active segment (flush; write its commit range and position,
  *	  the current position of record, into its header and fdatasync; close),
@@ -705,6 +744,7 @@ cs_writer_rotate(XLogRecPtr position)
 	int64		sealed = seg_index;
 
 	cs_writer_flush();
+	trim_preallocation();
 	seg_seal.end_lsn = position;
 	write_seal(seg_path, &seg_seal);
 	close(seg_fd);
@@ -723,6 +763,8 @@ cs_writer_close(void)
 	if (seg_fd < 0)
 		return;
 	cs_writer_flush();
+	if (trim_preallocation())
+		cs_fsync_fd(seg_fd, seg_path);
 	close(seg_fd);
 	seg_fd = -1;
 }

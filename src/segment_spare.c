@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_spare.c
+ *	  The spare segment: a zero-filled, fsynced file of segment_size bytes
+ *	  that the compressor worker prepares ahead of time and the archiver
+ *	  renames into place as its next segment (changestream.
+ *	  preallocate_segments).
+ *
+ *	  Why: the archiver fdatasyncs its active segment at every group
+ *	  commit.  When each fdatasync follows an append, the file's size and
+ *	  block map change too, and the kernel writes and waits for that
+ *	  metadata as well (measured on ext4: twice the CPU and twice the time
+ *	  of an fdatasync that overwrites blocks already on disk).  PostgreSQL
+ *	  zero-fills its own WAL segments before use for the same reason
+ *	  (XLogFileInitInternal() in src/backend/access/transam/xlog.c).  The
+ *	  archiver overwrites the zeros and cuts the file back to its data at
+ *	  the seal, so only the newest raw segment of a generation ever ends in
+ *	  zeros (docs/FORMAT.md section 11.3, "preallocated tail").
+ *
+ *	  Files, in changestream.directory:
+ *	    spare.wal.part   being zero-filled by the compressor
+ *	    spare.wal        complete: every byte zero, fsynced, renamed, the
+ *	                     directory fsynced
+ *	  Only the compressor writes them (it holds changestream.compressor.lock)
+ *	  and only the archiver (changestream.lock) takes spare.wal, with one
+ *	  rename(2).  A spare that is not a regular file with a single link is
+ *	  never written through: the compressor removes it and makes a new one.
+ *
+ *	  The zero-fill runs in slices, and only while no sealed segment waits
+ *	  for compression, so it never delays compression and the archiver
+ *	  never waits for it: without a spare ready, the archiver creates its
+ *	  next segment empty and appends to it, as before.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/fd.h"
+
+#include "archive_dir.h"
+#include "guc.h"
+#include "segment_spare.h"
+
+#define SPARE_NAME		"spare.wal"
+#define SPARE_PART_NAME	"spare.wal.part"
+#define ZERO_CHUNK		(64 * 1024)
+
+static const char zeros[ZERO_CHUNK];
+
+/* the spare being zero-filled (compressor side) */
+static int	part_fd = -1;
+static char part_path[MAXPGPATH];
+static int64 part_written;
+static int64 part_target;
+
+/*
+ * cs_spare_size() -> int64 bytes
+ *	  Size of a spare: changestream.segment_size rounded up to a multiple
+ *	  of BLCKSZ.
+ */
+int64
+cs_spare_size(void)
+{
+	int64		bytes = (int64) cs_segment_size_kb * 1024;
+
+	return ((bytes + BLCKSZ - 1) / BLCKSZ) * BLCKSZ;
+}
+
+/*
+ * lstat() path: 1 a usable spare, 0 none, -1 something that must go (not a
+ * regular file with one link), -2 a spare of another size (made before a
+ * change of changestream.segment_size).
+ */
+static int
+judge_spare(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+	{
+		if (errno == ENOENT)
+			return 0;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	}
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+		return -1;
+	if ((int64) st.st_size != cs_spare_size())
+		return -2;
+	return 1;
+}
+
+/* Remove path (a spare or a part) if it is there; fsync the directory. */
+static void
+remove_spare_file(const char *directory, const char *path)
+{
+	if (unlink(path) != 0)
+	{
+		if (errno == ENOENT)
+			return;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", path)));
+	}
+	cs_fsync_path(directory, true);
+}
+
+/* Start zero-filling a new spare.wal.part. */
+static void
+begin_part(const char *directory)
+{
+	snprintf(part_path, sizeof(part_path), "%s/%s", directory, SPARE_PART_NAME);
+	/* a leftover part (or anything under its name) is not trusted */
+	(void) unlink(part_path);
+	part_fd = OpenTransientFile(part_path,
+								O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+	if (part_fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", part_path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	part_written = 0;
+	part_target = cs_spare_size();
+}
+
+/* Write up to budget zero bytes to the part; true when it is complete. */
+static bool
+fill_part(int64 budget)
+{
+	int64		stop = Min(part_target, part_written + budget);
+
+	while (part_written < stop)
+	{
+		ssize_t		n = write(part_fd, zeros, Min(ZERO_CHUNK, stop - part_written));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			if (n == 0)
+				errno = ENOSPC;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write to file \"%s\": %m", part_path),
+					 errhint("Check free space in changestream.directory, or turn changestream.preallocate_segments off.")));
+		}
+		part_written += n;
+	}
+	return part_written >= part_target;
+}
+
+/* fsync the complete part and rename it to spare.wal (durably). */
+static void
+finish_part(const char *directory)
+{
+	char		spare[MAXPGPATH];
+
+	cs_fsync_fd(part_fd, part_path);
+	CloseTransientFile(part_fd);
+	part_fd = -1;
+	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	if (rename(part_path, spare) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m",
+						part_path, spare)));
+	cs_fsync_path(directory, true);
+	ereport(DEBUG1,
+			(errmsg_internal("prepared spare changestream segment \"%s\" (%lld bytes)",
+							 spare, (long long) part_target)));
+}
+
+/*
+ * cs_spare_step(directory, budget) -> bool
+ *	  One step of the compressor's spare duty for the archive directory
+ *	  (an absolute path): with changestream.preallocate_segments on and no
+ *	  usable spare.wal, write at most budget (bytes) of zeros to
+ *	  spare.wal.part, and rename it to spare.wal once it holds
+ *	  cs_spare_size() bytes and is fsynced.  With the setting off, remove
+ *	  any spare files.  A spare.wal that is not a regular file with one
+ *	  link is removed (LOG) and made again, and so is one whose size is
+ *	  not cs_spare_size() (segment_size changed).  Returns true while work
+ *	  remains.  Errors: file access SQLSTATEs (58030, 53100 disk full);
+ *	  after one, cs_spare_abort() cleans up.
+ */
+bool
+cs_spare_step(const char *directory, int64 budget)
+{
+	char		spare[MAXPGPATH];
+	int			verdict;
+
+	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	if (!cs_preallocate_segments)
+	{
+		cs_spare_abort();
+		remove_spare_file(directory, spare);
+		return false;
+	}
+	if (part_fd < 0)
+	{
+		verdict = judge_spare(spare);
+		if (verdict == 1)
+			return false;
+		if (verdict == -2)
+			remove_spare_file(directory, spare);
+		else if (verdict < 0)
+		{
+			ereport(LOG,
+					(errmsg("removing \"%s\": it is not a regular file with a single link",
+							spare),
+					 errdetail("The archiver writes into the spare segment, so it must be a file of changestream's own.")));
+			remove_spare_file(directory, spare);
+		}
+		begin_part(directory);
+	}
+	if (!fill_part(budget))
+		return true;
+	finish_part(directory);
+	return false;
+}
+
+/*
+ * cs_spare_abort() -> void
+ *	  Forget the spare being filled and remove its part file; for the
+ *	  compressor's error path and for a change of directory.  The
+ *	  descriptor itself is a transient file, closed by AtEOXact_Files() on
+ *	  the error path, or here.  Never raises.
+ */
+void
+cs_spare_abort(void)
+{
+	if (part_fd >= 0)
+	{
+		CloseTransientFile(part_fd);
+		part_fd = -1;
+	}
+	if (part_path[0] != '\0')
+		(void) unlink(part_path);
+	part_path[0] = '\0';
+}
+
+/*
+ * cs_spare_forget() -> void
+ *	  After AtEOXact_Files() closed the part's descriptor (the compressor's
+ *	  error path): remove the part without closing anything.  Never raises.
+ */
+void
+cs_spare_forget(void)
+{
+	part_fd = -1;
+	if (part_path[0] != '\0')
+		(void) unlink(part_path);
+	part_path[0] = '\0';
+}
+
+/*
+ * cs_spare_take(directory, dest) -> bool
+ *	  For the archiver, at segment creation: with changestream.
+ *	  preallocate_segments on, rename directory's spare.wal (a regular file
+ *	  with one link) to dest (the new segment's .tmp path) and return true;
+ *	  false, changing nothing, when there is no usable spare or the rename
+ *	  fails (another file system, say; logged at DEBUG1): the caller then
+ *	  creates the segment empty.  The caller opens dest with O_NOFOLLOW.
+ *	  Errors: 58030 when lstat() fails for a reason other than ENOENT.
+ */
+bool
+cs_spare_take(const char *directory, const char *dest)
+{
+	char		spare[MAXPGPATH];
+
+	if (!cs_preallocate_segments)
+		return false;
+	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	if (judge_spare(spare) != 1)
+		return false;
+	if (rename(spare, dest) != 0)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("could not rename spare segment \"%s\" to \"%s\": %m",
+								 spare, dest)));
+		return false;
+	}
+	return true;
+}

@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment_spare.h
+ *	  The zero-filled spare segment the compressor prepares and the
+ *	  archiver renames into place (segment_spare.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_SEGMENT_SPARE_H
+#define CS_SEGMENT_SPARE_H
+
+extern int64 cs_spare_size(void);
+extern bool cs_spare_step(const char *directory, int64 budget);
+extern void cs_spare_abort(void);
+extern void cs_spare_forget(void);
+extern bool cs_spare_take(const char *directory, const char *dest);
+
+#endif							/* CS_SEGMENT_SPARE_H */
