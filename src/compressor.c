@@ -23,8 +23,8 @@
  *	  renames into place as its next segment, prepared only while nothing
  *	  waits for compression); and retention (retention.c: after each
  *	  snapshot and at least every minute, it deletes what the restorable
- *	  window no longer needs, a slice of files at a time).  The archiver's receive loop never waits
- *	  for either.  A retention error is caught here, logged once and
+ *	  window no longer needs, a slice of files at a time).  The archiver's
+ *	  receive loop never waits for any of them.  A retention error is caught here, logged once and
  *	  dropped: it never stops compression (docs/DESIGN.md section 11).
  *
  *	  It holds its own lock file in the archive directory
@@ -282,6 +282,7 @@ retention_duty(void)
 		job = NULL;
 		LWLockReleaseAll();
 		AtEOXact_Files(false);
+		cs_spare_forget();		/* AtEOXact_Files() closed its part */
 		MemoryContextReset(job_cxt);
 		cs_retention_failed(edata);
 		FreeErrorData(edata);
@@ -412,9 +413,9 @@ changestream_compressor_main(Datum main_arg)
 				cs_compress_abort();
 				job = NULL;
 			}
-			cs_spare_abort();
 			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
 			{
+				cs_spare_abort();	/* a spare of another directory */
 				release_lock();
 				cs_retention_reset();	/* a run of another directory */
 			}

@@ -96,7 +96,7 @@ holds_acknowledged_data(const char *directory, uint64 generation,
 	first = linitial(segments);
 	if (list_length(segments) > 1 || first->compressed || first->index != 0)
 		return true;
-	if (!cs_scan_segment(first->path, false, true, &scan, NULL, NULL))
+	if (!cs_scan_segment(first->path, false, CS_TAIL_NEWEST, &scan, NULL, NULL))
 		return false;
 	return scan.transactions > 0 ||
 		scan.position > scan.header.start_lsn ||

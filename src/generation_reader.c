@@ -424,7 +424,7 @@ limit_newest(CsGenerationReader *gr)
 	gr->limit_entry = 0;
 	gr->limited = false;
 	if (gr->newest && !gr->cur->compressed &&
-		cs_scan_segment(gr->cur->path, false, true, &scan, NULL, NULL))
+		cs_scan_segment(gr->cur->path, false, CS_TAIL_NEWEST, &scan, NULL, NULL))
 	{
 		gr->limit_frame = scan.safe_entry_offset == 0 ?
 			scan.safe_end : scan.safe_frame_offset;
@@ -547,7 +547,8 @@ close_current(CsGenerationReader *gr)
 	bool		may_be_torn = gr->newest && !gr->cur->compressed;
 
 	if (!gr->limited)
-		(void) cs_reader_finish(gr->reader, may_be_torn);
+		(void) cs_reader_finish(gr->reader,
+								may_be_torn ? CS_TAIL_NEWEST : CS_TAIL_SEALED);
 	if ((!gr->newest || gr->cur->compressed) && gr->track.in_txn)
 		cs_segment_damage(gr->cur->path, cs_reader_valid_end(gr->reader),
 						  "The segment ends inside a transaction; segments are only sealed between transactions.");

@@ -49,6 +49,7 @@
 
 #define READ_SLICE		(1024 * 1024)	/* body bytes read per gzread() */
 #define RESYNC_CHUNK	(1024 * 1024)	/* bytes searched per pread() */
+#define CS_PAGE_BYTES	4096	/* the kernel's unit of writeback */
 
 struct CsSegmentReader
 {
@@ -346,25 +347,25 @@ cs_reader_next_frame(CsSegmentReader *r)
 }
 
 /*
- * Is there a valid frame anywhere in a raw file after offset from?  A
- * frame is recognised by its magic, a length that fits in the file and a
- * matching CRC-32C.  The file is searched with pread(), which leaves
- * zlib's file position alone.
+ * The offset of the first valid frame in a raw file after offset from, or
+ * -1 if there is none.  A frame is recognised by its magic, a length that
+ * fits in the file and a matching CRC-32C.  The file is searched with
+ * pread(), which leaves zlib's file position alone.
  */
-static bool
-valid_frame_after(CsSegmentReader *r, int64 from)
+static int64
+next_valid_frame(CsSegmentReader *r, int64 from)
 {
 	struct stat st;
 	char	   *chunk;
 	int64		pos;
-	bool		found = false;
+	int64		found = -1;
 
 	if (fstat(r->fd, &st) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", r->path)));
 	chunk = palloc(RESYNC_CHUNK);
-	for (pos = from + 1; !found && pos + CS_FRAME_HEADER_SIZE <= st.st_size;)
+	for (pos = from + 1; found < 0 && pos + CS_FRAME_HEADER_SIZE <= st.st_size;)
 	{
 		ssize_t		n;
 		ssize_t		i;
@@ -376,7 +377,7 @@ valid_frame_after(CsSegmentReader *r, int64 from)
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("could not read file \"%s\": %m", r->path)));
-		for (i = 0; !found && i + CS_FRAME_HEADER_SIZE <= n; i++)
+		for (i = 0; found < 0 && i + CS_FRAME_HEADER_SIZE <= n; i++)
 		{
 			uint32		len;
 			uint32		crc;
@@ -387,9 +388,9 @@ valid_frame_after(CsSegmentReader *r, int64 from)
 				len >= MaxAllocSize)
 				continue;
 			body = palloc(len);
-			if (pread(r->fd, body, len, pos + i + CS_FRAME_HEADER_SIZE) == (ssize_t) len)
-				found = cs_frame_body_valid(r->header.format_version,
-											body, len, crc);
+			if (pread(r->fd, body, len, pos + i + CS_FRAME_HEADER_SIZE) == (ssize_t) len &&
+				cs_frame_body_valid(r->header.format_version, body, len, crc))
+				found = pos + i;
 			pfree(body);
 		}
 		if (n < CS_FRAME_HEADER_SIZE)
@@ -438,6 +439,33 @@ zeros_to_end(CsSegmentReader *r, int64 from)
 	return zero && pos > from;
 }
 
+/*
+ * Does [from, to) of the raw file hold a whole, aligned page of zeros
+ * (CS_PAGE_BYTES)?  After a power loss, the pages of frames written after
+ * the last fdatasync may have reached the disk in any order, and a page
+ * that never did reads back as it was before: zeros, in a preallocated
+ * segment (or in a hole of a grown one).  A bit flip leaves no such page.
+ */
+static bool
+zero_page_between(CsSegmentReader *r, int64 from, int64 to)
+{
+	char	   *page = palloc(CS_PAGE_BYTES);
+	int64		pos = TYPEALIGN(CS_PAGE_BYTES, from);
+	bool		found = false;
+
+	for (; !found && pos + CS_PAGE_BYTES <= to; pos += CS_PAGE_BYTES)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (pread(r->fd, page, CS_PAGE_BYTES, pos) != CS_PAGE_BYTES)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", r->path)));
+		found = page[0] == 0 && memcmp(page, page + 1, CS_PAGE_BYTES - 1) == 0;
+	}
+	pfree(page);
+	return found;
+}
+
 /* Does a valid frame start at offset at of the raw file?  (pread()) */
 static bool
 frame_valid_at(CsSegmentReader *r, int64 at)
@@ -448,8 +476,17 @@ frame_valid_at(CsSegmentReader *r, int64 at)
 	char	   *body;
 	bool		valid = false;
 
+	struct stat st;
+
 	if (pread(r->fd, fh, CS_FRAME_HEADER_SIZE, at) != CS_FRAME_HEADER_SIZE ||
 		!cs_frame_check_header(fh, &len, &crc) || len >= MaxAllocSize)
+		return false;
+	/* the length is untrusted: check it against the bytes there first */
+	if (fstat(r->fd, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", r->path)));
+	if (at + CS_FRAME_HEADER_SIZE + (int64) len > (int64) st.st_size)
 		return false;
 	body = palloc(len);
 	if (pread(r->fd, body, len, at + CS_FRAME_HEADER_SIZE) == (ssize_t) len)
@@ -460,18 +497,24 @@ frame_valid_at(CsSegmentReader *r, int64 at)
 
 /*
  * cs_reader_finish
- *	  Judges where reading stopped.  Returns false at a clean end of the
- *	  segment (also a preallocated tail: zeros from there to the end of a
- *	  raw segment that may_be_torn, docs/FORMAT.md section 11.3, and a
- *	  frame the archiver appended while this reader looked), true at a torn
- *	  tail: bytes that do not validate at the end of a raw segment that
- *	  may_be_torn (the newest of its generation) with no valid frame after
- *	  them.
+ *	  Judges where reading stopped, by the tail rule (CsTailRule) of the
+ *	  segment.  Returns false at a clean end of the segment (also, in the
+ *	  newest raw segment, a preallocated tail: zeros from there to the end
+ *	  of the file, docs/FORMAT.md section 11.3, and a frame the archiver
+ *	  appended while this reader looked), true at a torn tail: bytes that
+ *	  do not validate at the end of the newest raw segment with no valid
+ *	  frame after them, or, under CS_TAIL_RECOVERY, with valid frames after
+ *	  them and a whole page of zeros before the first of those (pages of a
+ *	  power loss that never reached the disk; the caller cuts only above
+ *	  confirmed_flush_lsn).
  *	  Errors: XX001 naming the file and offset for anything else.
  */
 bool
-cs_reader_finish(CsSegmentReader *r, bool may_be_torn)
+cs_reader_finish(CsSegmentReader *r, CsTailRule tail)
 {
+	bool		may_be_torn = tail != CS_TAIL_SEALED;
+	int64		next;
+
 	if (!r->bad)
 		return false;
 	if (may_be_torn && !r->compressed)
@@ -481,7 +524,12 @@ cs_reader_finish(CsSegmentReader *r, bool may_be_torn)
 			r->zero_tail = true;
 			return false;
 		}
-		if (!valid_frame_after(r, r->valid_end))
+		next = next_valid_frame(r, r->valid_end);
+		if (next < 0)
+			return true;
+		/* frames of a power loss that reached the disk out of order */
+		if (tail == CS_TAIL_RECOVERY &&
+			zero_page_between(r, r->valid_end, next))
 			return true;
 		/*
 		 * A valid frame follows.  If one is now also where reading stopped,
@@ -794,8 +842,7 @@ note_safe_point(CsSegmentReader *r, CsSegmentScan *scan)
  * cs_scan_segment
  *	  Walks a segment and fills *scan: the position of record at its last
  *	  safe point, where that safe point lies, and whether it ends in a torn
- *	  tail.  may_be_torn says the segment is the newest raw one of its
- *	  generation.  schema_cb, if given, sees each Relation/Type message
+ *	  tail.  tail says how the segment may end (CsTailRule).  schema_cb, if given, sees each Relation/Type message
  *	  (preamble or streamed) that lies before the safe point, in order;
  *	  those inside a transaction once the transaction is complete.
  *	  Returns false if the file is missing.
@@ -804,7 +851,7 @@ note_safe_point(CsSegmentReader *r, CsSegmentScan *scan)
  *	  message or transactions out of order.
  */
 bool
-cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
+cs_scan_segment(const char *path, bool compressed, CsTailRule tail,
 				CsSegmentScan *scan, CsSchemaCallback schema_cb, void *arg)
 {
 	CsSegmentReader *r = cs_reader_open(path, compressed, true);
@@ -879,7 +926,7 @@ cs_scan_segment(const char *path, bool compressed, bool may_be_torn,
 			}
 		}
 	}
-	scan->torn = cs_reader_finish(r, may_be_torn);
+	scan->torn = cs_reader_finish(r, tail);
 	scan->zero_tail = r->zero_tail;
 	scan->position = track.position;
 	scan->last_commit_lsn = track.last_commit_lsn;

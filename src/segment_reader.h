@@ -16,13 +16,33 @@
 
 typedef struct CsSegmentReader CsSegmentReader;
 
+/*
+ * How a segment may end (cs_reader_finish(), docs/FORMAT.md section 11.3).
+ */
+typedef enum CsTailRule
+{
+	CS_TAIL_SEALED,				/* a .gz, or a raw segment with a successor:
+								 * only at a frame boundary */
+	CS_TAIL_NEWEST,				/* the newest raw segment, which the archiver
+								 * may be writing: also a torn tail (bad bytes,
+								 * no valid frame after them) or a
+								 * preallocated tail (zeros to the end) */
+	CS_TAIL_RECOVERY			/* the newest raw segment at the archiver's
+								 * recovery: also bad bytes with valid frames
+								 * after them and a page of zeros between,
+								 * since the pages of frames written after the
+								 * last fdatasync may have reached the disk in
+								 * any order; the caller cuts them only above
+								 * confirmed_flush_lsn */
+} CsTailRule;
+
 extern CsSegmentReader *cs_reader_open(const char *path, bool compressed,
 									   bool missing_ok);
 extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
 extern const char *cs_reader_path(CsSegmentReader *reader);
 extern bool cs_reader_next_frame(CsSegmentReader *reader);
 extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
-extern bool cs_reader_finish(CsSegmentReader *reader, bool may_be_torn);
+extern bool cs_reader_finish(CsSegmentReader *reader, CsTailRule tail);
 extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
@@ -83,7 +103,7 @@ typedef void (*CsSchemaCallback) (const CsEntry *entry,
 								  const CsMessageInfo *info, void *arg);
 
 extern bool cs_scan_segment(const char *path, bool compressed,
-							bool may_be_torn, CsSegmentScan *scan,
+							CsTailRule tail, CsSegmentScan *scan,
 							CsSchemaCallback schema_cb, void *arg);
 
 #endif							/* CS_SEGMENT_READER_H */

@@ -169,6 +169,7 @@ finish_part(const char *directory)
 				(errcode_for_file_access(),
 				 errmsg("could not rename file \"%s\" to \"%s\": %m",
 						part_path, spare)));
+	part_path[0] = '\0';
 	cs_fsync_path(directory, true);
 	ereport(DEBUG1,
 			(errmsg_internal("prepared spare changestream segment \"%s\" (%lld bytes)",
@@ -197,7 +198,11 @@ cs_spare_step(const char *directory, int64 budget)
 	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
 	if (!cs_preallocate_segments)
 	{
+		char		part[MAXPGPATH];
+
 		cs_spare_abort();
+		snprintf(part, sizeof(part), "%s/%s", directory, SPARE_PART_NAME);
+		remove_spare_file(directory, part); /* a crashed compressor's */
 		remove_spare_file(directory, spare);
 		return false;
 	}
@@ -259,31 +264,56 @@ cs_spare_forget(void)
 }
 
 /*
- * cs_spare_take(directory, dest) -> bool
+ * cs_spare_take(directory, dest) -> int
  *	  For the archiver, at segment creation: with changestream.
- *	  preallocate_segments on, rename directory's spare.wal (a regular file
- *	  with one link) to dest (the new segment's .tmp path) and return true;
- *	  false, changing nothing, when there is no usable spare or the rename
- *	  fails (another file system, say; logged at DEBUG1): the caller then
- *	  creates the segment empty.  The caller opens dest with O_NOFOLLOW.
- *	  Errors: 58030 when lstat() fails for a reason other than ENOENT.
+ *	  preallocate_segments on, rename directory's spare.wal to dest (the
+ *	  new segment's .tmp path, in the same file system) and return a
+ *	  descriptor open for writing on it, after checking through that
+ *	  descriptor that it is a regular file with one link and of
+ *	  cs_spare_size() bytes; the rename's removal from directory is fsynced.
+ *	  Returns -1, leaving no dest behind, when there is no spare, it is not
+ *	  one of changestream's own (a link: it is never written through), or
+ *	  the rename or open fails (logged at DEBUG1): the caller then creates
+ *	  the segment empty.  The caller owns the descriptor (plain open(), as
+ *	  the active segment's always is).
+ *	  Errors: file access SQLSTATEs if the directory fsync fails.
  */
-bool
+int
 cs_spare_take(const char *directory, const char *dest)
 {
 	char		spare[MAXPGPATH];
+	struct stat st;
+	int			fd;
 
 	if (!cs_preallocate_segments)
-		return false;
+		return -1;
 	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
-	if (judge_spare(spare) != 1)
-		return false;
+	/* only a regular file is moved (the compressor deals with the rest) */
+	if (lstat(spare, &st) != 0 || !S_ISREG(st.st_mode))
+		return -1;
 	if (rename(spare, dest) != 0)
 	{
-		ereport(DEBUG1,
-				(errmsg_internal("could not rename spare segment \"%s\" to \"%s\": %m",
-								 spare, dest)));
-		return false;
+		if (errno != ENOENT)
+			ereport(DEBUG1,
+					(errmsg_internal("could not rename spare segment \"%s\" to \"%s\": %m",
+									 spare, dest)));
+		return -1;
 	}
-	return true;
+	cs_fsync_path(directory, true);
+	fd = open(dest, O_WRONLY | O_NOFOLLOW | PG_BINARY, 0);
+	if (fd >= 0 &&
+		(fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+		 (int64) st.st_size != cs_spare_size()))
+	{
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("spare segment \"%s\" is not usable: removed",
+								 spare)));
+		(void) unlink(dest);
+	}
+	return fd;
 }

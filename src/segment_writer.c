@@ -173,11 +173,10 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	cs_encode_segment_header(&hdr, buf);
 
 	/* the compressor's zero-filled spare, else an empty file */
-	seg_fd = -1;
-	if (cs_spare_take(archive_dir, tmp))
-		seg_fd = open(tmp, O_WRONLY | O_NOFOLLOW | PG_BINARY, 0);
+	seg_fd = cs_spare_take(archive_dir, tmp);
 	if (seg_fd < 0)
-		seg_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+		seg_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | PG_BINARY,
+					  S_IRUSR | S_IWUSR);
 	if (seg_fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -495,7 +494,8 @@ cs_writer_recover(const char *directory, uint64 generation,
 	}
 	failed_durable_size = -1;
 
-	cs_scan_segment(newest->path, newest->compressed, !newest->compressed,
+	cs_scan_segment(newest->path, newest->compressed,
+					newest->compressed ? CS_TAIL_SEALED : CS_TAIL_RECOVERY,
 					&scan, schema_from_scan, NULL);
 	cs_check_segment_header(newest->path, &scan.header, newest->index,
 							generation, &identity);

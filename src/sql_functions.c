@@ -108,13 +108,14 @@ generation_end(const char *directory, uint64 generation, List *segments,
 	if (segments == NIL)
 		return start_lsn;
 	last = llast(segments);
-	if (!cs_scan_segment(last->path, last->compressed, !last->compressed,
+	if (!cs_scan_segment(last->path, last->compressed,
+						 last->compressed ? CS_TAIL_SEALED : CS_TAIL_NEWEST,
 						 &scan, NULL, NULL))
 	{
 		/* compressed and removed since it was listed */
 		char	   *gz = psprintf("%s.gz", last->path);
 
-		if (last->compressed || !cs_scan_segment(gz, true, false, &scan, NULL, NULL))
+		if (last->compressed || !cs_scan_segment(gz, true, CS_TAIL_SEALED, &scan, NULL, NULL))
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("changestream segment \"%s\" disappeared while being read",
