@@ -49,6 +49,8 @@
 #   DRAIN_TXNS=25000/7500  transactions per client (100k / 30k in all)
 #   SCALE=10               pgbench scale
 #   TPS_SECONDS=60/15      length of each TPS run (8 clients, 2 threads)
+#   TPS_PREALLOC_AB=0      1: phase 2 also runs changestream with
+#                          changestream.preallocate_segments off
 #   TPS_ROUNDS=3/1         TPS runs per configuration (order rotates;
 #                          5 with --tps-only)
 #   LAG_SECONDS=30/15      LAG_RATE=1000  lag run length and rate
@@ -819,8 +821,10 @@ tps_run() {
 			done
 			pids="$(cat "$WORK/recv-tps.pid") $(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'bench_tps'")"
 			;;
-		changestream)
+		changestream | cs_noprealloc)
 			new_archive "tps-$i"
+			[ "$mode" = changestream ] ||
+				q "ALTER SYSTEM SET changestream.preallocate_segments = off" >/dev/null
 			cs_set_directory "$ARCHIVE"
 			wait_state streaming "$TIMEOUT"
 			pids="$(q "SELECT pid FROM changestream.status()") $(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'changestream'")"
@@ -845,9 +849,11 @@ tps_run() {
 			stop_pid "$WORK/recv-tps.pid" INT
 			drop_slot bench_tps
 			;;
-		changestream)
+		changestream | cs_noprealloc)
 			behind=$(q "SELECT round(pg_wal_lsn_diff('$end', flushed_lsn) / 1e6, 1) FROM changestream.status()")
 			cs_stop
+			[ "$mode" = changestream ] ||
+				q "ALTER SYSTEM RESET changestream.preallocate_segments" >/dev/null
 			;;
 	esac
 	LAST_TPS=$tps LAST_CPU=$cpu LAST_BEHIND=$behind LAST_OTHER=$OTHER_CPUS
@@ -882,6 +888,8 @@ tps_phase() {
 			1) order="recvlogical changestream none" ;;
 			2) order="changestream none recvlogical" ;;
 		esac
+		# TPS_PREALLOC_AB=1: also changestream with preallocate_segments off
+		[ "${TPS_PREALLOC_AB:-0}" = 1 ] && order=${order/changestream/changestream cs_noprealloc}
 		for m in $order; do tps_measure "$m" "$i"; done
 	done
 	# shellcheck disable=SC2086
@@ -893,6 +901,11 @@ tps_phase() {
 		BEHIND_CS=$(median ${BEHIND_MB[changestream]})
 		TPS_CPU_RECV=$(median ${TPS_CPU[recvlogical]})
 		TPS_CPU_CS=$(median ${TPS_CPU[changestream]})
+		if [ -n "${TPS_RUNS[cs_noprealloc]:-}" ]; then
+			TPS_CSOFF=$(median ${TPS_RUNS[cs_noprealloc]})
+			TPS_CPU_CSOFF=$(median ${TPS_CPU[cs_noprealloc]})
+			BEHIND_CSOFF=$(median ${BEHIND_MB[cs_noprealloc]})
+		fi
 	}
 }
 
@@ -1040,13 +1053,14 @@ machine_line() {
 	echo "Machine: $NPROC CPUs ($CPU_MODEL), $MEM_GB GB RAM, Linux $KERNEL, disk $DISK, 8 kB fdatasync'ed write $FSYNC_MS ms."
 }
 
-# changestream's TPS over pg_recvlogical's in each round: "r1, r2, ..."
-# (a round runs every configuration back to back, so its ratio is the
-# least touched by the machine's slower drift)
+# The TPS of configuration $1 (default changestream) over that of $2
+# (default recvlogical) in each round: "r1, r2, ..." (a round runs every
+# configuration back to back, so its ratio is the least touched by the
+# machine's slower drift)
 tps_round_ratios() {
 	local -a c r
-	read -r -a c <<<"${TPS_RUNS[changestream]}"
-	read -r -a r <<<"${TPS_RUNS[recvlogical]}"
+	read -r -a c <<<"${TPS_RUNS[${1:-changestream}]}"
+	read -r -a r <<<"${TPS_RUNS[${2:-recvlogical}]}"
 	local k out=""
 	for k in "${!c[@]}"; do out="$out${out:+, }$(calc "${c[k]} / ${r[k]}" 3)"; done
 	printf '%s' "$out"
@@ -1065,9 +1079,19 @@ tps_section() {
 	echo "| none | $TPS_NONE | 1.000 | $(tps_runs_of none) | | | |"
 	echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
 	echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
+	[ -z "${TPS_CSOFF:-}" ] ||
+		echo "| changestream, preallocate_segments off | $TPS_CSOFF | $(calc "$TPS_CSOFF / $TPS_NONE" 3) | $(tps_runs_of cs_noprealloc) | $TPS_CPU_CSOFF | $(calc "$TPS_CPU_CSOFF * 1e6 / ($TPS_CSOFF * $TPS_SECONDS)" 1) | $BEHIND_CSOFF |"
 	echo
 	# shellcheck disable=SC2086
 	echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV} (medians); round by round (runs next to each other): $rr, median $(median ${rr//,/})."
+	if [ -n "${TPS_CSOFF:-}" ]; then
+		rr=$(tps_round_ratios cs_noprealloc recvlogical)
+		# shellcheck disable=SC2086
+		echo "changestream with preallocate_segments off / pg_recvlogical: $(calc "$TPS_CSOFF / $TPS_RECV" 3) (medians); round by round: $rr, median $(median ${rr//,/})."
+		rr=$(tps_round_ratios changestream cs_noprealloc)
+		# shellcheck disable=SC2086
+		echo "preallocate_segments on / off: $(calc "$TPS_CS / $TPS_CSOFF" 3) (medians); round by round: $rr, median $(median ${rr//,/})."
+	fi
 }
 
 # The ratios of phase 2 (TPS_* set by tps_phase).

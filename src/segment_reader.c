@@ -12,10 +12,13 @@
  *	  Reading stops at the first frame that does not validate.  Whether
  *	  those bytes are a torn tail (the last write of the newest raw
  *	  segment, cut short by a crash) or damage is decided by
- *	  cs_reader_finish(): a torn tail can only be the end of the newest raw
- *	  segment with no valid frame anywhere after it (docs/DESIGN.md,
- *	  damaged-archive rules).  Anything else is XX001 naming the file and
- *	  the offset.
+ *	  cs_reader_finish(), by the segment's tail rule (CsTailRule): a torn
+ *	  tail can only be the end of the newest raw segment with no valid
+ *	  frame anywhere after it (at the writer's recovery, also with a page
+ *	  of zeros before the next valid frame), and zeros from there to the
+ *	  end of the file are its preallocated tail, the clean end of its data
+ *	  (docs/DESIGN.md, damaged-archive rules; docs/FORMAT.md section 11.3).
+ *	  Anything else is XX001 naming the file and the offset.
  *
  *	  A reader owns its file through a memory context reset callback, so an
  *	  error anywhere (in the reader or in its caller) closes the file and
@@ -401,6 +404,13 @@ next_valid_frame(CsSegmentReader *r, int64 from)
 	return found;
 }
 
+/* Are all n (> 0) bytes of buf zero?  (The first is, and each equals the next.) */
+static bool
+all_zero(const char *buf, size_t n)
+{
+	return buf[0] == 0 && (n < 2 || memcmp(buf, buf + 1, n - 1) == 0);
+}
+
 /*
  * Is every byte of the raw file from offset from to its end zero?  That is
  * a preallocated tail (segment_spare.c, docs/FORMAT.md section 11.3): the
@@ -427,8 +437,7 @@ zeros_to_end(CsSegmentReader *r, int64 from)
 					 errmsg("could not read file \"%s\": %m", r->path)));
 		if (n == 0)
 			break;
-		/* all zero when the first byte is and each equals the next */
-		if (chunk[0] != 0 || (n > 1 && memcmp(chunk, chunk + 1, n - 1) != 0))
+		if (!all_zero(chunk, n))
 		{
 			zero = false;
 			break;
@@ -460,7 +469,7 @@ zero_page_between(CsSegmentReader *r, int64 from, int64 to)
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("could not read file \"%s\": %m", r->path)));
-		found = page[0] == 0 && memcmp(page, page + 1, CS_PAGE_BYTES - 1) == 0;
+		found = all_zero(page, CS_PAGE_BYTES);
 	}
 	pfree(page);
 	return found;
