@@ -209,8 +209,8 @@ else
 fi
 cs_info "total: $(du -sh "$ARCHIVE" | cut -f1)"
 
-sealed=$(find "$ARCHIVE" -name '*.wal.gz' | wc -l)
-raw=$(find "$ARCHIVE" -name '*.wal' | wc -l)
+sealed=$(find "$ARCHIVE/generations" -path '*/wal/*' -name '*.wal.gz' | wc -l)
+raw=$(find "$ARCHIVE/generations" -path '*/wal/*' -name '*.wal' | wc -l)  # not spare.wal, the preallocated next segment
 bad_gz=0
 while IFS= read -r f; do
 	gzip -t "$f" 2>/dev/null || { cs_info "gzip -t failed: $f"; bad_gz=$((bad_gz + 1)); }
