@@ -350,6 +350,22 @@ cs_reader_next_frame(CsSegmentReader *r)
 }
 
 /*
+ * pread() of the raw file, leaving zlib's file position alone; returns the
+ * bytes read (0 at the end of the file).  Errors: file access SQLSTATEs.
+ */
+static ssize_t
+pread_raw(CsSegmentReader *r, char *buf, size_t len, int64 at)
+{
+	ssize_t		n = pread(r->fd, buf, len, at);
+
+	if (n < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": %m", r->path)));
+	return n;
+}
+
+/*
  * The offset of the first valid frame in a raw file after offset from, or
  * -1 if there is none.  A frame is recognised by its magic, a length that
  * fits in the file and a matching CRC-32C.  The file is searched with
@@ -374,12 +390,7 @@ next_valid_frame(CsSegmentReader *r, int64 from)
 		ssize_t		i;
 
 		CHECK_FOR_INTERRUPTS();
-		n = pread(r->fd, chunk, RESYNC_CHUNK, pos);
-
-		if (n < 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", r->path)));
+		n = pread_raw(r, chunk, RESYNC_CHUNK, pos);
 		for (i = 0; found < 0 && i + CS_FRAME_HEADER_SIZE <= n; i++)
 		{
 			uint32		len;
@@ -430,11 +441,7 @@ zeros_to_end(CsSegmentReader *r, int64 from)
 		ssize_t		n;
 
 		CHECK_FOR_INTERRUPTS();
-		n = pread(r->fd, chunk, RESYNC_CHUNK, pos);
-		if (n < 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", r->path)));
+		n = pread_raw(r, chunk, RESYNC_CHUNK, pos);
 		if (n == 0)
 			break;
 		if (!all_zero(chunk, n))
@@ -465,10 +472,8 @@ zero_page_between(CsSegmentReader *r, int64 from, int64 to)
 	for (; !found && pos + CS_PAGE_BYTES <= to; pos += CS_PAGE_BYTES)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (pread(r->fd, page, CS_PAGE_BYTES, pos) != CS_PAGE_BYTES)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", r->path)));
+		if (pread_raw(r, page, CS_PAGE_BYTES, pos) != CS_PAGE_BYTES)
+			break;				/* the file ends (it shrank meanwhile) */
 		found = all_zero(page, CS_PAGE_BYTES);
 	}
 	pfree(page);
