@@ -123,6 +123,28 @@ cs_make_dir(const char *path)
 }
 
 /*
+ * cs_durable_unlink(path, dir) -> bool
+ *	  Remove the file path, if it is there, and fsync its directory dir so
+ *	  that the removal survives a crash.  Returns whether a file was
+ *	  removed (false, doing nothing, for ENOENT).
+ *	  Errors: file access SQLSTATEs from unlink(2) or the fsync.
+ */
+bool
+cs_durable_unlink(const char *path, const char *dir)
+{
+	if (unlink(path) != 0)
+	{
+		if (errno == ENOENT)
+			return false;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", path)));
+	}
+	cs_fsync_path(dir, true);
+	return true;
+}
+
+/*
  * cs_durable_rename(from, to, dir) -> void
  *	  fsync "from", rename it to "to", then fsync "dir" (the directory
  *	  holding both), as durable_rename() does but with ERROR, not PANIC.

@@ -16,6 +16,7 @@ extern void cs_make_dir(const char *path);
 extern int	cs_lock_archive(const char *directory);
 extern int	cs_lock_archive_compressor(const char *directory);
 extern void cs_remove_tmp_files(const char *directory);
+extern bool cs_durable_unlink(const char *path, const char *dir);
 extern void cs_durable_rename(const char *from, const char *to,
 							  const char *dir);
 extern const char *cs_require_directory(void);

@@ -115,15 +115,8 @@ remove_raw_twin(const CsSegmentFile *sf, const char *wal_dir)
 
 	strlcpy(raw, sf->path, sizeof(raw));
 	raw[strlen(raw) - strlen(".gz")] = '\0';
-	if (unlink(raw) != 0)
-	{
-		if (errno == ENOENT)
-			return;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", raw)));
-	}
-	cs_fsync_path(wal_dir, true);
+	if (!cs_durable_unlink(raw, wal_dir))
+		return;
 	ereport(DEBUG1,
 			(errmsg_internal("removed raw twin \"%s\" of a compressed segment", raw)));
 }

@@ -95,21 +95,6 @@ judge_spare(const char *path)
 	return 1;
 }
 
-/* Remove path (a spare or a part) if it is there; fsync the directory. */
-static void
-remove_spare_file(const char *directory, const char *path)
-{
-	if (unlink(path) != 0)
-	{
-		if (errno == ENOENT)
-			return;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", path)));
-	}
-	cs_fsync_path(directory, true);
-}
-
 /* Start zero-filling a new spare.wal.part. */
 static void
 begin_part(const char *directory)
@@ -202,8 +187,8 @@ cs_spare_step(const char *directory, int64 budget)
 
 		cs_spare_abort();
 		snprintf(part, sizeof(part), "%s/%s", directory, SPARE_PART_NAME);
-		remove_spare_file(directory, part); /* a crashed compressor's */
-		remove_spare_file(directory, spare);
+		(void) cs_durable_unlink(part, directory); /* a crashed compressor's */
+		(void) cs_durable_unlink(spare, directory);
 		return false;
 	}
 	if (part_fd < 0)
@@ -212,14 +197,14 @@ cs_spare_step(const char *directory, int64 budget)
 		if (verdict == 1)
 			return false;
 		if (verdict == -2)
-			remove_spare_file(directory, spare);
+			(void) cs_durable_unlink(spare, directory);
 		else if (verdict < 0)
 		{
 			ereport(LOG,
 					(errmsg("removing \"%s\": it is not a regular file with a single link",
 							spare),
 					 errdetail("The archiver writes into the spare segment, so it must be a file of changestream's own.")));
-			remove_spare_file(directory, spare);
+			(void) cs_durable_unlink(spare, directory);
 		}
 		begin_part(directory);
 	}
