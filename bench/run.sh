@@ -363,6 +363,9 @@ changestream.directory = ''     # set by the harness for each measurement
 EOF
 	cs_cluster_start "$WORK" "$WORK/postgres.log"
 	STARTED=1
+	# changestream's measurements use its default compression level
+	CS_LEVEL=$(q "SELECT boot_val FROM pg_settings WHERE name = 'changestream.compression_level'")
+	[ -n "$CS_LEVEL" ] || cs_die "changestream.compression_level is not defined (is changestream preloaded?)"
 	LIB_NOTE=""
 	if [ -f "$ROOT/changestream.so" ] && ! cmp -s "$ROOT/changestream.so" "$("$PG_CONFIG" --pkglibdir)/changestream.so"; then
 		LIB_NOTE=" WARNING: the installed changestream.so differs from this checkout's build (installed by something else?)."
@@ -526,7 +529,7 @@ PAYLOAD_BYTES=()
 cs_config() {
 	psqlc >/dev/null <<EOF
 ALTER SYSTEM SET changestream.slot_name = '${2:-changestream}';
-ALTER SYSTEM SET changestream.compression_level = ${3:-6};
+ALTER SYSTEM SET changestream.compression_level = ${3:-$CS_LEVEL};
 ALTER SYSTEM SET changestream.directory = '$1';
 SELECT pg_reload_conf();
 EOF
@@ -548,7 +551,7 @@ drain_changestream() {
 		d_compressed=D_COMPRESSED_$which d_cpu=D_CPU_$which d_cpu2=D_CPU2_$which \
 		d_wake=D_WAKE_$which d_wwake=D_WWAKE_$which
 	if [ "$which" = A ]; then
-		dir=$ARCHIVE slot=changestream level=6
+		dir=$ARCHIVE slot=changestream level=$CS_LEVEL
 	else
 		dir=$ARCHIVE0 slot=changestream_l0 level=0
 	fi
@@ -802,10 +805,10 @@ EOF
 
 # ======================================================= 2. TPS overhead
 
-declare -A TPS_RUNS BEHIND_MB TPS_CPU TPS_OTHER
+declare -A TPS_RUNS BEHIND_MB TPS_CPU TPS_OTHER TPS_KCPU
 
 tps_run() {
-	local mode=$1 i=$2 tps end behind="" pids="" p c0=0 c1=0 cpu=""
+	local mode=$1 i=$2 tps end behind="" pids="" p c0=0 c1=0 cpu="" comp="" k0=0 kcpu=""
 	vacuum_checkpoint
 	case $mode in
 		none) ;;
@@ -828,10 +831,13 @@ tps_run() {
 			cs_set_directory "$ARCHIVE"
 			wait_state streaming "$TIMEOUT"
 			pids="$(q "SELECT pid FROM changestream.status()") $(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'changestream'")"
+			comp=$(pgrep -P "$(head -1 "$WORK/data/postmaster.pid")" -f 'changestream compressor' | head -1)
+			[ -n "$comp" ] || cs_die "no changestream compressor process"
 			;;
 	esac
 	note_load "tps $mode $i"
-	for p in $pids; do c0=$((c0 + $(cpu_ticks "$p"))); done
+	for p in $pids $comp; do c0=$((c0 + $(cpu_ticks "$p"))); done
+	[ -z "$comp" ] || k0=$(cpu_ticks "$comp")
 	cpu_mark
 	cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -c "$TPS_CLIENTS" -j 2 -T "$TPS_SECONDS" --no-vacuum postgres \
 		>"$RUN_DIR/tps-$mode-$i.log" 2>&1 || { cat "$RUN_DIR/tps-$mode-$i.log"; cs_die "pgbench failed"; }
@@ -839,8 +845,10 @@ tps_run() {
 	tps=$(sed -n 's/^tps = \([0-9]*\.[0-9]\).* (without initial connection time)/\1/p' "$RUN_DIR/tps-$mode-$i.log")
 	[ -n "$tps" ] || cs_die "no tps in $RUN_DIR/tps-$mode-$i.log"
 	if [ -n "$pids" ]; then
-		for p in $pids; do c1=$((c1 + $(cpu_ticks "$p"))); done
+		# the compressor's CPU is the gzip of what this run sealed
+		for p in $pids $comp; do c1=$((c1 + $(cpu_ticks "$p"))); done
 		cpu=$(ticks_s "$((c1 - c0))")
+		[ -z "$comp" ] || kcpu=$(ticks_s "$(($(cpu_ticks "$comp") - k0))")
 	fi
 	end=$(mark_end)
 	case $mode in
@@ -856,9 +864,9 @@ tps_run() {
 				q "ALTER SYSTEM RESET changestream.preallocate_segments" >/dev/null
 			;;
 	esac
-	LAST_TPS=$tps LAST_CPU=$cpu LAST_BEHIND=$behind LAST_OTHER=$OTHER_CPUS
-	cs_info "  $mode: $tps tps (other work $OTHER_CPUS CPUs)${cpu:+  (consumer CPU $cpu s: client/worker + walsender; WAL behind when pgbench ended: $behind MB)}"
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$i" "$tps" "$behind" "$cpu" "$OTHER_CPUS" >>"$RUN_DIR/tps.tsv"
+	LAST_TPS=$tps LAST_CPU=$cpu LAST_BEHIND=$behind LAST_OTHER=$OTHER_CPUS LAST_KCPU=$kcpu
+	cs_info "  $mode: $tps tps (other work $OTHER_CPUS CPUs)${cpu:+  (consumer CPU $cpu s: client/worker + walsender${comp:+ + compressor ($kcpu s)}; WAL behind when pgbench ended: $behind MB)}"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$i" "$tps" "$behind" "$cpu" "$OTHER_CPUS" "$kcpu" >>"$RUN_DIR/tps.tsv"
 }
 
 # One TPS run per configuration and round; a run during which other work
@@ -876,6 +884,7 @@ tps_measure() {
 	TPS_RUNS[$mode]="${TPS_RUNS[$mode]:-} $LAST_TPS"
 	TPS_OTHER[$mode]="${TPS_OTHER[$mode]:-} $LAST_OTHER"
 	[ -z "$LAST_CPU" ] || TPS_CPU[$mode]="${TPS_CPU[$mode]:-} $LAST_CPU"
+	[ -z "$LAST_KCPU" ] || TPS_KCPU[$mode]="${TPS_KCPU[$mode]:-} $LAST_KCPU"
 	[ -z "$LAST_BEHIND" ] || BEHIND_MB[$mode]="${BEHIND_MB[$mode]:-} $LAST_BEHIND"
 }
 
@@ -901,9 +910,11 @@ tps_phase() {
 		BEHIND_CS=$(median ${BEHIND_MB[changestream]})
 		TPS_CPU_RECV=$(median ${TPS_CPU[recvlogical]})
 		TPS_CPU_CS=$(median ${TPS_CPU[changestream]})
+		TPS_KCPU_CS=$(median ${TPS_KCPU[changestream]})
 		if [ -n "${TPS_RUNS[cs_noprealloc]:-}" ]; then
 			TPS_CSOFF=$(median ${TPS_RUNS[cs_noprealloc]})
 			TPS_CPU_CSOFF=$(median ${TPS_CPU[cs_noprealloc]})
+			TPS_KCPU_CSOFF=$(median ${TPS_KCPU[cs_noprealloc]})
 			BEHIND_CSOFF=$(median ${BEHIND_MB[cs_noprealloc]})
 		fi
 	}
@@ -1074,13 +1085,13 @@ tps_section() {
 	echo
 	echo "pgbench -c $TPS_CLIENTS -j 2 -T $TPS_SECONDS (TPC-B-like, all four tables published), median of $TPS_ROUNDS run(s) per configuration."
 	echo
-	echo "| Consumer | TPS | vs none | Runs: TPS [CPUs other work kept busy] | Consumer CPU (s): client or worker + its walsender | Consumer CPU per 1000 transactions (ms) | WAL behind when pgbench ended (MB) |"
-	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: |"
-	echo "| none | $TPS_NONE | 1.000 | $(tps_runs_of none) | | | |"
-	echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
-	echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
+	echo "| Consumer | TPS | vs none | Runs: TPS [CPUs other work kept busy] | Consumer CPU (s): client or archiver + its walsender + compressor | of which compressor (s) | Consumer CPU per 1000 transactions (ms) | WAL behind when pgbench ended (MB) |"
+	echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+	echo "| none | $TPS_NONE | 1.000 | $(tps_runs_of none) | | | | |"
+	echo "| pg_recvlogical -f /dev/null | $TPS_RECV | $R_TPS_RECV_NONE | $(tps_runs_of recvlogical) | $TPS_CPU_RECV | | $(calc "$TPS_CPU_RECV * 1e6 / ($TPS_RECV * $TPS_SECONDS)" 1) | $BEHIND_RECV |"
+	echo "| changestream | $TPS_CS | $R_TPS_CS_NONE | $(tps_runs_of changestream) | $TPS_CPU_CS | $TPS_KCPU_CS | $(calc "$TPS_CPU_CS * 1e6 / ($TPS_CS * $TPS_SECONDS)" 1) | $BEHIND_CS |"
 	[ -z "${TPS_CSOFF:-}" ] ||
-		echo "| changestream, preallocate_segments off | $TPS_CSOFF | $(calc "$TPS_CSOFF / $TPS_NONE" 3) | $(tps_runs_of cs_noprealloc) | $TPS_CPU_CSOFF | $(calc "$TPS_CPU_CSOFF * 1e6 / ($TPS_CSOFF * $TPS_SECONDS)" 1) | $BEHIND_CSOFF |"
+		echo "| changestream, preallocate_segments off | $TPS_CSOFF | $(calc "$TPS_CSOFF / $TPS_NONE" 3) | $(tps_runs_of cs_noprealloc) | $TPS_CPU_CSOFF | $TPS_KCPU_CSOFF | $(calc "$TPS_CPU_CSOFF * 1e6 / ($TPS_CSOFF * $TPS_SECONDS)" 1) | $BEHIND_CSOFF |"
 	echo
 	# shellcheck disable=SC2086
 	echo "changestream / pg_recvlogical: ${R_TPS_CS_RECV} (medians); round by round (runs next to each other): $rr, median $(median ${rr//,/})."
@@ -1233,7 +1244,7 @@ report() {
 		fi
 		echo "## 5. Compression"
 		echo
-		echo "Round 1's WAL (segment_size 16MB, compression_level 6), with the last segment sealed and every sealed segment compressed."
+		echo "Round 1's WAL (segment_size 16MB, compression_level $CS_LEVEL, the default), with the last segment sealed and every sealed segment compressed."
 		echo
 		echo "| Bytes | Size | vs pgoutput | vs gzip -6 |"
 		echo "| --- | ---: | ---: | ---: |"

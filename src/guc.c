@@ -32,7 +32,7 @@ int			cs_status_interval_ms = 10000;
 int			cs_flush_interval_ms = 200;
 int			cs_segment_size_kb = 16 * 1024;
 int			cs_segment_timeout_s = 300;
-int			cs_compression_level = 6;
+int			cs_compression_level = 3;
 int			cs_snapshot_interval_s = 0;
 bool		cs_preallocate_segments = true;
 
@@ -228,9 +228,9 @@ cs_define_gucs(void)
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.compression_level",
-							"zlib level for sealed changestream segments (0 stores them uncompressed in gzip framing).",
-							NULL,
-							&cs_compression_level, 6, 0, 9,
+							"zlib level for sealed changestream segments and snapshots (0 stores them uncompressed in gzip framing).",
+							"The default, 3, costs about 40% of level 6's CPU for about 12% more bytes: the compressor runs on the primary, beside its workload.",
+							&cs_compression_level, 3, 0, 9,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 

@@ -50,8 +50,8 @@ isnt($ret, 0, 'ALTER SYSTEM rejects a relative directory');
 isnt($ret, 0, 'ALTER SYSTEM rejects an unknown changestream.* parameter');
 is($node->safe_psql('postgres', 'SHOW changestream.segment_size'), '16MB',
 	'segment_size is still the default 16MB');
-is($node->safe_psql('postgres', 'SHOW changestream.compression_level'), '6',
-	'compression_level is still the default 6');
+is($node->safe_psql('postgres', 'SHOW changestream.compression_level'), '3',
+	'compression_level is still the default 3');
 
 # Set the directory by reload: archiving starts.
 cs_start_archiving($node, reload => 1);
