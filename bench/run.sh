@@ -707,11 +707,16 @@ EOF
 ALTER SYSTEM RESET changestream.segment_timeout;
 SELECT pg_reload_conf();
 EOF
-	ARCHIVE_BYTES=$(q "SELECT sum(w.size_bytes) FROM changestream.status() s, changestream.wal_segments(s.generation) w")
-	ARCHIVE_SEGMENTS=$(q "SELECT count(*) FROM changestream.status() s, changestream.wal_segments(s.generation) w")
+	# The sealed segments hold the whole drain; the new active segment holds
+	# at most a position record, and its file is preallocated (segment_size
+	# of zeros, changestream.preallocate_segments): not archive data.
+	local sealed="FROM changestream.status() s, changestream.wal_segments(s.generation) w WHERE w.segment_index < s.segment_index"
+	ARCHIVE_BYTES=$(q "SELECT sum(w.size_bytes) $sealed")
+	ARCHIVE_SEGMENTS=$(q "SELECT count(*) $sealed")
+	[ "$(q "SELECT bool_and(w.compressed) $sealed")" = t ] || cs_die "a sealed segment is not compressed"
 	# the archive's bytes before compression (framing included)
 	# shellcheck disable=SC2016
-	ARCHIVE_RAW_BYTES=$(cs_as_pg sh -c 'cd "$1" && for f in generations/*/wal/*; do case $f in *.gz) zcat "$f" ;; *) cat "$f" ;; esac; done | wc -c' sh "$ARCHIVE")
+	ARCHIVE_RAW_BYTES=$(cs_as_pg sh -c 'cd "$1" && cat generations/*/wal/*.gz | zcat | wc -c' sh "$ARCHIVE")
 	# the exact pgoutput bytes of the same WAL, from the peek slot
 	q "COPY (SELECT data FROM pg_logical_slot_peek_binary_changes('bench_peek', '$end', NULL, $PGOUTPUT_OPTS)) TO STDOUT" |
 		perl -ne 'chomp; s/^\\\\x//; print pack("H*", $_)' >"$WORK/payload.bin"
@@ -719,7 +724,7 @@ EOF
 	GZIP_PAYLOAD_BYTES=$(gzip -6 -c "$WORK/payload.bin" | wc -c)
 	GZIP_RECV_BYTES=$(gzip -6 -c "$WORK/recv.out" | wc -c)
 	# what the archive's entry headers cost after compression
-	perl "$BENCH_DIR/entry_overhead.pl" "$ARCHIVE"/generations/*/wal/* >"$RUN_DIR/entry_overhead.txt"
+	perl "$BENCH_DIR/entry_overhead.pl" "$ARCHIVE"/generations/*/wal/*.gz >"$RUN_DIR/entry_overhead.txt"
 	sed 's/^/               /' "$RUN_DIR/entry_overhead.txt"
 	rm -f "$WORK/payload.bin"
 	cs_info "  compression: archive $ARCHIVE_BYTES bytes in $ARCHIVE_SEGMENTS segments ($ARCHIVE_RAW_BYTES before compression);"
