@@ -408,7 +408,10 @@ changestream_compressor_main(Datum main_arg)
 			}
 			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
 			{
-				cs_spare_abort();	/* a spare of another directory */
+				if (locked_dir[0] != '\0')
+					cs_spare_discard(locked_dir);	/* no archiver takes it now */
+				else
+					cs_spare_abort();
 				release_lock();
 				cs_retention_reset();	/* a run of another directory */
 			}

@@ -57,6 +57,9 @@ static char part_path[MAXPGPATH];
 static int64 part_written;
 static int64 part_target;
 
+/* a directory holds a spare file's name: warned once (see name_blocked()) */
+static bool blocked_warned = false;
+
 /*
  * cs_spare_size() -> int64 bytes
  *	  Size of a spare: changestream.segment_size rounded up to a multiple
@@ -93,6 +96,39 @@ judge_spare(const char *path)
 	if ((int64) st.st_size != cs_spare_size())
 		return -2;
 	return 1;
+}
+
+/*
+ * Is path a directory (or another name that unlink(2) cannot remove)?  The
+ * compressor never removes a directory from the archive: a spare file's
+ * name held by one means no preallocation (the archiver creates its
+ * segments empty), with one WARNING per directory, instead of an error
+ * every few seconds that would delay compression.  Raises on a failed
+ * lstat() other than ENOENT.
+ */
+static bool
+name_blocked(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+	{
+		if (errno == ENOENT)
+			return false;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", path)));
+	}
+	if (!S_ISDIR(st.st_mode))
+		return false;
+	if (!blocked_warned)
+		ereport(WARNING,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a directory: changestream segments are not preallocated", path),
+				 errdetail("The compressor zero-fills its spare segment under that name; the archiver creates each segment empty instead."),
+				 errhint("Remove the directory, or turn changestream.preallocate_segments off.")));
+	blocked_warned = true;
+	return true;
 }
 
 /* Start zero-filling a new spare.wal.part. */
@@ -170,8 +206,9 @@ finish_part(const char *directory)
  *	  cs_spare_size() bytes and is fsynced.  With the setting off, remove
  *	  any spare files.  A spare.wal that is not a regular file with one
  *	  link is removed (LOG) and made again, and so is one whose size is
- *	  not cs_spare_size() (segment_size changed).  Returns true while work
- *	  remains.  Errors: file access SQLSTATEs (58030, 53100 disk full);
+ *	  not cs_spare_size() (segment_size changed).  A directory under either
+ *	  name is left alone (one WARNING, 42809): no spare is made while it is
+ *	  there.  Returns true while work remains.  Errors: file access SQLSTATEs (58030, 53100 disk full);
  *	  after one, cs_spare_abort() cleans up.
  */
 bool
@@ -193,6 +230,12 @@ cs_spare_step(const char *directory, int64 budget)
 	}
 	if (part_fd < 0)
 	{
+		char		part[MAXPGPATH];
+
+		snprintf(part, sizeof(part), "%s/%s", directory, SPARE_PART_NAME);
+		if (name_blocked(spare) || name_blocked(part))
+			return false;
+		blocked_warned = false;
 		verdict = judge_spare(spare);
 		if (verdict == 1)
 			return false;
@@ -232,6 +275,30 @@ cs_spare_abort(void)
 	if (part_path[0] != '\0')
 		(void) unlink(part_path);
 	part_path[0] = '\0';
+}
+
+/*
+ * cs_spare_discard(directory) -> void
+ *	  When changestream.directory changes away from directory (an absolute
+ *	  path): remove the spare files the compressor made there, which no
+ *	  archiver will take now.  A removal the archiver races (it renamed
+ *	  spare.wal into place first) finds nothing.  Not fsynced: a spare
+ *	  that comes back after a crash is still a valid one.  Never raises.
+ */
+void
+cs_spare_discard(const char *directory)
+{
+	char		path[MAXPGPATH];
+
+	cs_spare_abort();
+	blocked_warned = false;
+	snprintf(path, sizeof(path), "%s/%s", directory, SPARE_PART_NAME);
+	(void) unlink(path);
+	snprintf(path, sizeof(path), "%s/%s", directory, SPARE_NAME);
+	if (unlink(path) == 0)
+		ereport(DEBUG1,
+				(errmsg_internal("removed spare changestream segment \"%s\" of a former changestream.directory",
+								 path)));
 }
 
 /*

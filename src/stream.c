@@ -80,6 +80,7 @@
 
 /* the trailing nap of a busy stream: see update_trailing() */
 #define TRAIL_MAX_US		1000
+#define TRAIL_FULL_BYTES	(64 * 1024) /* a quarter of a socket buffer */
 
 /* XLogData: 'w', dataStart, walEnd, sendTime, then the payload */
 #define XLOGDATA_HEADER_LEN		(1 + 3 * sizeof(int64))
@@ -103,6 +104,7 @@ typedef struct StreamState
 	bool		made_durable;	/* a flush succeeded in this session */
 
 	int			last_batch;		/* messages the last receive handled */
+	int64		last_batch_bytes;	/* and their bytes */
 	bool		napping;		/* batching while catching up */
 	int			nap_us;			/* the current nap */
 	int			empty_polls;	/* naps in a row that found nothing */
@@ -607,6 +609,7 @@ cs_stream_receive(pgsocket *fd)
 	TimestampTz now = GetCurrentTimestamp();
 	int			n = 0;
 
+	st.last_batch_bytes = 0;
 	for (;;)
 	{
 		char	   *buf;
@@ -622,6 +625,7 @@ cs_stream_receive(pgsocket *fd)
 					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
 		if ((++n & 31) == 0)
 			now = GetCurrentTimestamp();
+		st.last_batch_bytes += len;
 		dispatch(buf, len, now);
 
 		if ((n & 31) == 0)
@@ -692,10 +696,13 @@ update_batching(void)
  * walsender's send() of the first message of every transaction, at a cost
  * to both processes (about 1.3 wakeups per transaction at 3,000 tps); one
  * that naps is not on the socket's wait queue, and wakes on its timer at
- * most once per TRAIL_MAX_US to take what has arrived.  The nap is made
- * shorter when a poll finds more than 2 * NAP_TARGET_MESSAGES (the socket
- * must not fill) and longer, up to TRAIL_MAX_US, when it finds fewer than
- * NAP_TARGET_MESSAGES / 2.  What is due (a group commit's flush, a status
+ * most once per TRAIL_MAX_US to take what has arrived.  The nap starts at
+ * NAP_MAX_US; it is made shorter when a poll finds more than
+ * 2 * NAP_TARGET_MESSAGES or TRAIL_FULL_BYTES (the socket must not fill:
+ * large rows fill it with few messages, and with a remote conninfo, where
+ * catching up is never detected, this nap is the only one), and longer, up
+ * to TRAIL_MAX_US, when it finds fewer than NAP_TARGET_MESSAGES / 2 and
+ * less than TRAIL_FULL_BYTES / 4.  What is due (a group commit's flush, a status
  * update) is done before the nap, so a commit's durability waits for the
  * nap only when it arrives during one: at most TRAIL_MAX_US more.
  */
@@ -703,6 +710,7 @@ static void
 update_trailing(void)
 {
 	int			n = st.last_batch;
+	int64		bytes = st.last_batch_bytes;
 
 	if (st.napping || n == 0)
 	{
@@ -710,10 +718,12 @@ update_trailing(void)
 		return;
 	}
 	if (st.trail_us == 0)
-		st.trail_us = TRAIL_MAX_US;
-	else if (st.trailing && n > NAP_TARGET_MESSAGES * 2)
+		st.trail_us = NAP_MAX_US;
+	else if (st.trailing &&
+			 (n > NAP_TARGET_MESSAGES * 2 || bytes > TRAIL_FULL_BYTES))
 		st.trail_us = Max(st.trail_us - st.trail_us / 4, NAP_MIN_US);
-	else if (st.trailing && n < NAP_TARGET_MESSAGES / 2)
+	else if (st.trailing &&
+			 n < NAP_TARGET_MESSAGES / 2 && bytes < TRAIL_FULL_BYTES / 4)
 		st.trail_us = Min(st.trail_us + st.trail_us / 4, TRAIL_MAX_US);
 	st.trailing = true;
 }
@@ -757,8 +767,9 @@ cs_stream_periodic(TimestampTz now, bool idle)
 }
 
 /*
- * How long the idle stream may wait (ms): until status_interval, the next
- * keepalive position record or the end of the flush window.
+ * How long the idle stream may wait (ms): until status_interval, an owed
+ * report of a durable position (report_flushed()), the next keepalive
+ * position record or the end of the flush window.
  */
 static long
 idle_timeout(TimestampTz now)
@@ -808,8 +819,11 @@ idle_timeout(TimestampTz now)
  * catching up a 1 ms nap lets the walsender fill the socket and block (the
  * wakeup this avoids, on its other side).  The nap delays nothing that
  * matters: a signal (SIGTERM, SIGHUP) interrupts it and the loop checks
- * for interrupts, reloads and requests right after; a set latch stays set
- * for the next wait; keepalives are answered within TRAIL_MAX_US.
+ * for interrupts, reloads and requests right after.  Nothing depends on
+ * the wait on the latch returning: the loop polls every request it serves
+ * (session_should_end(), the snapshot schedule), and a latch set during
+ * naps stays set for the next wait, which it merely shortens.  Keepalives
+ * are answered within TRAIL_MAX_US.
  * Postmaster death is checked after each nap, as
  * WL_EXIT_ON_PM_DEATH would.
  */
@@ -866,7 +880,11 @@ cs_stream_wait(pgsocket fd, TimestampTz now)
 void
 cs_stream_finish(void)
 {
-	flush_and_report(GetCurrentTimestamp());
+	TimestampTz now = GetCurrentTimestamp();
+
+	flush_and_report(now);
+	if (st.report_owed && st.conn != NULL)
+		send_status(now);		/* not paced: the session ends */
 	cs_writer_close();
 	st.writer_open = false;
 }

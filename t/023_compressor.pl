@@ -26,21 +26,16 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 use ChangestreamTest;
 
-my $node = cs_new_node('compressor', conf => qq(
-changestream.segment_size = '64kB'
-));
-$node->start;
-my $dir = cs_archive_dir($node);
-
-cs_pgbench($node, 'postgres', '-i', '-s', '1', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
+my $node = cs_setup('compressor',
+	conf => "changestream.segment_size = '64kB'\n",
+	pgbench => 1,
+	sql => q{
 CREATE PUBLICATION changestream FOR TABLE
 	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-});
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
+},
+	oracle => 1,
+	archive => 1);
+my $dir = cs_archive_dir($node);
 my ($gen, $start_lsn) = cs_single_generation($node, 'first start');
 my $wal_dir = "$dir/generations/$gen/wal";
 my $archiver_pid = cs_worker_pid($node);

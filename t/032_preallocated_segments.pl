@@ -25,6 +25,11 @@
 # (f) preallocate_segments = off removes the spare and segments grow as
 #     before; on again brings it back; a change of segment_size makes the
 #     spare again at the new size.
+# (g) A directory under the spare's name (or its part's) is left alone:
+#     one WARNING, no compression error, segments created empty; once it is
+#     gone the spare comes back.
+# (h) A change of changestream.directory removes the spare the compressor
+#     made in the former directory.
 use strict;
 use warnings;
 
@@ -40,24 +45,19 @@ use ArchiveDamage;
 
 my $seg_kb = 256;
 my $spare_bytes = $seg_kb * 1024;
-my $node = cs_new_node('prealloc', conf => qq(
-changestream.segment_size = '${seg_kb}kB'
-));
-$node->start;
+my $node = cs_setup('prealloc',
+	conf => "changestream.segment_size = '${seg_kb}kB'\n",
+	pgbench => 1,
+	sql => q{
+CREATE PUBLICATION changestream FOR TABLE
+	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
+},
+	oracle => 1,
+	archive => 1);
 my $dir = cs_archive_dir($node);
 my $spare = "$dir/spare.wal";
 my $script_dir = -d 'scripts' ? 'scripts' : "$ENV{TESTDIR}/scripts";
 my $fixture_dir = -d 't/fuzz_source' ? 't/fuzz_source' : "$ENV{TESTDIR}/t/fuzz_source";
-
-cs_pgbench($node, 'postgres', '-i', '-s', '1', '-q');
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION changestream;
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-});
-cs_create_oracle_slot($node);
-cs_start_archiving($node);
 my ($gen, $start_lsn) = cs_single_generation($node, 'first start');
 my $wal_dir = "$dir/generations/$gen/wal";
 
@@ -278,6 +278,41 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM changestream.verify('$gen'
 	'0', '(e) verify() finds nothing');
 
 ############################################################################
+# (g) a directory under the spare's name, then under the part's
+
+for my $name ($spare, "$spare.part")
+{
+	my $what = $name eq $spare ? 'spare.wal' : 'spare.wal.part';
+	usleep(100_000) until -f $spare;
+	unlink($spare);
+	mkdir($name) or die "mkdir $name: $!";
+	my $log_off = cs_log_offset($node);
+	my $seg_before = $node->safe_psql('postgres', 'SELECT segment_index FROM changestream.status()');
+	cs_pgbench($node, 'postgres', '-c', '2', '-t', '2500', '-n', '-b', 'tpcb-like');
+	cs_wait_archived($node, name => "(g) $what a directory");
+	cmp_ok($node->safe_psql('postgres', 'SELECT segment_index FROM changestream.status()'),
+		'>=', $seg_before + 2, "(g) $what a directory: segments rotate under load");
+	cs_poll_or_diag($node, 'postgres',
+		'SELECT raw_sealed_segments = 0 FROM changestream.status()',
+		't', 60, "(g) $what a directory: every sealed segment is compressed");
+	ok(-d $name, "(g) $what: the directory is left alone");
+	ok(!-e $spare || -d $spare, "(g) $what: no spare is made meanwhile");
+	my $log = cs_log_since($node, $log_off);
+	my @warnings = ($log =~ /WARNING:  "\Q$name\E" is a directory: changestream segments are not preallocated/g);
+	is(scalar(@warnings), 1, "(g) $what a directory: one WARNING, not one per attempt")
+	  or diag($log);
+	unlike($log, qr/ERROR:.*spare/, "(g) $what a directory: no compressor error");
+	is($node->safe_psql('postgres', 'SELECT last_compress_error IS NULL FROM changestream.status()'),
+		't', "(g) $what a directory: status() shows no compression error");
+	rmdir($name) or die "rmdir $name: $!";
+	$t0 = time;
+	usleep(100_000) until (-f $spare && -s $spare == $spare_bytes) || time - $t0 > 60;
+	is(-s $spare, $spare_bytes, "(g) $what: the directory gone, the spare is back");
+}
+is($node->safe_psql('postgres', "SELECT count(*) FROM changestream.verify('$gen')"),
+	'0', '(g) verify() finds nothing');
+
+############################################################################
 # (f) off, then on again
 
 $node->safe_psql('postgres',
@@ -306,6 +341,24 @@ $node->safe_psql('postgres',
 	"ALTER SYSTEM RESET changestream.segment_size; SELECT pg_reload_conf();");
 cs_compare_with_oracle($node, gen => $gen, start_lsn => $start_lsn,
 	target => $target, name => '(f) oracle at the end', min_txns => 1000);
+
+############################################################################
+# (h) a change of directory: the former one's spare is removed
+
+$t0 = time;
+usleep(100_000) until (-f $spare && -s $spare == $spare_bytes) || time - $t0 > 60;
+ok(-f $spare, '(h) the spare is there before the change');
+my $dir2 = $node->basedir . '/archive2';
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET changestream.directory = '$dir2'; SELECT pg_reload_conf();");
+cs_wait_state($node, 'streaming', name => '(h) streaming into the new directory');
+$t0 = time;
+usleep(100_000) while -e $spare && time - $t0 < 60;
+ok(!-e $spare, '(h) the former directory\'s spare is removed');
+$t0 = time;
+usleep(100_000) until (-f "$dir2/spare.wal" && -s "$dir2/spare.wal" == $spare_bytes) || time - $t0 > 60;
+is(-s "$dir2/spare.wal", $spare_bytes, '(h) the new directory gets its own spare');
+ok(-d "$dir/generations/$gen", '(h) the former archive itself is untouched');
 
 $node->stop;
 done_testing();
