@@ -228,7 +228,10 @@ if [ -n "$gen" ] && command -v python3 >/dev/null 2>&1; then
 fi
 
 cs_section "server log: the archiver's lines"
-grep -E 'changestream' "$LOG" | grep -v -E 'STATEMENT:|listening on' | tail -n 12 || true
+# the workers' own lines (default log_line_prefix '%m [%p] '), with their
+# DETAIL and HINT lines, and any other line naming changestream
+wpids=$(psql_value "SELECT concat_ws('|', pid, compressor_pid) FROM changestream.status()")
+grep -E "changestream|\[(${wpids:-0})\] " "$LOG" | grep -v -E 'STATEMENT:|listening on' | tail -n 16 || true
 
 cs_section "summary"
 ngen=$(psql_value "SELECT count(*) FROM changestream.generations()")
@@ -237,7 +240,15 @@ if [ -n "$gen" ]; then
 	commits=$(psql_value "SELECT count(*) FROM changestream.wal_records('$gen') WHERE length(data) > 0 AND get_byte(data, 0) = ascii('C')")
 fi
 cs_info "pgbench transactions:          ${pgbench_xacts:-?}"
-cs_info "archived COMMITs:              $commits"
+truncates=0
+if [ -n "$gen" ]; then
+	truncates=$(psql_value "SELECT count(*) FROM changestream.wal_records('$gen') WHERE length(data) > 0 AND get_byte(data, 0) = ascii('T')")
+fi
+if [ "$truncates" -gt 0 ]; then
+	cs_info "archived COMMITs:              $commits ($truncates of them a TRUNCATE: pgbench empties pgbench_history before its run)"
+else
+	cs_info "archived COMMITs:              $commits"
+fi
 cs_info "generations:                   $ngen"
 cs_info "WAL segments:                  $((sealed + raw)) ($sealed sealed and gzip-compressed, $raw active)"
 cs_info "snapshots:                     $snaps"

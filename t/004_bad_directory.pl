@@ -10,10 +10,7 @@ my $node = cs_setup('baddir', conf => qq(
 changestream.segment_size = '128kB'
 ),
 	pgbench => 1,
-	sql => q{
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-},
+	publish_pgbench => 1,
 	oracle => 1,
 	archive => 1);
 my $dir = cs_archive_dir($node);

@@ -12,10 +12,7 @@ use ChangestreamTest;
 
 my $node = cs_setup('gens',
 	pgbench => 1,
-	sql => q{
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-},
+	publish_pgbench => 1,
 	oracle => 1,
 	archive => 1);
 my $dir = cs_archive_dir($node);

@@ -29,10 +29,7 @@ use ChangestreamTest;
 my $node = cs_setup('compressor',
 	conf => "changestream.segment_size = '64kB'\n",
 	pgbench => 1,
-	sql => q{
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-},
+	publish_pgbench => 1,
 	oracle => 1,
 	archive => 1);
 my $dir = cs_archive_dir($node);

@@ -13,10 +13,7 @@ use ChangestreamTest;
 my $node = cs_setup('drain',
 	status_interval => '1h',
 	pgbench => 1,
-	sql => q{
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-},
+	publish_pgbench => 1,
 	oracle => 1);
 cs_start_archiving($node);
 my ($gen, $start) = cs_single_generation($node, 'at start');

@@ -48,10 +48,7 @@ my $spare_bytes = $seg_kb * 1024;
 my $node = cs_setup('prealloc',
 	conf => "changestream.segment_size = '${seg_kb}kB'\n",
 	pgbench => 1,
-	sql => q{
-CREATE PUBLICATION changestream FOR TABLE
-	pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
-},
+	publish_pgbench => 1,
 	oracle => 1,
 	archive => 1);
 my $dir = cs_archive_dir($node);

@@ -24,7 +24,9 @@
 #   conf and status_interval go there), then, in this order and each only
 #   if asked for: pgbench => SCALE runs "pgbench -i -s SCALE -q" in
 #   postgres; CREATE EXTENSION changestream (always, unless extension =>
-#   0) followed by sql => TEXT, in one safe_psql in postgres; oracle => 1
+#   0), then, with publish_pgbench => 1, the publication "changestream"
+#   of the four pgbench tables, then sql => TEXT, all in one safe_psql in
+#   postgres; oracle => 1
 #   creates the oracle slot (cs_create_oracle_slot); archive => 1 starts
 #   archiving (cs_start_archiving, one test: state 'streaming').  Dies if
 #   a step fails.
@@ -200,6 +202,9 @@ sub cs_setup
 	cs_pgbench($node, 'postgres', '-i', '-s', $opts{pgbench}, '-q')
 	  if $opts{pgbench};
 	my $sql = ($opts{extension} // 1) ? "CREATE EXTENSION changestream;\n" : '';
+	$sql .= "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, "
+	  . "pgbench_branches, pgbench_tellers, pgbench_history;\n"
+	  if $opts{publish_pgbench};
 	$sql .= $opts{sql} // '';
 	$node->safe_psql('postgres', $sql) if $sql ne '';
 	cs_create_oracle_slot($node) if $opts{oracle};
