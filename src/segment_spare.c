@@ -99,8 +99,8 @@ judge_spare(const char *path)
 }
 
 /*
- * Is path a directory (or another name that unlink(2) cannot remove)?  The
- * compressor never removes a directory from the archive: a spare file's
+ * Is path a directory?  The compressor never removes a directory from the
+ * archive (and unlink(2) could not): a spare file's
  * name held by one means no preallocation (the archiver creates its
  * segments empty), with one WARNING per directory, instead of an error
  * every few seconds that would delay compression.  Raises on a failed
@@ -208,8 +208,9 @@ finish_part(const char *directory)
  *	  link is removed (LOG) and made again, and so is one whose size is
  *	  not cs_spare_size() (segment_size changed).  A directory under either
  *	  name is left alone (one WARNING, 42809): no spare is made while it is
- *	  there.  Returns true while work remains.  Errors: file access SQLSTATEs (58030, 53100 disk full);
- *	  after one, cs_spare_abort() cleans up.
+ *	  there.  Returns true while work remains.  Errors: file access
+ *	  SQLSTATEs (58030, 53100 disk full); after one, cs_spare_abort()
+ *	  cleans up.
  */
 bool
 cs_spare_step(const char *directory, int64 budget)
