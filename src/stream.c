@@ -642,6 +642,22 @@ cs_stream_receive(pgsocket *fd)
 }
 
 /*
+ * The next nap, in us, after one of us: a quarter shorter (at least
+ * NAP_MIN_US) when the poll found too much, a quarter longer (at most
+ * max_us) when it found too little, else the same.  Serves both naps,
+ * update_batching()'s and update_trailing()'s.
+ */
+static int
+adapt_nap(int us, bool too_full, bool too_empty, int max_us)
+{
+	if (too_full)
+		return Max(us - us / 4, NAP_MIN_US);
+	if (too_empty)
+		return Min(us + us / 4, max_us);
+	return us;
+}
+
+/*
  * Batching while catching up, decided after each batch that emptied the
  * socket from what that batch held.  It starts when a batch found
  * messages and the archiver is more than NAP_BEHIND_BYTES behind the
@@ -681,10 +697,9 @@ update_batching(void)
 	st.empty_polls = 0;
 	if (n < NAP_TARGET_MESSAGES / 4 && !behind_by(NAP_BEHIND_BYTES))
 		st.napping = false;
-	else if (n < NAP_TARGET_MESSAGES / 2)
-		st.nap_us = Min(st.nap_us + st.nap_us / 4, NAP_MAX_US);
-	else if (n > NAP_TARGET_MESSAGES * 2)
-		st.nap_us = Max(st.nap_us - st.nap_us / 4, NAP_MIN_US);
+	else
+		st.nap_us = adapt_nap(st.nap_us, n > NAP_TARGET_MESSAGES * 2,
+							  n < NAP_TARGET_MESSAGES / 2, NAP_MAX_US);
 }
 
 /*
@@ -719,12 +734,11 @@ update_trailing(void)
 	}
 	if (st.trail_us == 0)
 		st.trail_us = NAP_MAX_US;
-	else if (st.trailing &&
-			 (n > NAP_TARGET_MESSAGES * 2 || bytes > TRAIL_FULL_BYTES))
-		st.trail_us = Max(st.trail_us - st.trail_us / 4, NAP_MIN_US);
-	else if (st.trailing &&
-			 n < NAP_TARGET_MESSAGES / 2 && bytes < TRAIL_FULL_BYTES / 4)
-		st.trail_us = Min(st.trail_us + st.trail_us / 4, TRAIL_MAX_US);
+	else if (st.trailing)
+		st.trail_us = adapt_nap(st.trail_us,
+								n > NAP_TARGET_MESSAGES * 2 || bytes > TRAIL_FULL_BYTES,
+								n < NAP_TARGET_MESSAGES / 2 && bytes < TRAIL_FULL_BYTES / 4,
+								TRAIL_MAX_US);
 	st.trailing = true;
 }
 
