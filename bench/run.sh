@@ -836,8 +836,8 @@ tps_run() {
 			cs_set_directory "$ARCHIVE"
 			wait_state streaming "$TIMEOUT"
 			pids="$(q "SELECT pid FROM changestream.status()") $(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'changestream'")"
-			comp=$(pgrep -P "$(head -1 "$WORK/data/postmaster.pid")" -f 'changestream compressor' | head -1)
-			[ -n "$comp" ] || cs_die "no changestream compressor process"
+			comp=$(q "SELECT compressor_pid FROM changestream.status()")
+			[ -n "$comp" ] || cs_die "no changestream compressor process (status().compressor_pid is NULL)"
 			;;
 	esac
 	note_load "tps $mode $i"
