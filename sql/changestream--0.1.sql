@@ -105,6 +105,8 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   raw_sealed_segments is what it found at its last look (NULL before).
  *   last_retention_at: the last retention run (NULL: none since the server
  *   started); retention_freed_bytes: bytes it deleted since then.
+ *   compression_deferred: the compressor waits while the archiver catches
+ *   up with a backlog (at most 4 sealed segments wait raw).
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -134,7 +136,8 @@ CREATE FUNCTION status(
 	OUT last_compress_error text,
 	OUT last_compress_error_at timestamptz,
 	OUT last_retention_at timestamptz,
-	OUT retention_freed_bytes bigint)
+	OUT retention_freed_bytes bigint,
+	OUT compression_deferred boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

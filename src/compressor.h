@@ -39,6 +39,7 @@ typedef struct CsCompressorStatus
 	pid_t		pid;			/* 0: not running */
 	int64		raw_sealed_segments;	/* found at its last look, -1: unknown */
 	uint64		segments_compressed;	/* since the server started */
+	bool		deferring;		/* waits for the archiver to catch up */
 	TimestampTz last_error_at;
 	char		last_error[1024];
 } CsCompressorStatus;
@@ -49,6 +50,9 @@ extern void cs_compressor_status_exited(void);
 extern void cs_compressor_status_set_backlog(int64 raw_sealed_segments);
 extern void cs_compressor_status_compressed(void);
 extern void cs_compressor_status_set_error(const char *message);
+extern void cs_compressor_status_set_catching_up(bool catching_up);
+extern bool cs_compressor_status_archiver_catching_up(void);
+extern void cs_compressor_status_set_deferring(bool deferring);
 extern void cs_compressor_wake(void);
 
 #endif							/* CS_COMPRESSOR_H */

@@ -27,7 +27,8 @@
  *	  never written through: the compressor removes it and makes a new one.
  *
  *	  The zero-fill runs in slices, and only while no sealed segment waits
- *	  for compression, so it never delays compression and the archiver
+ *	  for compression and the archiver is not catching up with a backlog
+ *	  (compressor.c), so it never delays compression and the archiver
  *	  never waits for it: without a spare ready, the archiver creates its
  *	  next segment empty and appends to it, as before.
  *

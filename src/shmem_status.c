@@ -45,6 +45,9 @@ typedef struct CsCompressorShared
 	Latch	   *latch;			/* set by the archiver after sealing */
 	int64		raw_sealed_segments;
 	uint64		segments_compressed;
+	bool		archiver_catching_up;	/* compression may wait: see
+										 * cs_compressor_status_set_catching_up() */
+	bool		deferring;		/* the compressor waits for the archiver */
 	TimestampTz last_error_at;
 	char		last_error[CS_ERROR_LEN];	/* under cs_status->lock */
 } CsCompressorShared;
@@ -570,6 +573,7 @@ cs_compressor_status_copy(CsCompressorStatus *copy)
 	copy->pid = cs_compressor->pid;
 	copy->raw_sealed_segments = cs_compressor->raw_sealed_segments;
 	copy->segments_compressed = cs_compressor->segments_compressed;
+	copy->deferring = cs_compressor->deferring;
 	copy->last_error_at = cs_compressor->last_error_at;
 	SpinLockRelease(&cs_compressor->mutex);
 	LWLockAcquire(cs_status->lock, LW_SHARED);
@@ -601,6 +605,7 @@ cs_compressor_status_exited(void)
 	SpinLockAcquire(&cs_compressor->mutex);
 	cs_compressor->pid = 0;
 	cs_compressor->latch = NULL;
+	cs_compressor->deferring = false;
 	SpinLockRelease(&cs_compressor->mutex);
 }
 
@@ -644,6 +649,59 @@ cs_compressor_status_set_error(const char *message)
 	set_text(cs_compressor->last_error, message, CS_ERROR_LEN);
 	SpinLockAcquire(&cs_compressor->mutex);
 	cs_compressor->last_error_at = now;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_catching_up
+ *	  The archiver is (catching_up true) or is no longer catching up with a
+ *	  backlog of the local server's WAL (stream.c's catching_up()).  While
+ *	  it is, the compressor starts no new segment until the backlog of
+ *	  sealed raw segments reaches CS_DEFER_MAX_RAW_SEGMENTS
+ *	  (compressor.c), so that the walsender and the archiver have the
+ *	  CPUs.  The end of catching up wakes the compressor.
+ */
+void
+cs_compressor_status_set_catching_up(bool catching_up)
+{
+	bool		was;
+
+	if (cs_compressor == NULL)
+		return;
+	SpinLockAcquire(&cs_compressor->mutex);
+	was = cs_compressor->archiver_catching_up;
+	cs_compressor->archiver_catching_up = catching_up;
+	SpinLockRelease(&cs_compressor->mutex);
+	if (was && !catching_up)
+		cs_compressor_wake();
+}
+
+/*
+ * cs_compressor_status_archiver_catching_up
+ *	  Is the archiver catching up (as last set by
+ *	  cs_compressor_status_set_catching_up())?
+ */
+bool
+cs_compressor_status_archiver_catching_up(void)
+{
+	bool		catching_up;
+
+	SpinLockAcquire(&cs_compressor->mutex);
+	catching_up = cs_compressor->archiver_catching_up;
+	SpinLockRelease(&cs_compressor->mutex);
+	return catching_up;
+}
+
+/*
+ * cs_compressor_status_set_deferring
+ *	  The compressor waits (deferring true) or no longer waits for the
+ *	  archiver to catch up, as status() shows.
+ */
+void
+cs_compressor_status_set_deferring(bool deferring)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->deferring = deferring;
 	SpinLockRelease(&cs_compressor->mutex);
 }
 

@@ -33,7 +33,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		28
+#define STATUS_COLS		29
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -91,14 +91,16 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  tables_without_replica_identity text, compressor_pid int,
  *	  raw_sealed_segments, compressed_segments bigint,
  *	  last_compress_error text, last_compress_error_at timestamptz,
- *	  last_retention_at timestamptz, retention_freed_bytes bigint)
+ *	  last_retention_at timestamptz, retention_freed_bytes bigint,
+ *	  compression_deferred bool)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
  *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
  *	  last_retention_at is the archiver's last retention run (NULL: none
  *	  since the server started), retention_freed_bytes what retention
- *	  deleted since then (bytes on disk).
+ *	  deleted since then (bytes on disk).  compression_deferred: the
+ *	  compressor waits while the archiver catches up (compressor.c).
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
@@ -184,6 +186,7 @@ changestream_status(PG_FUNCTION_ARGS)
 		nulls[26] = at == 0;
 		values[27] = Int64GetDatum(freed);
 	}
+	values[28] = BoolGetDatum(c.deferring);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

@@ -111,6 +111,7 @@ typedef struct StreamState
 	bool		trailing;		/* nap after a batch: update_trailing() */
 	int			trail_us;		/* the current trailing nap */
 	bool		drained;		/* batching ended: the backlog is drained */
+	bool		shared_catching_up; /* as the compressor was last told */
 	bool		report_owed;	/* a durable position not yet reported */
 
 	TimestampTz last_status_sent;
@@ -150,6 +151,22 @@ static bool
 catching_up(void)
 {
 	return st.napping || behind_by(CATCHUP_BYTES);
+}
+
+/*
+ * Tell the compressor when catching_up() changes: while the archiver
+ * catches up, compression waits, within a bound (compressor.c), so that
+ * the walsender and the archiver have the CPUs.
+ */
+static void
+share_catching_up(void)
+{
+	bool		now = catching_up();
+
+	if (now == st.shared_catching_up)
+		return;
+	st.shared_catching_up = now;
+	cs_compressor_status_set_catching_up(now);
 }
 
 /*
@@ -537,6 +554,7 @@ cs_stream_reset(void)
 
 	if (st.wait != NULL)
 		FreeWaitEventSet(st.wait);
+	cs_compressor_status_set_catching_up(false);
 	memset(&st, 0, sizeof(st));
 	st.counters = counters;
 }
@@ -778,6 +796,7 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
 	record_keepalive_position(now, now, false);
+	share_catching_up();
 }
 
 /*
@@ -901,6 +920,8 @@ cs_stream_finish(void)
 		send_status(now);		/* not paced: the session ends */
 	cs_writer_close();
 	st.writer_open = false;
+	st.shared_catching_up = false;
+	cs_compressor_status_set_catching_up(false);
 }
 
 /*
@@ -927,5 +948,6 @@ cs_stream_exit(void)
 		}
 		cs_writer_close();
 	}
+	cs_compressor_status_set_catching_up(false);
 	publish(GetCurrentTimestamp());
 }

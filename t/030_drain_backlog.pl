@@ -8,9 +8,19 @@
 # status_interval = 1h only a flush's own report can move the slot's
 # confirmed_flush_lsn, so it must pass the backlog's end within seconds of
 # status().flushed_lsn doing so.
+#
+# While it catches up, the compressor waits (compression_deferred): it
+# starts a segment only once DEFER_MAX_RAW (4) sealed segments wait raw.
+# With 64 kB segments the backlog spans dozens of them: the compressor's
+# DEBUG1 message shows that it waited, and once the backlog is drained it
+# resumes and compresses every sealed segment.
 use ChangestreamTest;
 
 my $node = cs_setup('drain',
+	conf => qq(
+changestream.segment_size = 64kB
+log_min_messages = debug1
+),
 	status_interval => '1h',
 	pgbench => 1,
 	publish_pgbench => 1,
@@ -29,6 +39,7 @@ my $backlog = cs_lsn_to_int($target) - cs_lsn_to_int($from);
 cmp_ok($backlog, '>', 2 * 1024 * 1024,
 	"the backlog is more than 2 MB of WAL ($backlog bytes)");
 
+my $log_offset = cs_log_offset($node);
 cs_start_archiving($node, reload => 1);
 cs_poll_or_diag($node, 'postgres',
 	"SELECT flushed_lsn >= '$target' FROM changestream.status()",
@@ -38,6 +49,21 @@ cs_poll_or_diag($node, 'postgres',
 	't', 10,
 	'the drained backlog is reported at once: the slot confirms it within 10 s (status_interval is 1h)'
 );
+
+# the compressor waited while the archiver caught up, then resumed
+my $log = cs_log_since($node, $log_offset);
+like($log, qr/changestream compressor waits for the archiver to catch up/,
+	'the compressor waited while the archiver caught up with the backlog');
+cs_poll_or_diag($node, 'postgres',
+	"SELECT NOT s.compression_deferred AND NOT EXISTS (
+	   SELECT 1 FROM changestream.wal_segments(s.generation) w
+	   WHERE w.segment_index < s.segment_index AND NOT w.compressed)
+	 FROM changestream.status() s",
+	't', 120,
+	'after the drain the compressor resumes: every sealed segment is compressed');
+$log = cs_log_since($node, $log_offset);
+like($log, qr/changestream compressor resumes/,
+	'the compressor logged that it resumed');
 
 cs_compare_with_oracle($node,
 	name => 'backlog',
