@@ -184,13 +184,23 @@ vol_switches() {
 	done 2>/dev/null <"/proc/$1/status"
 	echo "$n"
 }
+# involuntary context switches of a process so far (0 if it is gone): each
+# is a preemption, another task taking its CPU while it could still run
+invol_switches() {
+	local k v _ n=0
+	while read -r k v _; do
+		[ "$k" = nonvoluntary_ctxt_switches: ] && n=$v
+	done 2>/dev/null <"/proc/$1/status"
+	echo "$n"
+}
 # Follow the walsender that serves slot $1 until it exits: every 10 ms its
-# voluntary context switches and CPU ticks so far are written to $2 as
-# "switches ticks".  The loop reads /proc with bash builtins and sleeps in
-# read -t on a FIFO, so that it does not fork while the drain runs.
+# voluntary context switches, CPU ticks and involuntary context switches so
+# far are written to $2 as "switches ticks preemptions".  The loop reads
+# /proc with bash builtins and sleeps in read -t on a FIFO, so that it does
+# not fork while the drain runs.
 ws_follow() {
-	local slot=$1 out=$2 pid="" i k v sw st fd
-	echo "0 0" >"$out"
+	local slot=$1 out=$2 pid="" i k v sw iv st fd
+	echo "0 0 0" >"$out"
 	for i in $(seq 1000); do
 		pid=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot'")
 		[ -n "$pid" ] && break
@@ -201,16 +211,17 @@ ws_follow() {
 	mkfifo "$out.fifo"
 	exec {fd}<>"$out.fifo"
 	while :; do
-		sw=""
+		sw="" iv=0
 		while read -r k v _; do
 			[ "$k" = voluntary_ctxt_switches: ] && sw=$v
+			[ "$k" = nonvoluntary_ctxt_switches: ] && iv=$v
 		done 2>/dev/null <"/proc/$pid/status"
 		[ -n "$sw" ] || break
 		read -r st 2>/dev/null <"/proc/$pid/stat" || break
 		st=${st##*) }
 		# shellcheck disable=SC2086
 		set -- $st
-		echo "$sw $(( ${12} + ${13} ))" >"$out"
+		echo "$sw $(( ${12} + ${13} )) $iv" >"$out"
 		read -r -t 0.01 -u "$fd" _ || true
 	done
 	exec {fd}>&-
@@ -549,7 +560,7 @@ drain_changestream() {
 	local r=$1 end=$2 which=${3:-A} t0 t1 b0 m0 b1 m1 out wpid c0 c1 c2 wspid dir slot level v0
 	local -n d_time=D_TIME_$which d_other=D_OTHER_$which d_ws=D_WS_CPU_$which d_start=D_START_$which \
 		d_compressed=D_COMPRESSED_$which d_cpu=D_CPU_$which d_cpu2=D_CPU2_$which \
-		d_wake=D_WAKE_$which d_wwake=D_WWAKE_$which
+		d_wake=D_WAKE_$which d_wwake=D_WWAKE_$which d_iwake=D_IWAKE_$which
 	if [ "$which" = A ]; then
 		dir=$ARCHIVE slot=changestream level=$CS_LEVEL
 	else
@@ -578,6 +589,7 @@ EOF
 	wspid=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot'")
 	d_ws[r]=$(ticks_s "$(cpu_ticks "$wspid")")
 	d_wake[r]=$(vol_switches "$wspid")
+	d_iwake[r]=$(invol_switches "$wspid")
 	d_time[r]=$(calc "$t1 - $t0")
 	d_start[r]=${out% *}
 	# the time until every sealed segment is compressed too
@@ -603,9 +615,9 @@ EOF
 	if [ "$which" = A ]; then
 		CS_BYTES[r]=$((b1 - b0))
 		CS_MESSAGES[r]=$((m1 - m0))
-		cs_info "  (a) changestream:            ${d_time[r]} s  (streaming after ${d_start[r]} s; all sealed segments compressed after ${d_compressed[r]} s; worker CPU ${d_cpu[r]} s, ${d_cpu2[r]} s with compression, ${d_wwake[r]} wakeups; its walsender ${d_ws[r]} s, ${d_wake[r]} wakeups; ${CS_BYTES[r]} bytes, ${CS_MESSAGES[r]} messages; other work ${d_other[r]} CPUs)"
+		cs_info "  (a) changestream:            ${d_time[r]} s  (streaming after ${d_start[r]} s; all sealed segments compressed after ${d_compressed[r]} s; worker CPU ${d_cpu[r]} s, ${d_cpu2[r]} s with compression, ${d_wwake[r]} wakeups; its walsender ${d_ws[r]} s, ${d_wake[r]} wakeups, ${d_iwake[r]} preemptions; ${CS_BYTES[r]} bytes, ${CS_MESSAGES[r]} messages; other work ${d_other[r]} CPUs)"
 	else
-		cs_info "  (e) changestream, level 0:   ${d_time[r]} s  (streaming after ${d_start[r]} s; worker CPU ${d_cpu[r]} s, ${d_wwake[r]} wakeups; its walsender ${d_ws[r]} s, ${d_wake[r]} wakeups; $((b1 - b0)) bytes; other work ${d_other[r]} CPUs)"
+		cs_info "  (e) changestream, level 0:   ${d_time[r]} s  (streaming after ${d_start[r]} s; worker CPU ${d_cpu[r]} s, ${d_wwake[r]} wakeups; its walsender ${d_ws[r]} s, ${d_wake[r]} wakeups, ${d_iwake[r]} preemptions; $((b1 - b0)) bytes; other work ${d_other[r]} CPUs)"
 	fi
 	# stop the worker so that it does not run during the other drains
 	cs_set_directory ''
@@ -630,11 +642,11 @@ drain_recvlogical_null() {
 	other_cpus
 	D_OTHER_B[r]=$OTHER_CPUS
 	wait_reaped
-	read -r "D_WAKE_B[r]" _ <"$WORK/follow-null.txt"
+	read -r "D_WAKE_B[r]" _ "D_IWAKE_B[r]" <"$WORK/follow-null.txt"
 	D_WS_CPU_B[r]=$(ticks_s "$(( $(reaped_ticks) - w0 ))")
 	D_TIME_B[r]=$(calc "$t1 - $t0")
 	D_CPU_B[r]=$(calc "$cpu_u + $cpu_s" 2)
-	cs_info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; ${D_CWAKE_B[r]} wakeups; its walsender ${D_WS_CPU_B[r]} s, ${D_WAKE_B[r]} wakeups; other work ${D_OTHER_B[r]} CPUs)"
+	cs_info "  (b) pg_recvlogical /dev/null: ${D_TIME_B[r]} s  (CPU ${D_CPU_B[r]} s; ${D_CWAKE_B[r]} wakeups; its walsender ${D_WS_CPU_B[r]} s, ${D_WAKE_B[r]} wakeups, ${D_IWAKE_B[r]} preemptions; other work ${D_OTHER_B[r]} CPUs)"
 }
 
 drain_recvlogical_file() {
@@ -656,12 +668,12 @@ drain_recvlogical_file() {
 	other_cpus
 	D_OTHER_C[r]=$OTHER_CPUS
 	wait_reaped
-	read -r "D_WAKE_C[r]" _ <"$WORK/follow-file.txt"
+	read -r "D_WAKE_C[r]" _ "D_IWAKE_C[r]" <"$WORK/follow-file.txt"
 	D_WS_CPU_C[r]=$(ticks_s "$(( $(reaped_ticks) - w0 ))")
 	D_TIME_C[r]=$(calc "$t1 - $t0")
 	D_CPU_C[r]=$(calc "$cpu_u + $cpu_s" 2)
 	RECV_FILE_BYTES[r]=$(stat -c %s "$WORK/recv.out")
-	cs_info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; ${D_CWAKE_C[r]} wakeups; its walsender ${D_WS_CPU_C[r]} s, ${D_WAKE_C[r]} wakeups; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
+	cs_info "  (c) pg_recvlogical -f FILE:   ${D_TIME_C[r]} s  (CPU ${D_CPU_C[r]} s; ${D_CWAKE_C[r]} wakeups; its walsender ${D_WS_CPU_C[r]} s, ${D_WAKE_C[r]} wakeups, ${D_IWAKE_C[r]} preemptions; ${RECV_FILE_BYTES[r]} bytes written; other work ${D_OTHER_C[r]} CPUs)"
 }
 
 drain_peek() {
@@ -740,7 +752,7 @@ drain_phase() {
 		D_WS_CPU_B D_WS_CPU_C D_WS_CPU_D \
 		D_OTHER_A D_OTHER_B D_OTHER_C D_OTHER_D \
 		D_TIME_E D_OTHER_E D_WS_CPU_E D_START_E D_COMPRESSED_E D_CPU_E D_CPU2_E D_MBS_E \
-		D_WAKE_A D_WAKE_B D_WAKE_C D_WAKE_E D_WWAKE_A D_WWAKE_E D_CWAKE_B D_CWAKE_C
+		D_WAKE_A D_WAKE_B D_WAKE_C D_WAKE_E D_IWAKE_A D_IWAKE_B D_IWAKE_C D_IWAKE_E D_WWAKE_A D_WWAKE_E D_CWAKE_B D_CWAKE_C
 	for r in $(seq 1 "$ROUNDS"); do
 		vacuum_checkpoint
 		note_load "drain round $r"
@@ -1171,6 +1183,8 @@ report() {
 	local kA kB kC kE kwA kwE kwB kwC
 	kA=$(msel D_WAKE_A); kB=$(msel D_WAKE_B); kC=$(msel D_WAKE_C); kE=$(msel D_WAKE_E)
 	kwA=$(msel D_WWAKE_A); kwE=$(msel D_WWAKE_E); kwB=$(msel D_CWAKE_B); kwC=$(msel D_CWAKE_C)
+	local iA iB iC iE
+	iA=$(msel D_IWAKE_A); iB=$(msel D_IWAKE_B); iC=$(msel D_IWAKE_C); iE=$(msel D_IWAKE_E)
 	local hwm_big_mb hwm_small_mb
 	if [ "$DRAIN_ONLY" != 1 ]; then
 		tps_ratios
@@ -1211,16 +1225,16 @@ report() {
 		echo
 		echo "$ROUNDS_NOTE"
 		echo
-		echo "| Consumer | Time (s) | MB/s | Every round: MB/s [CPUs other work kept busy] | Consumer process CPU (s) | Its walsender's CPU (s) | Walsender wakeups | Consumer wakeups |"
-		echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
-		echo "| (a) changestream (fsync + gzip) | $tA | $mA | $(rounds_of A) | $cpuA (worker) | $wsA | $kA | $kwA |"
-		echo "| (b) pg_recvlogical -f /dev/null | $tB | $mB | $(rounds_of B) | $cpuB | $wsB | $kB | $kwB |"
-		echo "| (c) pg_recvlogical -f FILE (default fsync) | $tC | $mC | $(rounds_of C) | $cpuC | $wsC | $kC | $kwC |"
-		echo "| (d) pg_logical_slot_peek_binary_changes | $tD | $mD | $(rounds_of D) | | $wsD (the backend) | | |"
-		echo "| (e) changestream, compression_level 0 (diagnostic) | $tE | $mE | $(rounds_of E) | $cpuE (worker) | $wsE | $kE | $kwE |"
+		echo "| Consumer | Time (s) | MB/s | Every round: MB/s [CPUs other work kept busy] | Consumer process CPU (s) | Its walsender's CPU (s) | Walsender wakeups | Walsender preemptions | Consumer wakeups |"
+		echo "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+		echo "| (a) changestream (fsync + gzip) | $tA | $mA | $(rounds_of A) | $cpuA (worker) | $wsA | $kA | $iA | $kwA |"
+		echo "| (b) pg_recvlogical -f /dev/null | $tB | $mB | $(rounds_of B) | $cpuB | $wsB | $kB | $iB | $kwB |"
+		echo "| (c) pg_recvlogical -f FILE (default fsync) | $tC | $mC | $(rounds_of C) | $cpuC | $wsC | $kC | $iC | $kwC |"
+		echo "| (d) pg_logical_slot_peek_binary_changes | $tD | $mD | $(rounds_of D) | | $wsD (the backend) | | | |"
+		echo "| (e) changestream, compression_level 0 (diagnostic) | $tE | $mE | $(rounds_of E) | $cpuE (worker) | $wsE | $kE | $iE | $kwE |"
 		echo
 		echo "Ratios (throughput, medians): a/b ${R_AB}, a/c ${R_AC}, a/d ${R_AD}; without compression e/b $(calc "$mE / $mB" 3), e/c $(calc "$mE / $mC" 3). Round by round (same WAL, back to back): a/b $(round_ratios A B), a/c $(round_ratios A C)."
-		echo "Wakeups are voluntary context switches (/proc/PID/status) during the drain: each is one sleep the process was woken from. The walsender's own count (it sleeps when its socket is full or it waits for WAL); the consumer's is how often it slept on an empty socket (or, for changestream, on its nap timer) and was woken: a consumer asleep on the socket must be woken by the walsender, which is what the walsender's CPU follows (issue 13). pg_recvlogical's count is from /usr/bin/time (it includes runuser's few)."
+		echo "Wakeups are voluntary context switches (/proc/PID/status) during the drain: each is one sleep the process was woken from. The walsender's own count (it sleeps when its socket is full or it waits for WAL); the consumer's is how often it slept on an empty socket (or, for changestream, on its nap timer) and was woken: a consumer asleep on the socket must be woken by the walsender, which is what the walsender's CPU follows (issue 13). pg_recvlogical's count is from /usr/bin/time (it includes runuser's few). Preemptions are the walsender's involuntary context switches: another task took its CPU while it could still run (on $NPROC CPUs, mostly the consumer's own processes: changestream's compressor waits while the archiver catches up, for that reason)."
 		echo "CPU is user + system time during the drain: of the changestream worker and its walsender (from /proc), of pg_recvlogical (rusage), of the walsender or backend that served pg_recvlogical or the peek (the postmaster's reaped-children time)."
 		echo "changestream's time includes its session start (reload, connect, resume the generation): streaming after $sA s (median)."
 		echo "Until every sealed segment was compressed as well: $cA s, worker CPU $cpu2A s (medians)."
