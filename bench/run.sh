@@ -172,27 +172,21 @@ cpu_ticks() {
 	echo $(( ${12} + ${13} ))
 }
 ticks_s() { calc "$1 / $CLK_TCK" 2; }
-# voluntary context switches of a process so far (0 if it is gone): each is
-# a sleep it was woken from.  The walsender's count is how often it slept
-# (waiting for WAL, or for a full socket to drain) and, from the other
-# side, how often it woke a consumer asleep on an empty socket shows up in
-# that consumer's count.
-vol_switches() {
+# context switches of a process so far (0 if it is gone), voluntary (each
+# is a sleep it was woken from) or with "non", involuntary (each is a
+# preemption: another task took its CPU while it could still run).  The
+# walsender's voluntary count is how often it slept (waiting for WAL, or
+# for a full socket to drain) and, from the other side, how often it woke
+# a consumer asleep on an empty socket shows up in that consumer's count.
+ctxt_switches() {
 	local k v _ n=0
 	while read -r k v _; do
-		[ "$k" = voluntary_ctxt_switches: ] && n=$v
+		[ "$k" = "${2:-}voluntary_ctxt_switches:" ] && n=$v
 	done 2>/dev/null <"/proc/$1/status"
 	echo "$n"
 }
-# involuntary context switches of a process so far (0 if it is gone): each
-# is a preemption, another task taking its CPU while it could still run
-invol_switches() {
-	local k v _ n=0
-	while read -r k v _; do
-		[ "$k" = nonvoluntary_ctxt_switches: ] && n=$v
-	done 2>/dev/null <"/proc/$1/status"
-	echo "$n"
-}
+vol_switches() { ctxt_switches "$1"; }
+invol_switches() { ctxt_switches "$1" non; }
 # Follow the walsender that serves slot $1 until it exits: every 10 ms its
 # voluntary context switches, CPU ticks and involuntary context switches so
 # far are written to $2 as "switches ticks preemptions".  The loop reads
