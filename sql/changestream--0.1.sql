@@ -105,8 +105,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   raw_sealed_segments is what it found at its last look (NULL before).
  *   last_retention_at: the last retention run (NULL: none since the server
  *   started); retention_freed_bytes: bytes it deleted since then.
- *   compression_deferred: the compressor waits while the archiver catches
- *   up with a backlog (at most 4 sealed segments wait raw).
+ *   compression_deferred: the compressor holds back while the archiver
+ *   catches up with a backlog (it starts a segment only once 4 sealed
+ *   segments wait raw).
  */
 CREATE FUNCTION status(
 	OUT pid int,

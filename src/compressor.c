@@ -169,36 +169,44 @@ find_work(const char *directory, Candidate *next)
 }
 
 /*
+ * Publish whether the compressor holds back for the archiver
+ * (status().compression_deferred), with a DEBUG1 message when that
+ * changes.
+ */
+static void
+set_deferring(bool defer, int64 backlog)
+{
+	if (defer == deferring)
+		return;
+	deferring = defer;
+	cs_compressor_status_set_deferring(defer);
+	ereport(DEBUG1,
+			(errmsg_internal("changestream compressor %s (%lld sealed raw segments)",
+							 defer ? "waits for the archiver to catch up" : "resumes",
+							 (long long) backlog)));
+}
+
+/*
  * Does the compressor wait for the archiver, with backlog sealed raw
- * segments?  It does while the archiver is catching up with a backlog of
- * the local server's WAL (stream.c tells, through shared memory) and
- * fewer than DEFER_MAX_RAW sealed segments wait: it then starts no new
- * segment and prepares no spare, so that the walsender and the archiver
- * have both CPUs of a small machine.  Measured on 2 CPUs (issue 13): the
- * compressor's slices preempted the walsender up to 2,400 times per
- * 100,000-transaction drain, 31 times with the compressor stopped.  The
- * bound keeps the raw backlog, and the disk it takes, at DEFER_MAX_RAW
- * segments in a long catch-up: past it, a segment is compressed for each
- * one sealed.  The end of catching up wakes the compressor.  The choice
- * is shown in status() (compression_deferred).
+ * segments?  While the archiver is catching up with a backlog of the
+ * local server's WAL (stream.c tells, through shared memory) the
+ * compressor holds back: it prepares no spare, and starts a segment only
+ * once DEFER_MAX_RAW sealed segments wait, so that the walsender and the
+ * archiver have both CPUs of a small machine.  Measured on 2 CPUs (issue
+ * 13): the compressor's slices preempted the walsender up to 2,400 times
+ * per 100,000-transaction drain, 31 times with the compressor stopped.
+ * The bound keeps the raw backlog, and the disk it takes, at about
+ * DEFER_MAX_RAW segments in a long catch-up: past it, a segment is
+ * compressed for each one sealed.  The end of catching up wakes the
+ * compressor.  Returns true when no segment is to be started now.
  */
 static bool
 update_deferring(int64 backlog)
 {
-	bool		defer;
+	bool		hold = cs_compressor_status_archiver_catching_up();
 
-	defer = backlog < DEFER_MAX_RAW &&
-		cs_compressor_status_archiver_catching_up();
-	if (defer != deferring)
-	{
-		deferring = defer;
-		cs_compressor_status_set_deferring(defer);
-		ereport(DEBUG1,
-				(errmsg_internal("changestream compressor %s (%lld sealed raw segments)",
-								 defer ? "waits for the archiver to catch up" : "resumes",
-								 (long long) backlog)));
-	}
-	return defer;
+	set_deferring(hold, backlog);
+	return hold && backlog < DEFER_MAX_RAW;
 }
 
 /*
@@ -240,7 +248,10 @@ compress_duty(void)
 		int64		backlog;
 
 		if (!lock_directory(cs_directory))
+		{
+			set_deferring(false, 0);	/* nothing to hold back */
 			return false;
+		}
 		MemoryContextReset(job_cxt);
 		old = MemoryContextSwitchTo(job_cxt);
 		backlog = find_work(cs_directory, &next);
@@ -272,8 +283,9 @@ compress_duty(void)
 /*
  * The spare duty: one slice of the zero-filled spare segment the archiver
  * takes as its next one (segment_spare.c).  The caller runs it only while
- * no sealed segment waits for compression.  Returns true while work
- * remains.
+ * no sealed segment waits for compression and the compressor does not
+ * hold back for the archiver (update_deferring()).  Returns true while
+ * work remains.
  */
 static bool
 spare_duty(void)
@@ -461,6 +473,7 @@ changestream_compressor_main(Datum main_arg)
 		if (cs_directory == NULL || cs_directory[0] == '\0')
 		{
 			cs_compressor_status_set_backlog(-1);
+			set_deferring(false, 0);
 			wait_ms(-1, false);
 			continue;
 		}

@@ -237,6 +237,7 @@ cs_status_archiver_exited(void)
 	cs_status->archiver_latch = NULL;
 	cs_status->state = CS_STATE_NOT_RUNNING;
 	SpinLockRelease(&cs_status->mutex);
+	cs_compressor_status_set_catching_up(false);
 }
 
 /*
@@ -657,9 +658,9 @@ cs_compressor_status_set_error(const char *message)
  *	  The archiver is (catching_up true) or is no longer catching up with a
  *	  backlog of the local server's WAL (stream.c's catching_up()).  While
  *	  it is, the compressor starts no new segment until the backlog of
- *	  sealed raw segments reaches CS_DEFER_MAX_RAW_SEGMENTS
- *	  (compressor.c), so that the walsender and the archiver have the
- *	  CPUs.  The end of catching up wakes the compressor.
+ *	  sealed raw segments reaches DEFER_MAX_RAW (compressor.c), so that
+ *	  the walsender and the archiver have the CPUs.  The end of catching
+ *	  up wakes the compressor.
  */
 void
 cs_compressor_status_set_catching_up(bool catching_up)
@@ -678,14 +679,21 @@ cs_compressor_status_set_catching_up(bool catching_up)
 
 /*
  * cs_compressor_status_archiver_catching_up
- *	  Is the archiver catching up (as last set by
- *	  cs_compressor_status_set_catching_up())?
+ *	  Is the archiver running and catching up (as last set by
+ *	  cs_compressor_status_set_catching_up())?  An archiver that is gone
+ *	  never holds compression back, however it ended.
  */
 bool
 cs_compressor_status_archiver_catching_up(void)
 {
 	bool		catching_up;
+	pid_t		archiver;
 
+	SpinLockAcquire(&cs_status->mutex);
+	archiver = cs_status->pid;
+	SpinLockRelease(&cs_status->mutex);
+	if (archiver == 0)
+		return false;
 	SpinLockAcquire(&cs_compressor->mutex);
 	catching_up = cs_compressor->archiver_catching_up;
 	SpinLockRelease(&cs_compressor->mutex);

@@ -933,6 +933,7 @@ cs_stream_finish(void)
 void
 cs_stream_exit(void)
 {
+	cs_compressor_status_set_catching_up(false);	/* first: the flush may fail */
 	if (st.writer_open)
 	{
 		st.writer_open = false;
@@ -948,6 +949,5 @@ cs_stream_exit(void)
 		}
 		cs_writer_close();
 	}
-	cs_compressor_status_set_catching_up(false);
 	publish(GetCurrentTimestamp());
 }
