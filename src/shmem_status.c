@@ -237,7 +237,6 @@ cs_status_archiver_exited(void)
 	cs_status->archiver_latch = NULL;
 	cs_status->state = CS_STATE_NOT_RUNNING;
 	SpinLockRelease(&cs_status->mutex);
-	cs_compressor_status_set_catching_up(false);
 }
 
 /*
@@ -679,21 +678,17 @@ cs_compressor_status_set_catching_up(bool catching_up)
 
 /*
  * cs_compressor_status_archiver_catching_up
- *	  Is the archiver running and catching up (as last set by
- *	  cs_compressor_status_set_catching_up())?  An archiver that is gone
- *	  never holds compression back, however it ended.
+ *	  Is the archiver catching up (as last set by
+ *	  cs_compressor_status_set_catching_up())?  The archiver clears it at
+ *	  every end of a session and first thing in its exit callback
+ *	  (stream.c), and a crash reinitializes shared memory, so an archiver
+ *	  that is gone never holds compression back.
  */
 bool
 cs_compressor_status_archiver_catching_up(void)
 {
 	bool		catching_up;
-	pid_t		archiver;
 
-	SpinLockAcquire(&cs_status->mutex);
-	archiver = cs_status->pid;
-	SpinLockRelease(&cs_status->mutex);
-	if (archiver == 0)
-		return false;
 	SpinLockAcquire(&cs_compressor->mutex);
 	catching_up = cs_compressor->archiver_catching_up;
 	SpinLockRelease(&cs_compressor->mutex);
