@@ -108,6 +108,12 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   compression_deferred: the compressor holds back while the archiver
  *   catches up with a backlog (it starts a segment only once 4 sealed
  *   segments wait raw).
+ *   commit_rate: transactions archived a second (commits/s) over the
+ *   archiver's last period of measurement (at least 100 ms);
+ *   group_commit_ms: the group commit window it sizes (ms): 5 up to 1,200
+ *   commits/s, 20 from 3,000 on, linear between, at most flush_interval,
+ *   and flush_interval while catching up.  Both NULL until an archiving
+ *   session has published them.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -138,7 +144,9 @@ CREATE FUNCTION status(
 	OUT last_compress_error_at timestamptz,
 	OUT last_retention_at timestamptz,
 	OUT retention_freed_bytes bigint,
-	OUT compression_deferred boolean)
+	OUT compression_deferred boolean,
+	OUT commit_rate double precision,
+	OUT group_commit_ms int)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

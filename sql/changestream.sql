@@ -95,6 +95,11 @@ SELECT count(*) AS rows,
 SELECT pg_typeof(lag_bytes) AS lag_bytes, pg_typeof(flushed_lsn) AS flushed_lsn,
        pg_typeof(last_error_at) AS last_error_at
   FROM changestream.status();
+SELECT pg_typeof(commit_rate) AS commit_rate,
+       pg_typeof(group_commit_ms) AS group_commit_ms,
+       (commit_rate IS NULL) = (group_commit_ms IS NULL) AS null_together,
+       group_commit_ms IS NULL OR group_commit_ms BETWEEN 1 AND 200 AS window_ok
+  FROM changestream.status();
 
 -- the generations() row of each generation that exists equals generation_stats()
 SELECT count(*) AS mismatches

@@ -211,7 +211,7 @@ cs_define_gucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.flush_interval",
 							"Maximum time received data waits before it is fsynced and acknowledged.",
-							"The archiver also flushes as soon as the stream goes idle.",
+							"Once the stream is idle it flushes after a group commit window of 5 to 20 ms, which follows the commit rate, and never longer than this.",
 							&cs_flush_interval_ms, 200, 1, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -227,7 +227,8 @@ cs_status_archiver_startup_failed(const char *database)
 
 /*
  * cs_status_archiver_exited
- *	  The archiver process is gone: no PID, no latch, "not running".
+ *	  The archiver process is gone: no PID, no latch, "not running", no
+ *	  commit rate or group commit window.
  */
 void
 cs_status_archiver_exited(void)
@@ -236,6 +237,8 @@ cs_status_archiver_exited(void)
 	cs_status->pid = 0;
 	cs_status->archiver_latch = NULL;
 	cs_status->state = CS_STATE_NOT_RUNNING;
+	cs_status->commit_rate = 0;
+	cs_status->group_commit_ms = 0;
 	SpinLockRelease(&cs_status->mutex);
 }
 
@@ -319,6 +322,8 @@ cs_status_publish_progress(const CsStreamCounters *c)
 	cs_status->messages = c->messages;
 	cs_status->transactions = c->transactions;
 	cs_status->bytes = c->bytes;
+	cs_status->commit_rate = c->commit_rate;
+	cs_status->group_commit_ms = c->group_commit_ms;
 	SpinLockRelease(&cs_status->mutex);
 }
 

@@ -58,6 +58,8 @@ typedef struct CsStatus
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
+	double		commit_rate;	/* commits/s, see CsStreamCounters */
+	int			group_commit_ms;	/* 0: no session has published */
 	TimestampTz last_error_at;
 	bool		snapshot_running;	/* a snapshot worker is active */
 	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
@@ -89,6 +91,8 @@ typedef struct CsStreamCounters
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
+	double		commit_rate;	/* commits/s archived, last period */
+	int			group_commit_ms;	/* the group commit window now, ms */
 } CsStreamCounters;
 
 extern CsStatus *cs_status;

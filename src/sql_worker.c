@@ -33,7 +33,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		29
+#define STATUS_COLS		31
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -92,7 +92,8 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  raw_sealed_segments, compressed_segments bigint,
  *	  last_compress_error text, last_compress_error_at timestamptz,
  *	  last_retention_at timestamptz, retention_freed_bytes bigint,
- *	  compression_deferred bool)
+ *	  compression_deferred bool, commit_rate float8,
+ *	  group_commit_ms int)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
@@ -101,6 +102,11 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  since the server started), retention_freed_bytes what retention
  *	  deleted since then (bytes on disk).  compression_deferred: the
  *	  compressor waits while the archiver catches up (compressor.c).
+ *	  commit_rate: transactions archived a second over the archiver's last
+ *	  period of measurement (at least 100 ms); group_commit_ms: the group
+ *	  commit window it sizes, in ms (flush_interval while catching up); both
+ *	  NULL until an archiving session has published them (stream.c,
+ *	  update_commit_rate(), group_commit_ms()).
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
@@ -187,6 +193,10 @@ changestream_status(PG_FUNCTION_ARGS)
 		values[27] = Int64GetDatum(freed);
 	}
 	values[28] = BoolGetDatum(c.deferring);
+	values[29] = Float8GetDatum(s.commit_rate);
+	nulls[29] = s.group_commit_ms == 0;
+	values[30] = Int32GetDatum(s.group_commit_ms);
+	nulls[30] = s.group_commit_ms == 0;
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

@@ -120,7 +120,7 @@ typedef struct StreamState
 	bool		report_owed;	/* a durable position not yet reported */
 	double		commit_rate;	/* commits/s archived: update_commit_rate() */
 	uint64		rate_base;		/* counters.transactions at rate_since */
-	TimestampTz rate_since;
+	TimestampTz rate_since;		/* start of the rate period; 0: none yet */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
@@ -164,7 +164,8 @@ catching_up(void)
 /*
  * Tell the compressor when catching_up() changes: while the archiver
  * catches up, compression waits, within a bound (compressor.c), so that
- * the walsender and the archiver have the CPUs.
+ * the walsender and the archiver have the CPUs.  When catching up ends,
+ * the commit rate is measured afresh: the drain's is not a commit rate.
  */
 static void
 share_catching_up(void)
@@ -175,21 +176,30 @@ share_catching_up(void)
 		return;
 	st.shared_catching_up = now;
 	cs_compressor_status_set_catching_up(now);
+	if (!now)
+	{
+		st.commit_rate = 0;
+		st.rate_since = 0;
+	}
 }
 
 /*
  * Measure the rate, in commits a second, at which transactions are
- * archived, over periods of at least RATE_PERIOD_MS (a period of a quiet
- * stream is as long as the stream stays quiet).  group_commit_ms() sizes
- * its window by it.
+ * archived: over the time since the last measurement, once that is at
+ * least RATE_PERIOD_MS (a quiet stream's period ends at its next
+ * cs_stream_periodic() call, at most status_interval later).  The first
+ * period starts at 0 commits a second, after a session starts, after a
+ * backlog is drained (the drain's rate is not the commit rate) and after
+ * the clock went back.  group_commit_ms() sizes its window by it.
  */
 static void
 update_commit_rate(TimestampTz now)
 {
 	long		ms;
 
-	if (st.rate_since == 0)
+	if (st.rate_since == 0 || now < st.rate_since)
 	{
+		st.commit_rate = 0;
 		st.rate_since = now;
 		st.rate_base = st.counters.transactions;
 		return;
@@ -214,9 +224,11 @@ update_commit_rate(TimestampTz now)
  * PostgreSQL's commit_delay applies only once commit_siblings transactions
  * are active: GROUP_COMMIT_MS up to QUIET_COMMIT_RATE commits a second,
  * GROUP_COMMIT_BUSY_MS from BUSY_COMMIT_RATE on, linear in between, and
- * never more than flush_interval.  So the fsyncs are at most 200 a second
- * on a quiet stream and 50 on a busy one, and a commit waits at most 5 ms,
- * or 20 ms when more than 3,000 a second arrive.  Why: a busy primary
+ * never more than flush_interval.  So the group commit fsyncs are at most
+ * 200 a second on a quiet stream and 50 on a busy one, and a complete
+ * transaction waits at most the window (5 to 20 ms) plus a trailing nap
+ * (update_trailing(), at most TRAIL_MAX_US); the rate it follows is at
+ * most one period (RATE_PERIOD_MS) old when it is busy.  Why: a busy primary
  * flushes its own WAL thousands of times a second on the same disk, and
  * the archive's fdatasyncs delay those flushes, and so its commits.
  * Measured on the benchmark machine (README, Benchmarks): each archive
@@ -250,6 +262,8 @@ publish(TimestampTz now)
 {
 	st.counters.received_lsn = Max(st.received_lsn, st.keepalive_lsn);
 	st.counters.flushed_lsn = st.position;
+	st.counters.commit_rate = st.commit_rate;
+	st.counters.group_commit_ms = (int) group_commit_ms();
 	cs_status_publish_progress(&st.counters);
 	st.last_published = now;
 }
@@ -832,6 +846,7 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	{
 		update_batching();
 		update_trailing();
+		share_catching_up();	/* before the drained backlog's flush */
 	}
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
 		(st.drained ||

@@ -48,6 +48,15 @@ cs_poll_or_diag($node, 'postgres',
 	't', 180, "the backlog is archived: flushed_lsn reaches $target");
 my $drained_at = time;
 
+# While catching up the group commit window is flush_interval (200 ms);
+# once the backlog is drained the commit rate is measured afresh, so the
+# window of the now quiet stream is 5 ms at once, not the 20 ms the
+# drain's rate (thousands of commits a second) would give.  With
+# status_interval = 1h nothing else would refresh it for many seconds.
+cs_poll_or_diag($node, 'postgres',
+	"SELECT group_commit_ms FROM changestream.status()",
+	'5', 5, 'after the drain the group commit window is 5 ms within 5 s');
+
 # the compressor waited while the archiver caught up, then resumed
 my $log = cs_log_since($node, $log_offset);
 like($log, qr/changestream compressor waits for the archiver to catch up/,
