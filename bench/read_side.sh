@@ -27,7 +27,9 @@
 #              TXNS=20000, ROUNDS=3; PARTS="1 2 3" (the measurements to
 #              run: PARTS=3 ROUNDS=1 is a quick apply-only run); KEEP=1
 #              leaves the cluster running at the end (for profiling) and
-#              prints how to reach and stop it.
+#              prints how to reach and stop it; READ_SIDE_OUT: where the
+#              table goes instead of bench/results/read_side.md (bench/run.sh
+#              runs it as its phase 7).
 # As root, PostgreSQL programs run as the "postgres" user; the extension
 # must be installed in PG_BINDIR's installation.
 
@@ -188,7 +190,7 @@ if part 3; then
 fi
 
 verdict() { awk "BEGIN { exit !($1 >= $2) }" && echo PASS || echo FAIL; }
-OUT="$BENCH_DIR/results/read_side.md"
+OUT=${READ_SIDE_OUT:-$BENCH_DIR/results/read_side.md}
 {
 	echo "| Measure | changestream | Peer, same run | Ratio | Target | Result |"
 	echo "| --- | ---: | ---: | ---: | --- | --- |"

@@ -2,8 +2,8 @@
 # bench/run.sh: changestream benchmark harness (issue 4).  NOT part of CI or
 # of the test suite: it takes minutes and its figures depend on the machine.
 #
-#   bash bench/run.sh            # full run (about 15-20 minutes on 2 cores)
-#   bash bench/run.sh --quick    # shorter run (about 6 minutes), same table
+#   bash bench/run.sh            # full run (about 30-35 minutes on 2 cores)
+#   bash bench/run.sh --quick    # shorter run (about 10 minutes), same table
 #   bash bench/run.sh --drain-only  # only the drain and archive size (1, 5)
 #   bash bench/run.sh --tps-only    # only the TPS overhead (2), 5 rounds
 #
@@ -23,7 +23,12 @@
 #   2. pgbench TPS with no consumer, with pg_recvlogical, with changestream;
 #   3. commit-to-durable lag at a steady LAG_RATE tps;
 #   4. the archiver's peak RSS during one very large transaction, and idle;
-#   5. archive size against raw pgoutput bytes and gzip -6 of them.
+#   5. archive size against raw pgoutput bytes and gzip -6 of them;
+#   6. raw segments under a steady saturating load (bench/steady_load.sh,
+#      its own cluster, 1MB segments so that the compressor has the most
+#      segments to keep up with);
+#   7. the read side of issue 11 (bench/read_side.sh, its own cluster):
+#      changes(), restore()'s snapshot load and apply against their peers.
 #
 # It prints a markdown table with every figure, the targets of issue 4
 # (PASS/FAIL) and the machine, and writes it to bench/results/latest.md
@@ -55,6 +60,10 @@
 #                          5 with --tps-only)
 #   LAG_SECONDS=30/15      LAG_RATE=1000  lag run length and rate
 #   BIG_MB=1024/256        size of the large transaction (pgoutput MB)
+#   STEADY_SECONDS=120/60  length of the steady load run (6); 0 skips it
+#   READ_SIDE=1            0 skips the read side (7); --quick runs it with
+#                          TXNS=5000 ROUNDS=1 and keeps its table in the
+#                          run's directory only
 #   TIMEOUT=1800           seconds any single wait may take
 #   QUIET_BUSY=0.3 QUIET_WAIT=600   before each measurement, wait up to
 #                          QUIET_WAIT s while other processes keep at least
@@ -94,11 +103,16 @@ done
 [ "$TPS_ONLY" = 1 ] && : "${TPS_ROUNDS:=5}"
 if [ "$QUICK" = 1 ]; then
 	: "${ROUNDS:=3}" "${DRAIN_TXNS:=7500}" "${TPS_SECONDS:=15}" \
-	  "${LAG_SECONDS:=15}" "${BIG_MB:=256}" "${TPS_ROUNDS:=1}"
+	  "${LAG_SECONDS:=15}" "${BIG_MB:=256}" "${TPS_ROUNDS:=1}" \
+	  "${STEADY_SECONDS:=60}"
 else
 	: "${ROUNDS:=5}" "${DRAIN_TXNS:=25000}" "${TPS_SECONDS:=60}" \
-	  "${LAG_SECONDS:=30}" "${BIG_MB:=1024}" "${TPS_ROUNDS:=3}"
+	  "${LAG_SECONDS:=30}" "${BIG_MB:=1024}" "${TPS_ROUNDS:=3}" \
+	  "${STEADY_SECONDS:=120}"
 fi
+: "${READ_SIDE:=1}"
+# the compressor's bound on raw sealed segments while it defers (phase 6)
+DEFER_MAX_RAW=$(awk '$1 == "#define" && $2 == "DEFER_MAX_RAW" { print $3 }' "$ROOT/src/compressor.c")
 : "${DRAIN_CLIENTS:=4}" "${SCALE:=10}" "${LAG_RATE:=1000}" "${TIMEOUT:=1800}"
 : "${QUIET_BUSY:=0.3}" "${QUIET_WAIT:=600}" "${QUIET_RETRIES:=2}"
 TPS_CLIENTS=8
@@ -1028,6 +1042,48 @@ memory_phase() {
 	cs_stop
 }
 
+# Raw segments under a steady saturating pgbench (bench/steady_load.sh,
+# its own cluster, 1MB segments: the compressor has a segment to compress
+# every fraction of a second).  Sets STEADY_MAX_RAW (most *.wal files seen,
+# the active one included), STEADY_FIRST_RAW / STEADY_LAST_RAW (the largest
+# in the first and in the last third of the run), STEADY_GZ (compressed at
+# the end), STEADY_SAMPLES, STEADY_MAX_LAG (bytes), STEADY_TPS and
+# STEADY_RESTARTS.
+steady_phase() {
+	cs_section "6. raw segments: pgbench -c 8 -j 2 -T $STEADY_SECONDS, segment_size 1MB"
+	note_load steady
+	local out=$RUN_DIR/steady_load.txt
+	PG_BINDIR=$PG_BINDIR SEGMENT_SIZE=1MB SAMPLE=5 \
+		bash "$BENCH_DIR/steady_load.sh" "$STEADY_SECONDS" >"$out" 2>&1 ||
+		{ cat "$out"; cs_die "bench/steady_load.sh failed"; }
+	read -r STEADY_SAMPLES STEADY_MAX_RAW STEADY_FIRST_RAW STEADY_LAST_RAW STEADY_GZ STEADY_MAX_LAG < <(
+		awk -v secs="$STEADY_SECONDS" '
+			$1 ~ /^[0-9]+$/ && NF == 4 {
+				n++; if ($2 > max) max = $2; if ($4 > lag) lag = $4; gz = $3
+				if ($1 <= secs / 3 && $2 > first) first = $2
+				if ($1 >= 2 * secs / 3 && $2 > last) last = $2
+			}
+			END { printf "%d %d %d %d %d %d\n", n, max, first, last, gz, lag }' "$out")
+	STEADY_TPS=$(awk '/^tps/ { printf "%.0f", $3 }' "$out")
+	STEADY_RESTARTS=$(awk -F': ' '/session restarts or generations logged/ { print $2 }' "$out")
+	cs_info "  $STEADY_SAMPLES samples: at most $STEADY_MAX_RAW raw segments (first third $STEADY_FIRST_RAW, last third $STEADY_LAST_RAW), $STEADY_GZ compressed at the end, lag at most $STEADY_MAX_LAG bytes, $STEADY_TPS tps"
+}
+
+# The read side of issue 11 (bench/read_side.sh, its own cluster); its
+# table goes to $RUN_DIR/read_side.md, and for a full run to
+# bench/results/read_side.md too.
+read_side_phase() {
+	cs_section "7. read side: changes(), restore() against their peers"
+	note_load read-side
+	local log=$RUN_DIR/read_side.log
+	local -a env_=(PG_BINDIR="$PG_BINDIR" READ_SIDE_OUT="$RUN_DIR/read_side.md")
+	[ "$QUICK" = 1 ] && env_+=(TXNS=5000 ROUNDS=1)
+	env "${env_[@]}" bash "$BENCH_DIR/read_side.sh" >"$log" 2>&1 ||
+		{ tail -40 "$log"; cs_die "bench/read_side.sh failed"; }
+	[ "$QUICK" = 1 ] || cp "$RUN_DIR/read_side.md" "$RESULTS/read_side.md"
+	grep -E '^\| (Decode|Snapshot|Apply)' "$RUN_DIR/read_side.md" | sed 's/^/  /'
+}
+
 # ======================================================= report
 
 tps_runs_of() {
@@ -1210,6 +1266,9 @@ report() {
 			echo "| TPS with changestream >= 1.0x TPS with pg_recvlogical | ${R_TPS_CS_RECV}x | $(pf "$R_TPS_CS_RECV >= 1.0") |"
 			echo "| Lag p99 < 15 ms at $LAG_RATE tps | $LAG_P99 ms | $(pf "$LAG_P99 < 15") |"
 			echo "| Worker RSS < 64 MB during a $BIG_MB MB transaction | $hwm_big_mb MB | $(pf "$hwm_big_mb < 64") |"
+			if [ "$STEADY_SECONDS" -gt 0 ]; then
+				echo "| Raw segments bounded under a steady load (1MB segments): at most $((DEFER_MAX_RAW + 2)), the compressor's bound while it defers plus the active segment and the one being compressed | $STEADY_MAX_RAW (most in the first third $STEADY_FIRST_RAW, in the last $STEADY_LAST_RAW) | $(pf "$STEADY_MAX_RAW <= $((DEFER_MAX_RAW + 2))") |"
+			fi
 		fi
 		echo "| Archive <= 1.10x gzip -6 of the pgoutput payload | ${R_GZ}x | $(pf "$R_GZ <= 1.10") |"
 		echo
@@ -1289,6 +1348,25 @@ report() {
 		echo "Entries: $(awk '$1 == "entries" { print $2 }' "$RUN_DIR/entry_overhead.txt"), of which walEnd = dataStart: $(awk '$1 == "walEnd_eq_dataStart" { print $2 }' "$RUN_DIR/entry_overhead.txt"), dataStart 0/0: $(awk '$1 == "dataStart_zero" { print $2 }' "$RUN_DIR/entry_overhead.txt"); distinct send times: $(awk '$1 == "send_time_distinct" { print $2 }' "$RUN_DIR/entry_overhead.txt")."
 		echo
 		echo "Cluster: shared_buffers 512MB, max_wal_size 16GB, checkpoint_timeout 1h, autovacuum off (VACUUM and CHECKPOINT before each measurement), fsync and synchronous_commit on; changestream defaults otherwise."
+		echo
+		if [ "$DRAIN_ONLY" != 1 ] && [ "$STEADY_SECONDS" -gt 0 ]; then
+			echo "## 6. Raw segments under a steady load"
+			echo
+			echo "\`bench/steady_load.sh $STEADY_SECONDS\` on its own cluster: pgbench -c 8 -j 2 (scale 10, unthrottled: $STEADY_TPS tps) while changestream archives with segment_size 1MB, so that a segment is sealed every fraction of a second; every 5 s the archive's raw (*.wal, the active one included) and compressed segments are counted ($STEADY_SAMPLES samples; samples in bench/results/<run>/steady_load.txt)."
+			echo
+			echo "| Raw segments, most seen | Most in the first third | Most in the last third | Compressed at the end | Archiver lag, most (bytes) | Session restarts or new generations logged |"
+			echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+			echo "| $STEADY_MAX_RAW | $STEADY_FIRST_RAW | $STEADY_LAST_RAW | $STEADY_GZ | $STEADY_MAX_LAG | $STEADY_RESTARTS |"
+			echo
+		fi
+		if [ "$DRAIN_ONLY" != 1 ] && [ "$READ_SIDE" = 1 ]; then
+			echo "## 7. Read side"
+			echo
+			echo "\`bench/read_side.sh\` (issue 11) on its own cluster, in this run$([ "$QUICK" = 1 ] && echo " (5,000 transactions, 1 round)"): \`changes()\` decoding the archive against \`pg_logical_slot_peek_changes()\` over the same transactions, \`restore()\` loading a snapshot against \`zcat | psql\` of the same file, and \`restore()\` applying the transactions against a subscription catching up on them."
+			echo
+			cat "$RUN_DIR/read_side.md"
+			echo
+		fi
 	} >"$f"
 	local name=latest.md
 	if [ "$DRAIN_ONLY" = 1 ]; then name=drain.md; elif [ "$QUICK" = 1 ]; then name=quick.md; fi
@@ -1494,6 +1572,8 @@ main() {
 		tps_phase
 		lag_phase
 		memory_phase
+		if [ "$STEADY_SECONDS" -gt 0 ]; then steady_phase; fi
+		if [ "$READ_SIDE" = 1 ]; then read_side_phase; fi
 	fi
 	report
 	OK=1
