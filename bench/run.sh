@@ -2,7 +2,7 @@
 # bench/run.sh: changestream benchmark harness (issue 4).  NOT part of CI or
 # of the test suite: it takes minutes and its figures depend on the machine.
 #
-#   bash bench/run.sh            # full run (about 30-35 minutes on 2 cores)
+#   bash bench/run.sh            # full run (about 20-30 minutes on 2 cores)
 #   bash bench/run.sh --quick    # shorter run (about 10 minutes), same table
 #   bash bench/run.sh --drain-only  # only the drain and archive size (1, 5)
 #   bash bench/run.sh --tps-only    # only the TPS overhead (2), 5 rounds
