@@ -44,30 +44,69 @@ typedef struct ChangeFilter
 	List	   *relations;		/* char *: "schema.table" or "table" */
 } ChangeFilter;
 
-/* Append one column value as JSON: json/jsonb embedded, others a string. */
+/*
+ * Push one column value as the value of the current key: json and jsonb
+ * columns embedded (parsed by jsonb_in, so invalid JSON raises 22P02), any
+ * other type its text form as a string.  The text stops at its first zero
+ * byte, as a C string would.
+ */
 static void
-append_value(StringInfo buf, Oid typid, const StringInfoData *value)
+push_value(JsonbParseState **state, Oid typid, const StringInfoData *value)
 {
+	JsonbValue	v;
+
 	if (typid == JSONOID || typid == JSONBOID)
-		appendBinaryStringInfo(buf, value->data, value->len);
+	{
+		Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+															CStringGetDatum(value->data)));
+
+		if (JB_ROOT_IS_SCALAR(jb))
+			JsonbExtractScalar(&jb->root, &v);
+		else
+		{
+			v.type = jbvBinary;
+			v.val.binary.data = &jb->root;
+			v.val.binary.len = VARSIZE(jb) - VARHDRSZ;
+		}
+	}
 	else
-		escape_json(buf, value->data);
+	{
+		v.type = jbvString;
+		v.val.string.val = value->data;
+		v.val.string.len = strnlen(value->data, value->len);
+	}
+	pushJsonbValue(state, WJB_VALUE, &v);
+}
+
+/* Push one string (an object key, or a key's value) of len bytes. */
+static void
+push_string(JsonbParseState **state, JsonbIteratorToken seq,
+			const char *str, int len)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) str;
+	v.val.string.len = len;
+	pushJsonbValue(state, seq, &v);
 }
 
 /*
- * A tuple as jsonb: {column: value}.  keys_only keeps only the replica
- * identity key's columns.  Unchanged TOASTed columns are left out and
- * added to *unchanged (text Datums).
+ * A tuple as jsonb: {column: value}, built with pushJsonbValue() (no JSON
+ * text is formed or parsed).  keys_only keeps only the replica identity
+ * key's columns.  Unchanged TOASTed columns are left out and added to
+ * *unchanged (column names).
  */
 static Datum
 tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 			List **unchanged)
 {
-	StringInfoData buf;
-	bool		first = true;
+	JsonbParseState *state = NULL;
+	JsonbValue *result;
+	JsonbValue	null_value;
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
+	null_value.type = jbvNull;
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < tup->ncols; i++)
 	{
 		if (keys_only && !bms_is_member(i, rel->attkeys))
@@ -78,18 +117,15 @@ tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 				*unchanged = lappend(*unchanged, rel->attnames[i]);
 			continue;
 		}
-		if (!first)
-			appendStringInfoString(&buf, ", ");
-		first = false;
-		escape_json(&buf, rel->attnames[i]);
-		appendStringInfoString(&buf, ": ");
+		push_string(&state, WJB_KEY, rel->attnames[i],
+					strlen(rel->attnames[i]));
 		if (tup->colstatus[i] == LOGICALREP_COLUMN_NULL)
-			appendStringInfoString(&buf, "null");
+			pushJsonbValue(&state, WJB_VALUE, &null_value);
 		else
-			append_value(&buf, rel->atttyps[i], &tup->colvalues[i]);
+			push_value(&state, rel->atttyps[i], &tup->colvalues[i]);
 	}
-	appendStringInfoChar(&buf, '}');
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 
 static Datum
