@@ -1,6 +1,8 @@
 # Format versions 1, 2 and 3 (issue 13 item 3 and its archive-size target,
-# issue 11's time bounds).  Format 2 written by a format 2 writer, and the
-# upgrade from it, are in t/031_format_upgrade.pl.
+# issue 11's time bounds).  Format 2 segments (the archiver's own entries
+# rewritten as format 2 by t/to_format1.py --version 2, which encodes from
+# docs/FORMAT.md alone), and the upgrade in place from them, are in
+# t/031_format_upgrade.pl.
 #
 # 1. A format 1 archive written by changestream before format 2
 #    (t/fixtures/format1, made by t/fixtures/make_format1.sh with main at
