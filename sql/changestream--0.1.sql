@@ -232,8 +232,9 @@ GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
  *   REPLICA IDENTITY FULL); unchanged TOASTed columns are left out of
  *   new_row and listed in unchanged_columns.
  *   Errors: 22023 malformed generation; 42704 no such generation;
- *           55000 changestream.directory not set; XX001 damaged archive
- *           (file and offset named).
+ *           55000 changestream.directory not set; 54000 a column value
+ *           longer than a jsonb string may be (268435455 bytes); XX001
+ *           damaged archive (file and offset named).
  */
 CREATE FUNCTION changes(
 	generation text DEFAULT NULL,

@@ -74,11 +74,22 @@ push_value(JsonbParseState **state, Oid typid, const StringInfoData *value)
 		v.type = jbvString;
 		v.val.string.val = value->data;
 		v.val.string.len = strnlen(value->data, value->len);
+		/*
+		 * jsonb_in's limit (checkStringLen() in jsonb.c): a longer length
+		 * would spill into the JEntry's type bits.
+		 */
+		if (v.val.string.len > JENTRY_OFFLENMASK)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("string too long to represent as jsonb string"),
+					 errdetail("A column value of %d bytes exceeds jsonb's limit of %d bytes for a string.",
+							   v.val.string.len, JENTRY_OFFLENMASK),
+					 errhint("Read this change with wal_records(), which returns the pgoutput message as bytea.")));
 	}
 	pushJsonbValue(state, WJB_VALUE, &v);
 }
 
-/* Push one string (an object key, or a key's value) of len bytes. */
+/* Push one object key of len bytes. */
 static void
 push_string(JsonbParseState **state, JsonbIteratorToken seq,
 			const char *str, int len)
@@ -333,7 +344,8 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
  *	  skipped by their header's seal (docs/FORMAT.md section 6.2) without
  *	  reading their bodies.
  *	  Errors: 22023 for a malformed generation, 42704 when it does not
- *	  exist, 55000 when changestream.directory is not set; XX001 naming
+ *	  exist, 55000 when changestream.directory is not set; 54000 for a
+ *	  column value longer than a jsonb string may be; XX001 naming
  *	  file and offset on damage (decoder.c).
  */
 Datum
