@@ -197,3 +197,27 @@ cs_cluster_psql() {
 	shift 2
 	cs_as_pg "$PG_BINDIR/psql" -X -h "$dir" -p "$port" -d postgres "$@"
 }
+
+# The TAP files of a source tree, in the order prove starts them:
+# cs_tap_schedule SRCDIR.  The files t/schedule names (the longest, one per
+# line, longest first; "#" starts a comment) come first, so that with
+# prove -j the run does not end waiting for one long file started last;
+# then every other t/*.pl in name order.
+cs_tap_schedule() {
+	local src=$1 f name
+	local -A listed=()
+	if [ -f "$src/t/schedule" ]; then
+		while read -r name; do
+			name=${name%%#*}
+			name=${name//[[:space:]]/}
+			[ -n "$name" ] && [ -f "$src/t/$name" ] || continue
+			listed[$name]=1
+			printf 't/%s\n' "$name"
+		done <"$src/t/schedule"
+	fi
+	for f in "$src"/t/*.pl; do
+		[ -e "$f" ] || continue
+		name=$(basename "$f")
+		[ -n "${listed[$name]:-}" ] || printf 't/%s\n' "$name"
+	done
+}

@@ -9,7 +9,8 @@
 # Environment:
 #   SKIP_BUILD=1     do not install packages, build or install (reuse what is installed)
 #   SKIP_REGRESS=1   skip pg_regress            SKIP_TAP=1   skip the TAP tests
-#   PROVE_FLAGS=...  extra flags for prove (e.g. "-v", "-j2")
+#   PROVE_FLAGS=...  extra flags for prove (e.g. "-v")
+#   CS_TEST_JOBS=N   TAP files run at once (prove -j; default 4, 1 = one at a time)
 #   KEEP=1           keep the work directory even when everything passes
 #
 #   PG_CONFIG=...    the PostgreSQL to build and test against (default: the
@@ -125,9 +126,9 @@ if [ "$run_tap" = 1 ]; then
 	cs_section "TAP tests (prove)"
 	t0=$(cs_now)
 	if [ ${#tap_tests[@]} -eq 0 ]; then
-		for f in "$WORK"/src/t/*.pl; do
-			[ -e "$f" ] && tap_tests+=("t/$(basename "$f")")
-		done
+		# the longest files first (t/schedule), so that the parallel run
+		# does not end waiting for one of them; then the others in order
+		tap_tests=($(cs_tap_schedule "$WORK/src"))
 	fi
 	if [ ${#tap_tests[@]} -eq 0 ]; then
 		cs_info "no TAP tests found in t/"
@@ -136,7 +137,8 @@ if [ "$run_tap" = 1 ]; then
 		# PGXS's prove_installcheck (REGRESS= leaves pg_regress out); the
 		# Makefile exports TESTDATADIR and TESTLOGDIR for PostgreSQL 16+
 		cs_as_pg make -C "$WORK/src" -s installcheck PG_CONFIG="$PG_CONFIG" REGRESS= \
-			PROVE_TESTS="${tap_tests[*]}" PROVE_FLAGS="--timer ${PROVE_FLAGS:-}" \
+			PROVE_TESTS="${tap_tests[*]}" \
+			PROVE_FLAGS="--timer -j${CS_TEST_JOBS:-4} ${PROVE_FLAGS:-}" \
 			2>&1 | tee "$WORK/prove.out"
 		rc=${PIPESTATUS[0]}
 		if [ "$rc" -eq 0 ]; then
