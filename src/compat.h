@@ -2,11 +2,12 @@
  *
  * compat.h
  *	  Every difference between the PostgreSQL major versions changestream
- *	  supports (15 through 18) is absorbed here, and only here.
+ *	  supports (15 through 19) is absorbed here, and only here.
  *
  * Sources: src/include/replication/walreceiver.h of each branch (the
  * walrcv_connect and walrcv_create_slot signatures changed in 16 and 17,
- * walrcv_identify_system's in 19).
+ * walrcv_identify_system's in 19), executor/executor.h and
+ * utils/jsonb.h (pushJsonbValue's state became a JsonbInState in 19).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 
 #include "replication/walreceiver.h"
 #include "storage/latch.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 #if PG_VERSION_NUM < 150000
@@ -137,6 +139,30 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 #else
 #define cs_find_repl_tuple_by_index(rel, idx, mode, search, out) \
 	RelationFindReplTupleByIndex((rel), (idx), (mode), (search), (out))
+#endif
+
+/*
+ * CsJsonbBuild: the state of a jsonb value built with pushJsonbValue(), to
+ * be zeroed before the first push.
+ * cs_jsonb_push(state, seq, value) -> the completed value after the token
+ *	  that closes the outermost object or array, else not meaningful.
+ * 19 made the state a JsonbInState that holds the result (pushJsonbValue
+ * returns void); before, it is a JsonbParseState stack and the result is
+ * pushJsonbValue's return value.
+ */
+#if PG_VERSION_NUM >= 190000
+typedef JsonbInState CsJsonbBuild;
+
+static inline JsonbValue *
+cs_jsonb_push(CsJsonbBuild *state, JsonbIteratorToken seq, JsonbValue *value)
+{
+	pushJsonbValue(state, seq, value);
+	return state->result;
+}
+#else
+typedef JsonbParseState *CsJsonbBuild;
+
+#define cs_jsonb_push(state, seq, value) pushJsonbValue((state), (seq), (value))
 #endif
 
 #endif							/* CHANGESTREAM_COMPAT_H */

@@ -27,6 +27,7 @@
 
 #include "decoder.h"
 #include "retention.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_changes);
 
@@ -51,7 +52,7 @@ typedef struct ChangeFilter
  * byte, as a C string would.
  */
 static void
-push_value(JsonbParseState **state, Oid typid, const StringInfoData *value)
+push_value(CsJsonbBuild *state, Oid typid, const StringInfoData *value)
 {
 	JsonbValue	v;
 
@@ -86,12 +87,12 @@ push_value(JsonbParseState **state, Oid typid, const StringInfoData *value)
 							   v.val.string.len, JENTRY_OFFLENMASK),
 					 errhint("Read this change with wal_records(), which returns the pgoutput message as bytea.")));
 	}
-	pushJsonbValue(state, WJB_VALUE, &v);
+	cs_jsonb_push(state, WJB_VALUE, &v);
 }
 
 /* Push one object key of len bytes. */
 static void
-push_string(JsonbParseState **state, JsonbIteratorToken seq,
+push_string(CsJsonbBuild *state, JsonbIteratorToken seq,
 			const char *str, int len)
 {
 	JsonbValue	v;
@@ -99,7 +100,7 @@ push_string(JsonbParseState **state, JsonbIteratorToken seq,
 	v.type = jbvString;
 	v.val.string.val = (char *) str;
 	v.val.string.len = len;
-	pushJsonbValue(state, seq, &v);
+	cs_jsonb_push(state, seq, &v);
 }
 
 /*
@@ -112,12 +113,13 @@ static Datum
 tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 			List **unchanged)
 {
-	JsonbParseState *state = NULL;
+	CsJsonbBuild state;
 	JsonbValue *result;
 	JsonbValue	null_value;
 
+	memset(&state, 0, sizeof(state));
 	null_value.type = jbvNull;
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	cs_jsonb_push(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < tup->ncols; i++)
 	{
 		if (keys_only && !bms_is_member(i, rel->attkeys))
@@ -131,11 +133,11 @@ tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 		push_string(&state, WJB_KEY, rel->attnames[i],
 					strlen(rel->attnames[i]));
 		if (tup->colstatus[i] == LOGICALREP_COLUMN_NULL)
-			pushJsonbValue(&state, WJB_VALUE, &null_value);
+			cs_jsonb_push(&state, WJB_VALUE, &null_value);
 		else
 			push_value(&state, rel->atttyps[i], &tup->colvalues[i]);
 	}
-	result = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	result = cs_jsonb_push(&state, WJB_END_OBJECT, NULL);
 	return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 

@@ -50,6 +50,7 @@
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "compressor.h"
 #include "generation_reader.h"
