@@ -2,7 +2,7 @@
 # scripts/test-matrix.sh: the test suite against several PostgreSQL major
 # versions, one after the other.
 #
-#   bash scripts/test-matrix.sh              15, 17 and 18 (what CI runs)
+#   bash scripts/test-matrix.sh              15, 17, 18 and 19 (what CI runs)
 #   bash scripts/test-matrix.sh 17 19 ...    the named versions
 #
 # 15 runs on the host, through scripts/test.sh (the README's test command).
@@ -23,7 +23,7 @@
 #
 # Environment:
 #   CS_CHROOT_CACHE=DIR   chroot cache (default /var/cache/changestream-chroots)
-#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1800)
+#   CS_VERSION_TIMEOUT=S  time cap per version, setup included (default 1200)
 #   CS_HOST_LOCK=FILE     hold "flock FILE" while the host (15) tests run (a
 #                         shared machine); the wait is not counted in the cap
 #   CS_MIRROR=URL         Debian mirror (default: read from the apt sources)
@@ -31,14 +31,17 @@
 #   CS_PREPARE_ONLY=1     only make (or check) the chroots, run no test
 #   CS_DEB=1              build the Debian package in the chroot, install it
 #                         there and CREATE EXTENSION with it (17, 18, 19)
-#   anything scripts/test.sh reads (PROVE_FLAGS, SKIP_REGRESS, ...) is passed on
+#   CS_TESTS="t/007_x.pl t/020_y.pl"  only these TAP files (and pg_regress),
+#                         as scripts/test.sh's arguments
+#   anything scripts/test.sh reads (PROVE_FLAGS, SKIP_REGRESS, CS_TEST_JOBS,
+#   ...) is passed on
 # Exits non-zero if any version fails; prints a table of results and times.
 
 set -uo pipefail
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CS_CHROOT_CACHE:-/var/cache/changestream-chroots}
-CAP=${CS_VERSION_TIMEOUT:-1800}
+CAP=${CS_VERSION_TIMEOUT:-1200}
 
 usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
@@ -52,7 +55,7 @@ for a in "$@"; do
 	*) usage >&2; die "unsupported version: $a (15, 17, 18 or 19)" ;;
 	esac
 done
-[ ${#versions[@]} -gt 0 ] || versions=(15 17 18)
+[ ${#versions[@]} -gt 0 ] || versions=(15 17 18 19)
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, chroot and mount need it)"
 
 # ------------------------------------------------------------ the mirror
@@ -311,8 +314,8 @@ run_in_chroot() {
 	in_chroot "$root" env \
 		PG_CONFIG="/usr/lib/postgresql/$v/bin/pg_config" \
 		PROVE_FLAGS="${PROVE_FLAGS:-}" SKIP_REGRESS="${SKIP_REGRESS:-0}" \
-		SKIP_TAP="${SKIP_TAP:-0}" KEEP="${KEEP:-0}" \
-		bash /build/changestream/scripts/test.sh </dev/null
+		SKIP_TAP="${SKIP_TAP:-0}" KEEP="${KEEP:-0}" CS_TEST_JOBS="${CS_TEST_JOBS:-4}" \
+		bash /build/changestream/scripts/test.sh ${CS_TESTS:-} </dev/null
 }
 
 # The PIDs of a process and all its descendants, parents first.
@@ -343,7 +346,7 @@ run_version() {
 			flock "$lockfd"
 			LOCK_WAIT=$(( $(now) - t0 ))
 		fi
-		timeout --kill-after=30 "$CAP" bash "$CS_ROOT/scripts/test.sh" </dev/null
+		timeout --kill-after=30 "$CAP" bash "$CS_ROOT/scripts/test.sh" ${CS_TESTS:-} </dev/null
 		rc=$?
 		if [ -n "${lockfd:-}" ]; then
 			flock -u "$lockfd"

@@ -61,6 +61,7 @@
 #include "snapshot_worker.h"
 #include "stream.h"
 #include "walsender_conn.h"
+#include "compat.h"
 
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
 #define BACKOFF_MIN_MS		1000
@@ -192,8 +193,8 @@ note_recovered(void)
 	int			failed = cs_log_once_reset(&log_once) + 1;
 
 	ereport(LOG,
-			(errmsg_plural("streaming again at %X/%X after %d failed attempt",
-						   "streaming again at %X/%X after %d failed attempts",
+			(errmsg_plural("streaming again at " CS_LSN_FMT " after %d failed attempt",
+						   "streaming again at " CS_LSN_FMT " after %d failed attempts",
 						   failed, LSN_FORMAT_ARGS(session_start), failed)));
 	last_session_failed = false;
 	backoff_ms = BACKOFF_MIN_MS;
@@ -355,7 +356,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 		 */
 		if (slot->confirmed_flush > position)
 		{
-			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn %X/%X is past the archived position %X/%X",
+			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn " CS_LSN_FMT " is past the archived position " CS_LSN_FMT,
 							  cs_slot_name, LSN_FORMAT_ARGS(slot->confirmed_flush),
 							  LSN_FORMAT_ARGS(position));
 			cs_writer_reset();
@@ -367,7 +368,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 											sysid, tli, reason, &position);
 		cs_status_new_generation_requested(true);	/* satisfied by this one */
 		ereport(LOG,
-				(errmsg("started generation %016llx at %X/%X",
+				(errmsg("started generation %016llx at " CS_LSN_FMT,
 						(unsigned long long) cur_generation,
 						LSN_FORMAT_ARGS(position)),
 				 errdetail("Reason: %s.", reason)));
@@ -375,7 +376,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	else
 	{
 		ereport(last_session_failed ? DEBUG1 : LOG,
-				(errmsg("resuming generation %016llx at %X/%X",
+				(errmsg("resuming generation %016llx at " CS_LSN_FMT,
 						(unsigned long long) cur_generation,
 						LSN_FORMAT_ARGS(position))));
 		cs_status_set_last_snapshot(cs_newest_snapshot_time(sess_directory,

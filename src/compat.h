@@ -24,6 +24,19 @@
 #endif
 
 /*
+ * CS_LSN_FMT: the text form of an LSN in messages, the server's own on each
+ * version (used with LSN_FORMAT_ARGS()): 19 pads the low half to 8 hex
+ * digits, as pg_lsn's output does there.  The archive's files always use
+ * "%X/%X" (docs/FORMAT.md), whichever server wrote them, and every reader
+ * accepts both.
+ */
+#if PG_VERSION_NUM >= 190000
+#define CS_LSN_FMT "%X/%08X"
+#else
+#define CS_LSN_FMT "%X/%X"
+#endif
+
+/*
  * cs_walrcv_connect(conninfo, appname, err) -> WalReceiverConn *
  *	  Open a logical replication (walsender) connection.  NULL and *err set
  *	  on failure.  16 added must_use_password; 17 added "replication".
@@ -130,12 +143,17 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 
 /*
  * cs_find_repl_tuple_by_index(rel, idxoid, lockmode, searchslot, outslot)
- *	  RelationFindReplTupleByIndex(); 19 added skipduplicates (false: what
- *	  earlier versions did).
+ *	  RelationFindReplTupleByIndex() on the table's replica identity index or
+ *	  primary key (restore_apply.c's lookup_index() never passes another).
+ *	  Up to 18 the function itself skipped the whole-row comparison of each
+ *	  match for such an index (a unique key identifies the row; the search
+ *	  slot of a key-only old tuple holds NULLs in the other columns); 19
+ *	  made the caller say so with skipduplicates.  false there would compare
+ *	  the key-only search slot with the whole stored row and find nothing.
  */
 #if PG_VERSION_NUM >= 190000
 #define cs_find_repl_tuple_by_index(rel, idx, mode, search, out) \
-	RelationFindReplTupleByIndex((rel), (idx), false, (mode), (search), (out))
+	RelationFindReplTupleByIndex((rel), (idx), true, (mode), (search), (out))
 #else
 #define cs_find_repl_tuple_by_index(rel, idx, mode, search, out) \
 	RelationFindReplTupleByIndex((rel), (idx), (mode), (search), (out))

@@ -39,6 +39,7 @@
 #include "snapshot.h"
 #include "walsender_conn.h"
 #include "walsender_reap.h"
+#include "compat.h"
 
 /*
  * Why the newest generation's identity file cannot be used, or NULL when it
@@ -239,7 +240,7 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 			cs_snapshot_take(conn, cs_slot_name, false, snapdir,
 							 identity.generation, CS_PROGRESS_ARCHIVER, &result);
 			ereport(LOG,
-					(errmsg("created replication slot \"%s\" at %X/%X",
+					(errmsg("created replication slot \"%s\" at " CS_LSN_FMT,
 							cs_slot_name, LSN_FORMAT_ARGS(result.lsn))));
 		}
 		else

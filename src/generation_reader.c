@@ -44,6 +44,7 @@
 #include "archive_layout.h"
 #include "generation_reader.h"
 #include "retention.h"
+#include "compat.h"
 
 struct CsGenerationReader
 {
@@ -159,10 +160,10 @@ cs_genreader_open(const char *directory, uint64 generation,
 		start_bound < gr->horizon.snapshot_lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("changestream history before %X/%X of generation %016llx was removed by retention",
+				 errmsg("changestream history before " CS_LSN_FMT " of generation %016llx was removed by retention",
 						LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						(unsigned long long) generation),
-				 errdetail("The requested start %X/%X lies before the generation's restorable start.",
+				 errdetail("The requested start " CS_LSN_FMT " lies before the generation's restorable start.",
 						   LSN_FORMAT_ARGS(start_bound)),
 				 errhint("Start at or after restorable_from_lsn of changestream.generations(), or pass no start.")));
 	gr->segments = cs_list_segments(directory, generation);
@@ -228,23 +229,23 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 							&gr->identity);
 	if (gr->cur->index == 0 && h->start_lsn != gr->identity.start_lsn)
 		cs_segment_damage(path, 0,
-						  "The generation starts at %X/%X, but its first segment at %X/%X.",
+						  "The generation starts at " CS_LSN_FMT ", but its first segment at " CS_LSN_FMT ".",
 						  LSN_FORMAT_ARGS(gr->identity.start_lsn),
 						  LSN_FORMAT_ARGS(h->start_lsn));
 	if (gr->has_horizon && gr->cur->index == gr->horizon.first_segment &&
 		gr->cur->index > 0 && h->start_lsn > gr->horizon.snapshot_lsn)
 		cs_segment_damage(path, 0,
-						  "The generation's retention horizon keeps history from its snapshot %X/%X, but its first segment kept starts at %X/%X.",
+						  "The generation's retention horizon keeps history from its snapshot " CS_LSN_FMT ", but its first segment kept starts at " CS_LSN_FMT ".",
 						  LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						  LSN_FORMAT_ARGS(h->start_lsn));
 	if (gr->have_prev_end && h->start_lsn != gr->track.position)
 		cs_segment_damage(path, 0,
-						  "It starts at %X/%X, but the previous segment ends at %X/%X.",
+						  "It starts at " CS_LSN_FMT ", but the previous segment ends at " CS_LSN_FMT ".",
 						  LSN_FORMAT_ARGS(h->start_lsn),
 						  LSN_FORMAT_ARGS(gr->track.position));
 	if (h->start_lsn < gr->prev_start)
 		cs_segment_damage(path, 0,
-						  "It starts at %X/%X, before the previous segment's start %X/%X.",
+						  "It starts at " CS_LSN_FMT ", before the previous segment's start " CS_LSN_FMT ".",
 						  LSN_FORMAT_ARGS(h->start_lsn),
 						  LSN_FORMAT_ARGS(gr->prev_start));
 	if (h->format_version < gr->prev_version)
@@ -274,7 +275,7 @@ check_seal(CsGenerationReader *gr, const CsSegmentHeader *h)
 		(seal->transactions == 0 &&
 		 (seal->first_commit_lsn != 0 || seal->last_commit_lsn != 0)))
 		cs_segment_damage(path, CS_SEAL_OFFSET,
-						  "The seal in its header is not consistent (end %X/%X, commits %X/%X to %X/%X, %llu transactions).",
+						  "The seal in its header is not consistent (end " CS_LSN_FMT ", commits " CS_LSN_FMT " to " CS_LSN_FMT ", %llu transactions).",
 						  LSN_FORMAT_ARGS(seal->end_lsn),
 						  LSN_FORMAT_ARGS(seal->first_commit_lsn),
 						  LSN_FORMAT_ARGS(seal->last_commit_lsn),
@@ -282,7 +283,7 @@ check_seal(CsGenerationReader *gr, const CsSegmentHeader *h)
 	if (seal->transactions > 0 && gr->track.last_commit_lsn != InvalidXLogRecPtr &&
 		seal->first_commit_lsn <= gr->track.last_commit_lsn)
 		cs_segment_damage(path, CS_SEAL_OFFSET,
-						  "Its seal says its first commit LSN is %X/%X, which does not follow the previous commit LSN %X/%X.",
+						  "Its seal says its first commit LSN is " CS_LSN_FMT ", which does not follow the previous commit LSN " CS_LSN_FMT ".",
 						  LSN_FORMAT_ARGS(seal->first_commit_lsn),
 						  LSN_FORMAT_ARGS(gr->track.last_commit_lsn));
 }
@@ -339,7 +340,7 @@ stops_here(CsGenerationReader *gr, const CsSegmentSeal *seal)
 static void
 skip_sealed(CsGenerationReader *gr, const CsSegmentHeader *h)
 {
-	elog(DEBUG1, "segment \"%s\" skipped: its seal puts it outside the bounds (commits %X/%X to %X/%X, %llu transactions)",
+	elog(DEBUG1, "segment \"%s\" skipped: its seal puts it outside the bounds (commits " CS_LSN_FMT " to " CS_LSN_FMT ", %llu transactions)",
 		 gr->cur->path, LSN_FORMAT_ARGS(h->seal.first_commit_lsn),
 		 LSN_FORMAT_ARGS(h->seal.last_commit_lsn),
 		 (unsigned long long) h->seal.transactions);
@@ -529,7 +530,7 @@ check_contents(CsGenerationReader *gr)
 		s->min_commit_time != c->min_commit_time ||
 		s->max_commit_time != c->max_commit_time)
 		cs_segment_damage(gr->cur->path, CS_SEAL_OFFSET,
-						  "The seal in its header says it ends at %X/%X and holds %llu transactions committed from %X/%X to %X/%X; it ends at %X/%X and holds %llu, from %X/%X to %X/%X (or their commit times differ).",
+						  "The seal in its header says it ends at " CS_LSN_FMT " and holds %llu transactions committed from " CS_LSN_FMT " to " CS_LSN_FMT "; it ends at " CS_LSN_FMT " and holds %llu, from " CS_LSN_FMT " to " CS_LSN_FMT " (or their commit times differ).",
 						  LSN_FORMAT_ARGS(s->end_lsn),
 						  (unsigned long long) s->transactions,
 						  LSN_FORMAT_ARGS(s->first_commit_lsn),
@@ -652,7 +653,7 @@ cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
 								 item->entry.kind == CS_ENTRY_MESSAGE ? &item->info : NULL);
 		if (problem == NULL && item->entry.kind == CS_ENTRY_MESSAGE &&
 			item->info.type == 'C' && item->info.lsn < gr->identity.start_lsn)
-			problem = psprintf("The commit LSN %X/%X lies before the generation's start %X/%X.",
+			problem = psprintf("The commit LSN " CS_LSN_FMT " lies before the generation's start " CS_LSN_FMT ".",
 							   LSN_FORMAT_ARGS(item->info.lsn),
 							   LSN_FORMAT_ARGS(gr->identity.start_lsn));
 		if (problem != NULL)

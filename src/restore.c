@@ -52,6 +52,7 @@
 #include "restore.h"
 #include "retention.h"
 #include "snapshot_reader.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_restore);
 
@@ -185,10 +186,10 @@ not_archived(RestoreState *rs, const char *what)
 			 errmsg("the target %s is not archived in generation %016llx", what,
 					(unsigned long long) rs->generation),
 			 rs->retained ?
-			 errdetail("The generation is restorable from %X/%X (%s) to its end; retention removed the history before.",
+			 errdetail("The generation is restorable from " CS_LSN_FMT " (%s) to its end; retention removed the history before.",
 					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 					   timestamptz_to_str(rs->identity.created_at)) :
-			 errdetail("The generation holds the transactions that committed from %X/%X (its start, %s) on.",
+			 errdetail("The generation holds the transactions that committed from " CS_LSN_FMT " (its start, %s) on.",
 					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 					   timestamptz_to_str(rs->identity.created_at)),
 			 errhint("Call changestream.generations() for the range of each generation (restorable_from_lsn to end_lsn).")));
@@ -224,7 +225,7 @@ choose_snapshot(RestoreState *rs)
 	ListCell   *lc;
 
 	if (rs->has_target_lsn && rs->target_lsn < rs->identity.start_lsn)
-		not_archived(rs, psprintf("LSN %X/%X", LSN_FORMAT_ARGS(rs->target_lsn)));
+		not_archived(rs, psprintf("LSN " CS_LSN_FMT, LSN_FORMAT_ARGS(rs->target_lsn)));
 	foreach(lc, names)
 	{
 		char	   *path = psprintf("%s/%s", dir, (char *) lfirst(lc));
@@ -249,7 +250,7 @@ choose_snapshot(RestoreState *rs)
 									  timestamptz_to_str(rs->target_time)));
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("generation %016llx has no snapshot at or after its start %X/%X",
+				 errmsg("generation %016llx has no snapshot at or after its start " CS_LSN_FMT,
 						(unsigned long long) rs->generation,
 						LSN_FORMAT_ARGS(rs->identity.start_lsn)),
 				 errhint("Call changestream.verify() to check the archive.")));
@@ -691,10 +692,10 @@ check_reached(RestoreState *rs, CsDecoder *d)
 	if (rs->has_target_lsn && position <= rs->target_lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the target LSN %X/%X is beyond the end of generation %016llx",
+				 errmsg("the target LSN " CS_LSN_FMT " is beyond the end of generation %016llx",
 						LSN_FORMAT_ARGS(rs->target_lsn),
 						(unsigned long long) rs->generation),
-				 errdetail("The generation holds the transactions that committed from %X/%X to before %X/%X.",
+				 errdetail("The generation holds the transactions that committed from " CS_LSN_FMT " to before " CS_LSN_FMT ".",
 						   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 						   LSN_FORMAT_ARGS(position)),
 				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
@@ -736,7 +737,7 @@ apply_archive(RestoreState *rs)
 
 		if (progress_due(rs))
 			ereport(NOTICE,
-					(errmsg("restoring: %lld transactions, %lld changes applied, at LSN %X/%X",
+					(errmsg("restoring: %lld transactions, %lld changes applied, at LSN " CS_LSN_FMT,
 							(long long) rs->transactions, (long long) rs->changes,
 							LSN_FORMAT_ARGS(c.commit_lsn))));
 		switch (c.kind)

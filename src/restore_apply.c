@@ -351,7 +351,7 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 				 errmsg("the row to %s in \"%s.%s\" is not in the restored table",
 						c->kind == CS_CHANGE_UPDATE ? "update" : "delete",
 						t->target_schema, t->name),
-				 errdetail("The change is in transaction %u (commit LSN %X/%X), in \"%s\" at offset %lld.",
+				 errdetail("The change is in transaction %u (commit LSN " CS_LSN_FMT "), in \"%s\" at offset %lld.",
 						   c->xid, LSN_FORMAT_ARGS(c->commit_lsn), c->path,
 						   (long long) c->frame_offset)));
 }

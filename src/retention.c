@@ -37,6 +37,7 @@
 #include "segment_reader.h"
 #include "shmem_status.h"
 #include "snapshot_reader.h"
+#include "compat.h"
 
 #define RETENTION_SLICE_FILES	16	/* files deleted per step */
 #define RETENTION_MAX_GAP_MS	(60 * 1000) /* a run at least this often */
@@ -423,7 +424,7 @@ finish_run(TimestampTz now)
 			ereport(LOG,
 					(errmsg("retention removed %d files (%lld bytes) from the changestream archive",
 							run.files, (long long) run.freed_bytes),
-					 errdetail("Generation %016llx is restorable from %X/%X (%s); %d older generations were removed whole.",
+					 errdetail("Generation %016llx is restorable from " CS_LSN_FMT " (%s); %d older generations were removed whole.",
 							   (unsigned long long) run.generation,
 							   LSN_FORMAT_ARGS(run.horizon.snapshot_lsn),
 							   timestamptz_to_str(run.horizon.snapshot_time),

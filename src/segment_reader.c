@@ -49,6 +49,7 @@
 #include "segment_format.h"
 #include "segment_reader.h"
 #include "wire.h"
+#include "compat.h"
 
 #define READ_SLICE		(1024 * 1024)	/* body bytes read per gzread() */
 #define RESYNC_CHUNK	(1024 * 1024)	/* bytes searched per pread() */
@@ -643,7 +644,7 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 		if (t->in_txn)
 			return "A keepalive position is recorded inside a transaction.";
 		if (e->wal_end <= t->position)
-			return psprintf("The keepalive position %X/%X does not advance the position of record %X/%X.",
+			return psprintf("The keepalive position " CS_LSN_FMT " does not advance the position of record " CS_LSN_FMT ".",
 							LSN_FORMAT_ARGS(e->wal_end), LSN_FORMAT_ARGS(t->position));
 		t->position = e->wal_end;
 		t->floor = Max(t->floor, e->wal_end);
@@ -661,19 +662,19 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 			if (!t->in_txn)
 				return "A COMMIT is not preceded by its BEGIN.";
 			if (info->lsn != t->begin_lsn)
-				return psprintf("The COMMIT's commit LSN %X/%X differs from its BEGIN's final LSN %X/%X.",
+				return psprintf("The COMMIT's commit LSN " CS_LSN_FMT " differs from its BEGIN's final LSN " CS_LSN_FMT ".",
 								LSN_FORMAT_ARGS(info->lsn), LSN_FORMAT_ARGS(t->begin_lsn));
 			if (t->last_commit_lsn != InvalidXLogRecPtr &&
 				info->lsn <= t->last_commit_lsn)
-				return psprintf("The commit LSN %X/%X does not follow the previous commit LSN %X/%X: a transaction is archived twice or out of order.",
+				return psprintf("The commit LSN " CS_LSN_FMT " does not follow the previous commit LSN " CS_LSN_FMT ": a transaction is archived twice or out of order.",
 								LSN_FORMAT_ARGS(info->lsn),
 								LSN_FORMAT_ARGS(t->last_commit_lsn));
 			if (info->lsn < t->floor)
-				return psprintf("The commit LSN %X/%X lies before %X/%X, a position the stream had already reached: the entries are out of order.",
+				return psprintf("The commit LSN " CS_LSN_FMT " lies before " CS_LSN_FMT ", a position the stream had already reached: the entries are out of order.",
 								LSN_FORMAT_ARGS(info->lsn),
 								LSN_FORMAT_ARGS(t->floor));
 			if (info->end_lsn < info->lsn)
-				return psprintf("The COMMIT's end LSN %X/%X lies before its commit LSN %X/%X.",
+				return psprintf("The COMMIT's end LSN " CS_LSN_FMT " lies before its commit LSN " CS_LSN_FMT ".",
 								LSN_FORMAT_ARGS(info->end_lsn),
 								LSN_FORMAT_ARGS(info->lsn));
 			t->in_txn = false;
@@ -689,7 +690,7 @@ cs_track_entry(CsPositionTracker *t, const CsEntry *e, const CsMessageInfo *info
 			{
 				/* archived only at or after the position of record */
 				if (info->lsn < t->position)
-					return psprintf("The non-transactional logical message's LSN %X/%X lies before the position of record %X/%X: it is archived twice or out of order.",
+					return psprintf("The non-transactional logical message's LSN " CS_LSN_FMT " lies before the position of record " CS_LSN_FMT ": it is archived twice or out of order.",
 									LSN_FORMAT_ARGS(info->lsn),
 									LSN_FORMAT_ARGS(t->position));
 				t->position = Max(t->position, info->lsn + 1);

@@ -40,6 +40,7 @@
 #include "segment_writer.h"
 #include "shmem_status.h"
 #include "wire.h"
+#include "compat.h"
 
 #define CS_FRAME_TARGET (1024 * 1024)
 
@@ -336,9 +337,9 @@ cut_torn_tail(const char *path, const CsSegmentScan *scan)
 								 path, (long long) keep, (long long) st.st_size)));
 	else
 		ereport(LOG,
-				(errmsg("cut changestream segment \"%s\" back to its last complete transaction at %X/%X",
+				(errmsg("cut changestream segment \"%s\" back to its last complete transaction at " CS_LSN_FMT,
 						path, LSN_FORMAT_ARGS(scan->position)),
-				 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at %X/%X and the server sends it again.",
+				 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at " CS_LSN_FMT " and the server sends it again.",
 						   (long long) (keep + rewritten.len), (long long) st.st_size,
 						   scan->torn ? "interrupted write cut" : "incomplete transaction cut",
 						   LSN_FORMAT_ARGS(scan->position))));
@@ -439,7 +440,7 @@ check_cut_allowed(const char *path, const CsSegmentScan *scan,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("changestream segment \"%s\" is damaged at offset %lld",
 					path, (long long) scan->valid_end),
-			 errdetail("Its last complete transaction ends at %X/%X, but replication slot \"%s\" has confirmed %X/%X: cutting the bytes that do not validate would lose transactions the server will not send again.",
+			 errdetail("Its last complete transaction ends at " CS_LSN_FMT ", but replication slot \"%s\" has confirmed " CS_LSN_FMT ": cutting the bytes that do not validate would lose transactions the server will not send again.",
 					   LSN_FORMAT_ARGS(scan->position), cs_slot_name,
 					   LSN_FORMAT_ARGS(confirmed_flush)),
 			 errhint(CS_DAMAGE_HINT)));

@@ -744,7 +744,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 		strlcpy(result->encoding, encoding, sizeof(result->encoding));
 	}
 	ereport(LOG,
-			(errmsg("snapshot at %X/%X written: %d tables, " INT64_FORMAT " rows in %d transactions, %ld ms after the slot's consistent point",
+			(errmsg("snapshot at " CS_LSN_FMT " written: %d tables, " INT64_FORMAT " rows in %d transactions, %ld ms after the slot's consistent point",
 					LSN_FORMAT_ARGS(lsn), ntables, total,
 					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size,
 					(long) ((GetCurrentTimestamp() - when) / 1000)),

@@ -44,6 +44,7 @@
 #include "shmem_status.h"
 #include "snapshot.h"
 #include "snapshot_reader.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
 PG_FUNCTION_INFO_V1(changestream_generation_stats);
@@ -406,7 +407,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 		cs_check_segment_header(sf->path, h, sf->index, generation, &identity);
 		if (i > 0 && h->start_lsn < starts[i - 1])
 			cs_segment_damage(sf->path, 0,
-							  "It starts at %X/%X, before the previous segment's start %X/%X.",
+							  "It starts at " CS_LSN_FMT ", before the previous segment's start " CS_LSN_FMT ".",
 							  LSN_FORMAT_ARGS(h->start_lsn),
 							  LSN_FORMAT_ARGS(starts[i - 1]));
 		starts[i++] = h->start_lsn;

@@ -31,6 +31,7 @@
 #include "decoder.h"
 #include "retention.h"
 #include "snapshot_reader.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_verify);
 
@@ -205,7 +206,7 @@ check_snapshot(VerifyState *vs, const char *path)
 		}
 	}
 	if (sscanf(name, "%16lX", &name_lsn) != 1 || name_lsn != cs_snapreader_lsn(r))
-		cs_file_damage(path, 0, "The file name's LSN is not the manifest's LSN %X/%X.",
+		cs_file_damage(path, 0, "The file name's LSN is not the manifest's LSN " CS_LSN_FMT ".",
 					   LSN_FORMAT_ARGS(cs_snapreader_lsn(r)));
 	if (sections != cs_snapreader_tables(r) || json_tables != sections)
 		cs_file_damage(path, 0, "The manifest announces %d tables (JSON: %d), the file holds %d.",
@@ -261,8 +262,8 @@ verify_generation(VerifyState *vs)
 		if (!opening)
 			add_problem(vs, "snapshots", 0,
 						psprintf(start == identity.start_lsn ?
-								 "No snapshot is at the generation's start %X/%X." :
-								 "No snapshot is at the generation's retention horizon %X/%X.",
+								 "No snapshot is at the generation's start " CS_LSN_FMT "." :
+								 "No snapshot is at the generation's retention horizon " CS_LSN_FMT ".",
 								 LSN_FORMAT_ARGS(start)));
 	}
 }

@@ -72,7 +72,7 @@ our @EXPORT = qw(
   cs_poll cs_poll_or_diag cs_wait_state cs_wait_archived cs_fence
   cs_status cs_single_generation cs_generations cs_compare_with_oracle
   cs_fetch_archive cs_fetch_oracle cs_group_txns cs_lsn_to_int
-  cs_int_to_lsn cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
+  cs_int_to_lsn cs_lsn_file_text cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
   cs_log_offset cs_sleep cs_pinned_settings_sql);
@@ -134,9 +134,32 @@ sub cs_lsn_to_int
 	return hex($1) * 4294967296 + hex($2);
 }
 
+# The server's text form of an LSN: PostgreSQL 19 pads the low half to 8
+# hex digits ("0/0BB8A5D8"), as pg_lsn's output and the server's messages
+# (and changestream's, src/compat.h) do there; before 19 "0/BB8A5D8".  The
+# PostgreSQL under test is the pg_config in PATH.
+my $lsn_format;
+
+sub _lsn_format
+{
+	return $lsn_format //=
+	  ((`pg_config --version` // '') =~ /PostgreSQL (\d+)/ && $1 >= 19)
+	  ? '%X/%08X'
+	  : '%X/%X';
+}
+
 sub cs_int_to_lsn
 {
 	my ($v) = @_;
+	return sprintf(_lsn_format(), int($v / 4294967296), $v % 4294967296);
+}
+
+# An LSN as the archive's files write it ("%X/%X", docs/FORMAT.md), on
+# every version: cs_lsn_file_text('0/0BB8A5D8') is '0/BB8A5D8'.
+sub cs_lsn_file_text
+{
+	my ($lsn) = @_;
+	my $v = cs_lsn_to_int($lsn);
 	return sprintf("%X/%X", int($v / 4294967296), $v % 4294967296);
 }
 
@@ -150,7 +173,7 @@ sub cs_lsn_ge
 sub _hex8_to_lsn
 {
 	my ($h) = @_;
-	return sprintf("%X/%X", hex(substr($h, 0, 8)), hex(substr($h, 8, 8)));
+	return sprintf(_lsn_format(), hex(substr($h, 0, 8)), hex(substr($h, 8, 8)));
 }
 
 ############################################################################
