@@ -506,6 +506,8 @@ is(cs_decode_problems(), '', 'cs_decode.py finds the retained generation sound b
 my $horizon_text = slurp_file("$gdir/retention");
 my ($first_seg) = $horizon_text =~ /^first_segment = (\d+)$/m;
 my ($h_snap) = $horizon_text =~ m{^snapshot_lsn = ([0-9A-F]+/[0-9A-F]+)$}m;
+# the horizon file writes %X/%X; messages print the server's form (19 pads)
+my $h_snap_msg = cs_int_to_lsn(cs_lsn_to_int($h_snap));
 my $next_seg = sprintf("$gdir/wal/%016x.wal", $first_seg + 1);
 ok($first_seg > 0 && (-e $next_seg || -e "$next_seg.gz"),
 	"the horizon keeps segments from $first_seg on, and there are more");
@@ -537,14 +539,14 @@ rename("$backup/aside", "$gdir/wal/$seg_file") or die "rename: $!";
 
 my $snap_file = sprintf('%08X%08X.snapshot.gz', map { hex } split m{/}, $h_snap);
 rename("$gdir/snapshots/$snap_file", "$backup/aside") or die "rename: $!";
-damage_found("the horizon's snapshot is missing", qr/No snapshot is at the generation's retention horizon \Q$h_snap\E/);
+damage_found("the horizon's snapshot is missing", qr/No snapshot is at the generation's retention horizon \Q$h_snap_msg\E/);
 rename("$backup/aside", "$gdir/snapshots/$snap_file") or die "rename: $!";
 
 (my $later = $horizon_text) =~ s/^first_segment = \d+$/'first_segment = ' . ($first_seg + 1)/me;
 unlink "$gdir/retention";
 PostgreSQL::Test::Utils::append_to_file("$gdir/retention", $later);
 damage_found('a horizon whose first segment starts after its snapshot',
-	qr/retention horizon keeps history from its snapshot \Q$h_snap\E/);
+	qr/retention horizon keeps history from its snapshot \Q$h_snap_msg\E/);
 
 unlink "$gdir/retention";
 PostgreSQL::Test::Utils::append_to_file("$gdir/retention", "first_segment = x\n");

@@ -86,6 +86,10 @@ for my $f (sort keys %queries)
 	my $got = $node->safe_psql($db, "$utc COPY ($queries{$f}) TO STDOUT");
 	my $want = slurp("$fixdir/$f");
 	chomp $want;
+	# the fixture was recorded on PostgreSQL 15; 19 prints pg_lsn with
+	# the low half padded to 8 digits: compare LSNs in one form
+	s{(?<![0-9A-Za-z/])([0-9A-F]{1,8})/([0-9A-F]{1,8})(?![0-9A-Za-z/])}
+	 {sprintf('%X/%X', hex($1), hex($2))}ge for ($got, $want);
 	if ($f eq 'wal_segments.out')
 	{
 		# the newest segment's end was the live flushed position when the

@@ -33,7 +33,7 @@ sub archived_rows
 {
 	return $node->safe_psql($db, q{SELECT coalesce(string_agg(new_row->>'id', ',' ORDER BY commit_lsn, ordinal), '')
 		FROM changestream.changes((SELECT generation FROM changestream.status()))
-		WHERE action = 'insert' AND "table" = 't'});
+		WHERE action = 'insert' AND table_name = 't'});
 }
 
 sub source_rows
