@@ -139,4 +139,15 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 	RelationFindReplTupleByIndex((rel), (idx), (mode), (search), (out))
 #endif
 
+/*
+ * cs_is_add_column(subtype): an ALTER TABLE subcommand that adds a column;
+ * 15 marks the recursing form AT_AddColumnRecurse, which 16 removed.
+ */
+#if PG_VERSION_NUM >= 160000
+#define cs_is_add_column(subtype) ((subtype) == AT_AddColumn)
+#else
+#define cs_is_add_column(subtype) \
+	((subtype) == AT_AddColumn || (subtype) == AT_AddColumnRecurse)
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */
