@@ -537,6 +537,10 @@ CREATE EVENT TRIGGER changestream_sql_drop ON sql_drop
 	EXECUTE FUNCTION ddl_sql_drop_trigger();
 CREATE EVENT TRIGGER changestream_table_rewrite ON table_rewrite
 	EXECUTE FUNCTION ddl_table_rewrite_trigger();
+-- also under session_replication_role = replica (tools that replay DDL)
+ALTER EVENT TRIGGER changestream_ddl_command_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_sql_drop ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_table_rewrite ENABLE ALWAYS;
 
 /*
  * The extension's publication: ddl_history's inserts only.  The archiver

@@ -22,10 +22,14 @@
 # Also: changes() gives the DDL records back as action 'ddl' rows with the
 # right command tags in order; a role without privileges cannot write the
 # history table, while its own DDL is recorded by the SECURITY DEFINER
-# triggers; logical messages with any prefix (archived: message_prefixes
-# '*') never become 'ddl' rows; DROP EXTENSION and CREATE EXTENSION while
-# the archiver streams: it goes on streaming and streams the new
-# publication once the archive has passed its creation.
+# triggers, as is DDL under session_replication_role = replica; logical
+# messages with any prefix (archived: message_prefixes '*') never become
+# 'ddl' rows; DROP EXTENSION leaves the publication changestream_ddl
+# empty, CREATE EXTENSION refuses one that publishes a table and replaces
+# the empty one, and DDL after it is archived; on a second node the
+# extension is created after the archiver started, which then sees the
+# publication (through SPI) and starts a session that streams it once the
+# archive has passed the point where it appeared, without an error.
 use strict;
 use warnings;
 
@@ -152,6 +156,8 @@ record_step('DROP TABLE', 'ta');
 $node->safe_psql($db, q{CREATE ROLE nobody LOGIN; CREATE SCHEMA nob AUTHORIZATION nobody;
 	GRANT USAGE ON SCHEMA changestream TO nobody});
 $node->safe_psql($db, q{SET ROLE nobody; CREATE TABLE nob.mine (id int); ALTER TABLE nob.mine ADD COLUMN x int});
+# recorded under session_replication_role = replica too (enabled ALWAYS)
+$node->safe_psql($db, q{SET session_replication_role = replica; ALTER TABLE nob.mine RENAME COLUMN x TO y});
 my ($rc, $out, $err) = $node->psql($db, q{SET ROLE nobody;
 	INSERT INTO changestream.ddl_history (event, command_tag, table_oid, schema_name, table_name, rows_changed)
 	VALUES ('table_rewrite', 'ALTER TABLE', 'ta'::regclass, 'public', 'ta', true)},
@@ -184,6 +190,7 @@ is($ddl, join("\n",
 	'ta ddl_command_end ALTER TABLE f',
 	'td sql_drop DROP TABLE f',
 	'mine ddl_command_end CREATE TABLE f',
+	'mine ddl_command_end ALTER TABLE f',
 	'mine ddl_command_end ALTER TABLE f'),
 	"changes() gives the DDL records back as action 'ddl', in order, with their command tags");
 is($node->safe_psql($db, q{SELECT count(*) FROM changestream.changes()
@@ -294,4 +301,38 @@ ok($found > 0, 'DDL after CREATE EXTENSION again reaches the archive');
 is($node->safe_psql($db, 'SELECT state FROM changestream.status()'), 'streaming', 'still streaming');
 
 $node->stop;
+
+# ---------- CREATE EXTENSION after the archiver started ----------
+# The archiver streams without changestream_ddl, sees it appear (through
+# SPI, every status_interval), and starts a session that streams it once
+# the archive has passed the point where it was seen.
+my $late = cs_new_node('late');
+$late->start;
+$late->safe_psql($db, q{CREATE TABLE tl (id int PRIMARY KEY, v int);
+	INSERT INTO tl SELECT i, i FROM generate_series(1, 5) i;
+	CREATE PUBLICATION changestream FOR TABLE tl});
+# status() read from another database, where the extension is
+$late->safe_psql($db, 'CREATE DATABASE mon');
+$late->safe_psql('mon', 'CREATE EXTENSION changestream');
+cs_start_archiving($late, db => 'mon');
+my $offset = cs_log_offset($late);
+$late->safe_psql($db, 'CREATE EXTENSION changestream');
+$late->safe_psql($db, 'INSERT INTO tl VALUES (6, 6)');
+my $restarted = 0;
+for (1 .. 60)
+{
+	$restarted = 1, last
+	  if cs_log_since($late, $offset) =~ /publication "changestream_ddl" exists, starting a new archiving session that streams it/;
+	$late->safe_psql($db, 'INSERT INTO tl VALUES (100 + (random() * 1000000)::int, 0) ON CONFLICT DO NOTHING');
+	sleep 1;
+}
+ok($restarted, 'the archiver sees the new publication and starts a session that streams it');
+cs_wait_state($late, 'streaming', db => 'mon', name => 'streaming with the schema history');
+$late->safe_psql($db, 'ALTER TABLE tl ADD COLUMN w int DEFAULT 3');
+cs_wait_archived($late, name => 'late: DDL');
+is($late->safe_psql($db, q{SELECT string_agg(table_name || ' ' || (new_row->>'rows_changed'), ',')
+	FROM changestream.changes() WHERE action = 'ddl'}), 'tl t',
+	'a DDL after the late CREATE EXTENSION is archived');
+unlike(cs_log_since($late, $offset), qr/ERROR/, 'no error on the way');
+$late->stop;
 done_testing();
