@@ -25,7 +25,8 @@
  *     without sending changes (a rewrite for a volatile default, a
  *     default filled in without a rewrite, ALTER COLUMN TYPE ... USING):
  *     restore() refuses to replay the table across it.
- *   statement: current_query() of the command (never executed by
+ *   statement: current_query(): the query string the client sent, which
+ *     holds every statement sent with the command (never executed by
  *     changestream).
  */
 CREATE TABLE ddl_history (

@@ -355,7 +355,8 @@ GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;
  *     without sending changes (a rewrite for a volatile default, a
  *     default filled in without a rewrite, ALTER COLUMN TYPE ... USING):
  *     restore() refuses to replay the table across it.
- *   statement: current_query() of the command (never executed by
+ *   statement: current_query(): the query string the client sent, which
+ *     holds every statement sent with the command (never executed by
  *     changestream).
  */
 CREATE TABLE ddl_history (

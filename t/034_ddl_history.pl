@@ -4,7 +4,8 @@
 # EXTENSION ... UPDATE), and its objects must then equal a fresh 0.2
 # install's.  A workload runs in steps: rows inserted, ALTER COLUMN TYPE
 # ... USING (a rewrite that changes every value), ADD COLUMN ... DEFAULT 7
-# (existing rows get the default without a rewrite), a table renamed, rows
+# (existing rows get the default without a rewrite; also on a partitioned
+# table, whose partitions are published), a table renamed, rows
 # updated, a type change without USING (int -> bigint: replayed), a
 # take_snapshot(), ADD COLUMN with a volatile default (a rewrite), a table
 # dropped.  After each step the test records pg_current_wal_lsn() and, per
@@ -87,7 +88,10 @@ CREATE TABLE ta (id int PRIMARY KEY, v int);
 CREATE TABLE tb (id int PRIMARY KEY, v int);
 CREATE TABLE tc (id int PRIMARY KEY, v text);
 CREATE TABLE td (id int PRIMARY KEY, n int);
-CREATE PUBLICATION changestream FOR TABLE ta, tb, tc, td;
+CREATE TABLE tp (id int PRIMARY KEY, v int) PARTITION BY RANGE (id);
+CREATE TABLE tp1 PARTITION OF tp FOR VALUES FROM (1) TO (11);
+CREATE TABLE tp2 PARTITION OF tp FOR VALUES FROM (11) TO (21);
+CREATE PUBLICATION changestream FOR TABLE ta, tb, tc, td, tp;
 });
 cs_start_archiving($node);
 
@@ -127,23 +131,26 @@ INSERT INTO ta SELECT i, i FROM generate_series(1, 20) i;
 INSERT INTO tb SELECT i, i * 10 FROM generate_series(1, 20) i;
 INSERT INTO tc SELECT i, 'c' || i FROM generate_series(1, 20) i;
 INSERT INTO td SELECT i, i FROM generate_series(1, 20) i;
+INSERT INTO tp SELECT i, i FROM generate_series(1, 20) i;
 });
 record_step('rows inserted');
 $node->safe_psql($db, q{ALTER TABLE ta ALTER COLUMN v TYPE text USING 'x' || v});
 record_step('ALTER COLUMN TYPE USING', 'ta');
-$node->safe_psql($db, q{ALTER TABLE tb ADD COLUMN w int DEFAULT 7});
-record_step('ADD COLUMN DEFAULT 7', 'ta', 'tb');
+# (on a partitioned table, the partitions' rows get the default)
+$node->safe_psql($db, q{ALTER TABLE tb ADD COLUMN w int DEFAULT 7; ALTER TABLE tp ADD COLUMN w int DEFAULT 7});
+record_step('ADD COLUMN DEFAULT 7', 'ta', 'tb', 'tp1', 'tp2');
 $node->safe_psql($db, q{ALTER TABLE tc RENAME TO tc2});
-record_step('RENAME TABLE', 'ta', 'tb');
+record_step('RENAME TABLE', 'ta', 'tb', 'tp1', 'tp2');
 $node->safe_psql($db, q{
 UPDATE ta SET v = v || 'y' WHERE id % 2 = 0;
 UPDATE tb SET v = v + 1 WHERE id < 5;
 UPDATE tc2 SET v = v || 'z' WHERE id % 3 = 0;
 UPDATE td SET n = n * 2 WHERE id > 15;
+UPDATE tp SET v = -v WHERE id IN (5, 15);
 });
-record_step('rows updated', 'ta', 'tb');
+record_step('rows updated', 'ta', 'tb', 'tp1', 'tp2');
 $node->safe_psql($db, q{ALTER TABLE td ALTER COLUMN n TYPE bigint});
-record_step('ALTER COLUMN TYPE without USING', 'ta', 'tb');
+record_step('ALTER COLUMN TYPE without USING', 'ta', 'tb', 'tp1', 'tp2');
 $node->safe_psql($db, q{SELECT changestream.take_snapshot()});
 $node->safe_psql($db, q{UPDATE td SET n = n + 1 WHERE id = 1});
 record_step('after a snapshot');
@@ -183,6 +190,9 @@ is($ddl, join("\n",
 	'ta table_rewrite ALTER TABLE f',
 	'ta ddl_command_end ALTER TABLE t {v}',
 	'tb ddl_command_end ALTER TABLE t {w}',
+	'tp ddl_command_end ALTER TABLE f',
+	'tp1 ddl_command_end ALTER TABLE t {w}',
+	'tp2 ddl_command_end ALTER TABLE t {w}',
 	'tc2 ddl_command_end ALTER TABLE f',
 	'td table_rewrite ALTER TABLE f',
 	'td ddl_command_end ALTER TABLE f',
@@ -200,7 +210,7 @@ is($node->safe_psql($db, q{SELECT count(*), count(DISTINCT new_row->>'prefix') F
 	WHERE action = 'message' AND new_row->>'content' LIKE '%rows_changed%'}),
 	'4|4', 'the four logical messages are archived, as messages');
 is($node->safe_psql($db, q{SELECT new_row->>'statement' FROM changestream.changes(relations => '{tb}')
-	WHERE action = 'ddl'}), 'ALTER TABLE tb ADD COLUMN w int DEFAULT 7',
+	WHERE action = 'ddl'}), 'ALTER TABLE tb ADD COLUMN w int DEFAULT 7;',
 	'a ddl row carries its statement, and the relations filter matches the table it affected');
 
 # ---------- restore() at every point ----------
