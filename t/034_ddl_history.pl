@@ -13,7 +13,8 @@
 # under the archive's pinned settings).
 #
 # Then every recorded point is restored (skip_inexact => true, into a
-# scratch schema, in a transaction rolled back afterwards): every table of
+# scratch schema and into a fresh database with target_schema NULL, each
+# in a transaction rolled back afterwards): every table of
 # the source either equals its digest or is refused with the documented
 # WARNING (and is then absent from the target); a table differing silently
 # fails the test, and so does a refusal other than the expected ones.
@@ -216,31 +217,37 @@ is($node->safe_psql($db, q{SELECT new_row->>'statement' FROM changestream.change
 # ---------- restore() at every point ----------
 
 my %count = (equal => 0, refused => 0, wrong => 0);
-for my $step (@steps)
+
+# Restore $step's point in $dbname (into schema r, or with target_schema
+# NULL into each table's own schema, public) and compare every table.
+sub check_step
 {
-	my $sql = "$S BEGIN; SELECT tables FROM changestream.restore('r', target_lsn => '$step->{lsn}', skip_inexact => true);"
-	  . join('', map { "SELECT '$_', to_regclass('r.$_') IS NOT NULL;" } @{ $step->{tables} })
+	my ($step, $dbname, $label) = @_;
+	my ($qs, $ts) = $dbname eq $db ? ("'r'", 'r') : ('NULL', 'public');
+	my $rc;
+	my $sql = "$S BEGIN; SELECT tables FROM changestream.restore($qs, target_lsn => '$step->{lsn}', skip_inexact => true);"
+	  . join('', map { "SELECT '$_', to_regclass('$ts.$_') IS NOT NULL;" } @{ $step->{tables} })
 	  . "SELECT 'extra', string_agg(relname, ',' ORDER BY relname) FROM pg_class
-		 WHERE relnamespace = to_regnamespace('r') AND relkind = 'r';";
+		 WHERE relnamespace = to_regnamespace('$ts') AND relkind = 'r';";
 	my ($o, $e) = ('', '');
-	$node->psql($db, $sql . 'ROLLBACK;', stdout => \$o, stderr => \$e, on_error_stop => 1);
-	ok($e !~ /ERROR/, "step '$step->{name}': restore with skip_inexact succeeds") or diag($e);
+	$node->psql($dbname, $sql . 'ROLLBACK;', stdout => \$o, stderr => \$e, on_error_stop => 1);
+	ok($e !~ /ERROR/, "$label step '$step->{name}': restore with skip_inexact succeeds") or diag($e);
 	my @lines = split /\n/, $o;
 	shift @lines;
 	my %exists = map { split /\|/ } @lines;
 	my @refused = sort($e =~ /WARNING:\s+table "public\.(\w+)" cannot be restored exactly/g);
-	is("@refused", "@{ $step->{refused} }", "step '$step->{name}': the refused tables are the expected ones");
+	is("@refused", "@{ $step->{refused} }", "$label step '$step->{name}': the refused tables are the expected ones");
 	# the restored tables, compared with the source (refused ones must be absent)
 	my @present = grep { $exists{$_} eq 't' } @{ $step->{tables} };
 	my %got;
 	if (@present)
 	{
-		my $dsql = "$S BEGIN; SELECT changestream.restore('r', target_lsn => '$step->{lsn}', skip_inexact => true);"
-		  . join(";\n", map { digest_sql('r', $_, $step->{cols}{$_}) } @present) . '; ROLLBACK;';
+		my $dsql = "$S BEGIN; SELECT changestream.restore($qs, target_lsn => '$step->{lsn}', skip_inexact => true);"
+		  . join(";\n", map { digest_sql($ts, $_, $step->{cols}{$_}) } @present) . '; ROLLBACK;';
 		# each digest on its own: a restored table lacking a column fails
 		# its own query only (ON_ERROR_ROLLBACK), and counts as wrong
 		my ($d, $de) = ('', '');
-		$node->psql($db, $dsql, stdout => \$d, stderr => \$de, on_error_stop => 0,
+		$node->psql($dbname, $dsql, stdout => \$d, stderr => \$de, on_error_stop => 0,
 			extra_params => [ '-v', 'ON_ERROR_ROLLBACK=on' ]);
 		my @dl = split /\n/, $d;
 		shift @dl;
@@ -252,7 +259,7 @@ for my $step (@steps)
 		if ($is_refused{$t})
 		{
 			$count{refused}++;
-			ok($exists{$t} eq 'f', "step '$step->{name}': refused table $t is not in the target");
+			ok($exists{$t} eq 'f', "$label step '$step->{name}': refused table $t is not in the target");
 		}
 		elsif (($got{$t} // 'missing') eq $step->{digest}{$t})
 		{
@@ -261,21 +268,28 @@ for my $step (@steps)
 		else
 		{
 			$count{wrong}++;
-			fail("step '$step->{name}': table $t differs from the source without an error");
+			fail("$label step '$step->{name}': table $t differs from the source without an error");
 		}
 	}
 	my %source = map { $_ => 1 } @{ $step->{tables} };
 	my ($extra) = grep { /^extra\|/ } @lines;
 	my @extra = grep { !$source{$_} } split /,/, (split /\|/, $extra // 'extra|', 2)[1] // '';
-	is("@extra", '', "step '$step->{name}': no table the source does not have");
+	is("@extra", '', "$label step '$step->{name}': no table the source does not have");
 
 	# without skip_inexact: 0A000 naming the table, the command, its LSN and the exact points
-	next unless @{ $step->{refused} };
-	($rc, $o, $e) = $node->psql($db,
-		"BEGIN; SELECT changestream.restore('r', target_lsn => '$step->{lsn}'); ROLLBACK;",
+	return unless @{ $step->{refused} };
+	($rc, $o, $e) = $node->psql($dbname,
+		"BEGIN; SELECT changestream.restore($qs, target_lsn => '$step->{lsn}'); ROLLBACK;",
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	like($e, qr/ERROR:\s+0A000:\s+table "public\.(ta|tb)" cannot be restored exactly: ALTER TABLE public\.\w+ at [0-9A-F]+\/[0-9A-F]+ changed its existing rows without archived changes.*DETAIL:.*snapshot at.*HINT:\s+Restore to a target before [0-9A-F]+\/[0-9A-F]+, or (at or after [0-9A-F]+\/[0-9A-F]+ \(the next snapshot|call changestream\.take_snapshot\(\))/s,
-		"step '$step->{name}': without skip_inexact, 0A000 with the command, its LSN and the exact points");
+		"$label step '$step->{name}': without skip_inexact, 0A000 with the command, its LSN and the exact points");
+	return;
+}
+
+for my $step (@steps)
+{
+	check_step($step, $db, 'into a scratch schema:');
+	check_step($step, 'fresh', 'into a fresh database:');
 }
 note("tables x points: $count{equal} equal, $count{refused} refused, $count{wrong} wrong");
 is($count{wrong}, 0, 'no table differs silently from the source');
