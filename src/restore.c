@@ -72,7 +72,8 @@ typedef struct RestoreState
 	bool		has_target_time;
 	TimestampTz target_time;
 	bool		skip_inexact;	/* skip refused tables with a WARNING */
-	List	   *snapshot_lsns;	/* XLogRecPtr *: every snapshot, in order */
+	XLogRecPtr	next_snapshot_lsn;	/* the first snapshot after the target,
+									 * or Invalid */
 	char	   *snapshot_path;
 	XLogRecPtr	snapshot_lsn;
 	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
@@ -227,7 +228,7 @@ pin_and_find_start(RestoreState *rs)
 
 /*
  * The newest snapshot not after the target; its path and LSN in rs, and
- * the LSNs of all of them (for refusals, which name the next one).
+ * the LSN of the first one after the target (for refusals, which name it).
  */
 static void
 choose_snapshot(RestoreState *rs)
@@ -235,8 +236,6 @@ choose_snapshot(RestoreState *rs)
 	List	   *names = cs_list_snapshots(rs->directory, rs->generation);
 	char	   *dir = cs_snapshots_dir_path(rs->directory, rs->generation);
 	ListCell   *lc;
-	bool		past = false;
-	XLogRecPtr *p;
 
 	if (rs->has_target_lsn && rs->target_lsn < rs->identity.start_lsn)
 		not_archived(rs, psprintf("LSN %X/%X", LSN_FORMAT_ARGS(rs->target_lsn)));
@@ -250,14 +249,12 @@ choose_snapshot(RestoreState *rs)
 		cs_snapreader_close(r);
 		if (lsn < rs->identity.start_lsn)
 			continue;
-		p = palloc(sizeof(XLogRecPtr));
-		*p = lsn;
-		rs->snapshot_lsns = lappend(rs->snapshot_lsns, p);
 		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
 			(rs->has_target_time && t > rs->target_time))
-			past = true;
-		if (past)
-			continue;			/* listed for refusals' hints only */
+		{
+			rs->next_snapshot_lsn = lsn;
+			break;
+		}
 		rs->snapshot_path = path;
 		rs->snapshot_lsn = lsn;
 	}
@@ -726,21 +723,16 @@ static void
 refuse_table(RestoreState *rs, CsRestoreTable *t, const CsChange *c,
 			 const CsDdlRecord *rec)
 {
-	XLogRecPtr	next_snapshot = InvalidXLogRecPtr;
-	ListCell   *lc;
 	char	   *what;
 	char	   *hint;
 
-	foreach(lc, rs->snapshot_lsns)
-	{
-		XLogRecPtr	lsn = *(XLogRecPtr *) lfirst(lc);
+	/*
+	 * The command lies after the snapshot restored from, which is the
+	 * newest not after the target: the next snapshot after the command is
+	 * the first one after the target.
+	 */
+	XLogRecPtr	next_snapshot = rs->next_snapshot_lsn;
 
-		if (lsn > c->commit_lsn)
-		{
-			next_snapshot = lsn;
-			break;
-		}
-	}
 	what = rec->columns != NULL ?
 		psprintf("it set the values of columns %s of the existing rows", rec->columns) :
 		pstrdup("it rewrote the existing rows with new values");
