@@ -49,11 +49,10 @@ OBJS = \
 	src/sql_changes.o \
 	src/sql_verify.o \
 	src/restore.o \
-	src/restore_apply.o \
-	src/ddl_history.o
+	src/restore_apply.o
 
 EXTENSION = changestream
-DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql
+DATA = sql/changestream--0.1.sql
 PGFILEDESC = "changestream - durable archive of a logical change stream"
 
 SHLIB_LINK += -lz
