@@ -19,6 +19,16 @@
 # FUZZ_CASES (default 100; about 40 s on a busy 2-core machine) and FUZZ_SEED (default 1) choose the cases;
 # scripts/fuzz.sh runs thousands and prints the figures.
 #
+# cs_decode.py runs in one Python process for all the cases (a small
+# driver, below, that executes the script as __main__ once per case with
+# sys.argv, stdout and stderr of its own): starting Python costs more CPU
+# than reading a case, and this test started it 100 times.  The driver
+# runs the script's own code path, its __main__ block included (its exit
+# codes, its "internal error" exit 3, a traceback and exit 1 for what
+# escapes), writes with the encoding and error handler of a pipe as the
+# script's own process would, and is restarted after a case that does not
+# end within the same 300 s.
+#
 # FUZZ_SOURCE chooses the generation the cases are made from.  By default
 # it is t/fuzz_source/0003049627ffa64c, a generation of format 3 the
 # archiver wrote (240 pgbench transactions and 6 small ones in two
@@ -94,14 +104,88 @@ sub measure
 	return ad_backend_fds_rss($r->{out});
 }
 
+# "python3 cs_decode.py --summary <path>" for each path read on stdin, in
+# one process: one line "<exit code> <stdout in hex> <stderr in hex>" each
+my $decode_driver = $node->basedir . '/cs_decode_cases.py';
+PostgreSQL::Test::Utils::append_to_file($decode_driver, <<'PY');
+import io, sys, traceback
+script = sys.argv[1]
+with open(script, "rb") as f:
+    code = compile(f.read(), script, "exec")
+real_out, real_err = sys.stdout, sys.stderr
+for line in sys.stdin:
+    out_b, err_b = io.BytesIO(), io.BytesIO()
+    out_w = io.TextIOWrapper(out_b, encoding=real_out.encoding, errors=real_out.errors)
+    err_w = io.TextIOWrapper(err_b, encoding=real_err.encoding, errors=real_err.errors)
+    sys.stdout, sys.stderr = out_w, err_w
+    sys.argv = [script, "--summary", line.rstrip("\n")]
+    rc = 0
+    try:
+        exec(code, {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__})
+    except SystemExit as e:
+        if e.code is None:
+            rc = 0
+        elif isinstance(e.code, int):
+            rc = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            rc = 1
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    sys.stdout, sys.stderr = real_out, real_err
+    for w in (out_w, err_w):
+        try:
+            w.flush()
+        except Exception:
+            pass
+    real_out.write("%d %s %s\n" % (rc, out_b.getvalue().hex(), err_b.getvalue().hex()))
+    out_w.detach()
+    err_w.detach()
+    real_out.flush()
+PY
+my ($dec_h, $dec_timer, $dec_in, $dec_out, $dec_err);
+sub start_decoder
+{
+	($dec_in, $dec_out, $dec_err) = ('', '', '');
+	$dec_timer = IPC::Run::timeout(300);
+	$dec_h = IPC::Run::start([ 'python3', $decode_driver, "$script_dir/cs_decode.py" ],
+		'<', \$dec_in, '>', \$dec_out, '2>', \$dec_err, $dec_timer);
+	return;
+}
+start_decoder();
+
+# -> (exit code, stdout, stderr) of cs_decode.py for the path sent last;
+# undef when it did not end within 300 s of being sent, or the driver
+# ended (the driver is restarted)
+sub decode_result
+{
+	my $ok = eval {
+		while ($dec_out !~ /\n/)
+		{
+			die "the driver ended\n" unless $dec_h->pumpable;
+			$dec_h->pump;
+		}
+		1;
+	};
+	if (!$ok || $dec_out !~ s/^(\d+) ([0-9a-f]*) ([0-9a-f]*)\n//)
+	{
+		my $why = $@ || "driver output: $dec_out";
+		eval { $dec_h->kill_kill };
+		my $err = $dec_err;
+		start_decoder();
+		return (undef, '', "$why $err");
+	}
+	return ($1, pack('H*', $2), pack('H*', $3));
+}
+
 sub run_case
 {
 	my ($name, $case, $desc) = @_;
 	rename("$stage/$name", "$gens/$name") or die "rename $name: $!";
-	my ($dout, $derr) = ('', '');
-	my $dec = IPC::Run::start(
-		[ 'python3', "$script_dir/cs_decode.py", '--summary', "$gens/$name" ],
-		'>', \$dout, '2>', \$derr, IPC::Run::timeout(300));
+	$dec_in .= "$gens/$name\n";
+	$dec_timer->start(300);
+	$dec_h->pump_nb;
 	my $sql_damage = 0;
 	for my $q ("SELECT count(*) FROM changestream.generations();",
 		"SELECT count(*) FROM changestream.generation_stats('$name');",
@@ -149,8 +233,9 @@ sub run_case
 			push @bad, "case $case ($desc): statement_timeout in $q";
 		}
 	}
-	eval { $dec->finish; 1 } or push @bad, "case $case ($desc): cs_decode.py timed out";
-	my $rc = ($dec->results)[0] // -1;
+	my ($rc, $dout, $derr) = decode_result();
+	push @bad, "case $case ($desc): cs_decode.py timed out: $derr" unless defined $rc;
+	$rc //= -1;
 	$decode_rc{$rc}++;
 	if ($rc >= 2 || $derr =~ /Traceback/)
 	{
@@ -203,6 +288,8 @@ for (my $first = 0; $first <= $cases; $first += $batch)
 my ($fd1, $rss1) = measure();
 my $pid1 = ad_session_query($sess, 'SELECT pg_backend_pid();')->{out};
 ad_session_close($sess);
+$dec_in = '';
+$dec_h->finish;
 
 my $signals = () = cs_log_since($node, $log_off) =~ /terminated by signal|PANIC|TRAP:/g;
 $fig{crashes} += $signals if $fig{crashes} == 0;

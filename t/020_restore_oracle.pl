@@ -7,7 +7,16 @@
 # TYPE, rows updated again and again (keys changed, moved away, deleted and
 # inserted anew), TRUNCATE, and one large transaction.  (A column is added without a
 # DEFAULT: logical decoding does not send the default that existing rows
-# take, so no archive can restore it; README, limitations.)  A take_snapshot() comes in
+# take, so no archive can restore it; README, limitations.)  The large
+# transaction (CS_BIG_ROWS rows, default 50,000; issue 11 asked for 1M)
+# must be larger than the walsender's memory and than the archive's frames:
+# with logical_decoding_work_mem = '64kB' on this node (1M rows were needed
+# to pass the default 64MB) the walsender spills it to disk (checked: the
+# slot's spill_txns grows across it), and its pgoutput messages (checked:
+# over 2 MB) fill more than two of the archiver's 1 MB frames, in one
+# segment far larger than segment_size (segments rotate only between
+# transactions).  Every restore at or after it replays it, so 1M rows made
+# half of the file's time.  A take_snapshot() comes in
 # the middle (so some targets fall between two snapshots) and segments
 # rotate (segment_size 64kB).  After each step the test records
 # pg_current_wal_lsn(), clock_timestamp() and, per table, a digest of the
@@ -32,8 +41,10 @@ use Test::More;
 use ChangestreamTest;
 use ArchiveDamage;
 
-my $big_rows = $ENV{CS_BIG_ROWS} // 1000000;
-my $node = cs_new_node('oracle', conf => "changestream.segment_size = '64kB'\n");
+my $big_rows = $ENV{CS_BIG_ROWS} // 50000;
+# logical_decoding_work_mem at its minimum: the large transaction spills
+my $node = cs_new_node('oracle', conf => "changestream.segment_size = '64kB'\n"
+	  . "logical_decoding_work_mem = '64kB'\n");
 $node->start;
 my $db = 'postgres';
 my $S = $ChangestreamTest::ORACLE_SETTINGS;
@@ -156,6 +167,11 @@ record_step('rows updated again and again');
 $node->safe_psql($db, q{TRUNCATE pgbench_history; INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 5, '2026-01-01')});
 record_step('TRUNCATE');
 $node->safe_psql($db, q{SELECT changestream.take_snapshot()});
+# the walsender's spill counter before the large transaction: everything
+# before it decoded (the counter is updated as the walsender decodes)
+cs_wait_archived($node, name => 'before the large transaction');
+my $spill_sql = q{SELECT spill_txns FROM pg_stat_replication_slots WHERE slot_name = 'changestream'};
+my $spilled_before = $node->safe_psql($db, $spill_sql);
 $node->safe_psql($db, qq{INSERT INTO bulk SELECT i, md5(i::text) FROM generate_series(1, $big_rows) i});
 record_step("$big_rows-row transaction");
 $node->safe_psql($db, q{UPDATE bulk SET v = 'u' WHERE id % 1000 = 0; DELETE FROM bulk WHERE id % 1000 = 1});
@@ -163,6 +179,17 @@ record_step('after the large transaction');
 cs_wait_archived($node, name => 'workload', timeout => 600);
 
 my $gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+# the large transaction is what it must be (header): spilled by the
+# walsender, and more than two frames of pgoutput messages
+my $spilled_after = $node->safe_psql($db, $spill_sql);
+ok($spilled_before ne '' && $spilled_after > $spilled_before,
+	"the $big_rows-row transaction spilled to disk in the walsender (spill_txns $spilled_before -> $spilled_after)");
+# (the transactions committed between the steps before and at it)
+my ($big_i) = grep { $steps[$_]{name} eq "$big_rows-row transaction" } 0 .. $#steps;
+my ($before_big, $at_big) = ($steps[ $big_i - 1 ]{lsn}, $steps[$big_i]{lsn});
+my $big_bytes = $node->safe_psql($db, qq{SELECT coalesce(sum(octet_length(data)), 0)
+	FROM changestream.wal_records('$gen', '$before_big', '$at_big')});
+cmp_ok($big_bytes, '>', 2 * 1024 * 1024, "the $big_rows-row transaction fills more than two 1 MB frames ($big_bytes bytes)");
 is($node->safe_psql($db, qq{SELECT count(*) > 1 FROM changestream.snapshots('$gen')}), 't',
 	'more than one snapshot');
 cs_poll_or_diag($node, $db, qq{SELECT count(*) > 2 FROM changestream.wal_segments('$gen')}, 't', 10,

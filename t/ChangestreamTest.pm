@@ -75,7 +75,7 @@ our @EXPORT = qw(
   cs_int_to_lsn cs_lsn_file_text cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
-  cs_log_offset cs_sleep cs_pinned_settings_sql);
+  cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major);
 
 # "use ChangestreamTest;" also turns on strict and warnings and imports
 # Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
@@ -138,14 +138,19 @@ sub cs_lsn_to_int
 # hex digits ("0/0BB8A5D8"), as pg_lsn's output and the server's messages
 # (and changestream's, src/compat.h) do there; before 19 "0/BB8A5D8".  The
 # PostgreSQL under test is the pg_config in PATH.
-my $lsn_format;
+my ($lsn_format, $pg_major);
+
+# cs_pg_major() -> the major version of the PostgreSQL under test (15, 17...)
+sub cs_pg_major
+{
+	$pg_major //= ((`pg_config --version` // '') =~ /PostgreSQL (\d+)/)[0]
+	  // die "pg_config --version gave no version";
+	return $pg_major;
+}
 
 sub _lsn_format
 {
-	return $lsn_format //=
-	  ((`pg_config --version` // '') =~ /PostgreSQL (\d+)/ && $1 >= 19)
-	  ? '%X/%08X'
-	  : '%X/%X';
+	return $lsn_format //= cs_pg_major() >= 19 ? '%X/%08X' : '%X/%X';
 }
 
 sub cs_int_to_lsn
@@ -179,6 +184,74 @@ sub _hex8_to_lsn
 ############################################################################
 # Node setup
 
+# One initdb per test run instead of one per node (initdb takes about 2 s,
+# the suite makes some 30 nodes).  The first node of a run makes a data
+# directory with the options PostgreSQL::Test::Cluster's init() gives
+# initdb (-A trust -N), once, under the run's tmp_check (shared by the TAP
+# files prove runs in parallel: an flock serializes making it; it is made
+# under a temporary name and renamed, so a directory under the final name is
+# complete; its name holds "initdb --version", so a tmp_check reused with
+# another PostgreSQL gets its own).  Every node is then a copy (cp -RPp) of
+# it:
+# - on PostgreSQL 16 and later, through the module's own INITDB_TEMPLATE
+#   (init() copies it when it is set and no extra initdb options are given);
+# - on 15, which has no INITDB_TEMPLATE, by answering init()'s one call
+#   system_or_bail('initdb', '-D', PGDATA, '-A', 'trust', '-N') with that
+#   copy; any other call goes to the module's function.
+# init() writes its configuration lines after the copy, unchanged.  The
+# nodes share one system identifier, as nodes made from PostgreSQL's own
+# template do; no test compares two nodes' identifiers.
+sub _initdb_template
+{
+	my $version = `initdb --version` // '';
+	$version =~ s/\s+$//;
+	require Digest::MD5;
+	my $tag = substr(Digest::MD5::md5_hex($version), 0, 12);
+	my $base = $PostgreSQL::Test::Utils::tmp_check // "tmp_check";
+	my $tmpl = "$base/cs_initdb_template_$tag";
+	return $tmpl if -d $tmpl;
+	require Fcntl;
+	open(my $lock, '>', "$tmpl.lock") or die "open $tmpl.lock: $!";
+	flock($lock, Fcntl::LOCK_EX()) or die "flock $tmpl.lock: $!";
+	if (!-d $tmpl)
+	{
+		my $tmp = "$tmpl.tmp$$";
+		PostgreSQL::Test::Utils::system_or_bail('initdb', '-D', $tmp, '-A',
+			'trust', '-N');
+		rename($tmp, $tmpl) or die "rename $tmp $tmpl: $!";
+	}
+	close($lock);
+	return $tmpl;
+}
+
+sub _init_from_template
+{
+	my ($node, %params) = @_;
+	my $tmpl = _initdb_template();
+	if (cs_pg_major() >= 16)
+	{
+		local $ENV{INITDB_TEMPLATE} = $tmpl;
+		$node->init(%params);
+		return;
+	}
+	my $orig = \&PostgreSQL::Test::Utils::system_or_bail;
+	no warnings 'redefine';
+	local *PostgreSQL::Test::Utils::system_or_bail = sub {
+		my @cmd = @_;
+		if (join(' ', @cmd[ 0, 1, 3 .. $#cmd ]) eq 'initdb -D -A trust -N'
+			&& !-e $cmd[2])
+		{
+			note("initdb: copying the run's template $tmpl");
+			PostgreSQL::Test::Utils::system_log('cp', '-RPp', $tmpl, $cmd[2]) == 0
+			  or BAIL_OUT("cp -RPp $tmpl $cmd[2] failed");
+			return;
+		}
+		return $orig->(@cmd);
+	};
+	$node->init(%params);
+	return;
+}
+
 # cs_new_node($name, %opts) -> node (initialized, not started)
 #   conf => extra postgresql.conf lines (appended last)
 #   status_interval => default '500ms'
@@ -189,7 +262,7 @@ sub cs_new_node
 {
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init(allows_streaming => 'logical');
+	_init_from_template($node, allows_streaming => 'logical');
 	my $status_interval = $opts{status_interval} // '500ms';
 	my $archive = $node->basedir . '/archive';
 	mkdir $archive or die "mkdir $archive: $!";
