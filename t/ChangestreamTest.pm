@@ -153,10 +153,17 @@ sub _lsn_format
 	return $lsn_format //= cs_pg_major() >= 19 ? '%X/%08X' : '%X/%X';
 }
 
+# a 64-bit LSN as text in the given sprintf format (high, low halves)
+sub _format_lsn
+{
+	my ($format, $v) = @_;
+	return sprintf($format, int($v / 4294967296), $v % 4294967296);
+}
+
 sub cs_int_to_lsn
 {
 	my ($v) = @_;
-	return sprintf(_lsn_format(), int($v / 4294967296), $v % 4294967296);
+	return _format_lsn(_lsn_format(), $v);
 }
 
 # An LSN as the archive's files write it ("%X/%X", docs/FORMAT.md), on
@@ -164,8 +171,7 @@ sub cs_int_to_lsn
 sub cs_lsn_file_text
 {
 	my ($lsn) = @_;
-	my $v = cs_lsn_to_int($lsn);
-	return sprintf("%X/%X", int($v / 4294967296), $v % 4294967296);
+	return _format_lsn('%X/%X', cs_lsn_to_int($lsn));
 }
 
 sub cs_lsn_ge
