@@ -54,6 +54,8 @@ struct CsGenerationReader
 	CsIdentity	identity;
 	bool		has_horizon;	/* retention removed its older files */
 	CsHorizon	horizon;
+	bool		pinned;			/* pinned, counted by cs_pin_reader_begin() */
+	bool		reading;		/* a segment was opened to be read */
 	XLogRecPtr	start_bound;	/* skip segments wholly before it */
 	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
 	bool		has_start_time; /* skip sealed segments whose commit times */
@@ -124,7 +126,11 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  CurrentMemoryContext; an error releases its files with it.  In a
  *	  transaction (a backend), it first pins the whole generation against
  *	  retention until the transaction ends (cs_pin_read()); then it reads
- *	  the retention horizon, so segments below it are not listed.
+ *	  the retention horizon, so segments below it are not listed.  Until
+ *	  it reads its first segment (those wholly before start_bound, or
+ *	  outside the time bounds, are skipped), it moves the pin forward to
+ *	  the start of each segment it opens (cs_pin_advance()), so that the
+ *	  pin keeps what it reads from its position on, and nothing before.
  *	  Errors: as cs_read_identity(), cs_read_horizon() and
  *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
  *	  cs_pin_read(); 22023 when start_bound lies before the retention
@@ -153,7 +159,11 @@ cs_genreader_open(const char *directory, uint64 generation,
 	 * under the reader (docs/DESIGN.md section 11, rule 5).
 	 */
 	if (IsTransactionState())
+	{
 		cs_pin_read(generation, InvalidXLogRecPtr);
+		cs_pin_reader_begin();
+		gr->pinned = true;
+	}
 	cs_require_identity(directory, generation, &gr->identity);
 	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
 	if (gr->has_horizon && start_bound != InvalidXLogRecPtr &&
@@ -255,6 +265,13 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 	gr->prev_version = h->format_version;
 	gr->prev_start = h->start_lsn;
 	gr->track.position = h->start_lsn;
+	/*
+	 * Until the reader reads its first segment, the segments it passes are
+	 * behind it for good: its pin moves to the one it is at.  From its
+	 * first segment read on, it keeps what it has read.
+	 */
+	if (gr->pinned && !gr->reading)
+		cs_pin_advance(gr->generation, h->start_lsn);
 }
 
 /*
@@ -506,6 +523,7 @@ open_next(CsGenerationReader *gr)
 		}
 		reset_relations(gr);
 		gr->in_frame = false;
+		gr->reading = true;
 		return true;
 	}
 	return false;
@@ -716,10 +734,14 @@ cs_genreader_skipped(CsGenerationReader *gr)
 
 /*
  * cs_genreader_close
- *	  Closes the open segment, if any, and frees the reader.
+ *	  Closes the open segment, if any, and frees the reader.  Its pin
+ *	  stays, at the segment where it began reading, until the transaction
+ *	  ends.
  */
 void
 cs_genreader_close(CsGenerationReader *gr)
 {
+	if (gr->pinned)
+		cs_pin_reader_end();
 	MemoryContextDelete(gr->cxt);
 }
