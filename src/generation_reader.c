@@ -38,6 +38,7 @@
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "access/xact.h"
 
@@ -173,8 +174,10 @@ cs_genreader_open(const char *directory, uint64 generation,
 				 errmsg("changestream history before " CS_LSN_FMT " of generation %016llx was removed by retention",
 						LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						(unsigned long long) generation),
-				 errdetail("The requested start " CS_LSN_FMT " lies before the generation's restorable start.",
-						   LSN_FORMAT_ARGS(start_bound)),
+				 errdetail("The requested start " CS_LSN_FMT " lies before the generation's restorable start; its history is available from " CS_LSN_FMT " (%s) on.",
+						   LSN_FORMAT_ARGS(start_bound),
+						   LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						   timestamptz_to_str(gr->horizon.snapshot_time)),
 				 errhint("Start at or after restorable_from_lsn of changestream.generations(), or pass no start.")));
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
@@ -691,12 +694,31 @@ cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
  *	  message outside a transaction when time bounds are given, and that
  *	  still filter entries themselves.  Call before the first
  *	  cs_genreader_next().  Returns nothing.
+ *	  Errors: 22023 when start_time lies before the retention horizon's
+ *	  snapshot time, the generation's restorable start (that history was
+ *	  removed: reading on would silently start later), as the same start
+ *	  given as an LSN is refused by cs_genreader_open().
  */
 void
 cs_genreader_set_time_bounds(CsGenerationReader *gr, bool has_start,
 							 TimestampTz start_time, bool has_end,
 							 TimestampTz end_time)
 {
+	if (has_start && gr->has_horizon &&
+		start_time < gr->horizon.snapshot_time)
+	{
+		char	   *asked = pstrdup(timestamptz_to_str(start_time));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream history before %s of generation %016llx was removed by retention",
+						timestamptz_to_str(gr->horizon.snapshot_time),
+						(unsigned long long) gr->generation),
+				 errdetail("The requested start time %s lies before the generation's restorable start; its history is available from " CS_LSN_FMT " (%s) on.",
+						   asked, LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						   timestamptz_to_str(gr->horizon.snapshot_time)),
+				 errhint("Start at or after restorable_from_time of changestream.generations(), or pass no start.")));
+	}
 	gr->has_start_time = has_start;
 	gr->start_time = start_time;
 	gr->has_end_time = has_end;
