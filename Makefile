@@ -52,7 +52,7 @@ OBJS = \
 	src/restore_apply.o
 
 EXTENSION = changestream
-DATA = sql/changestream--0.1.sql
+DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql
 PGFILEDESC = "changestream - durable archive of a logical change stream"
 
 SHLIB_LINK += -lz

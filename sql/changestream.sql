@@ -100,6 +100,12 @@ SELECT pg_typeof(commit_rate) AS commit_rate,
        (commit_rate IS NULL) = (group_commit_ms IS NULL) AS null_together,
        group_commit_ms IS NULL OR group_commit_ms BETWEEN 1 AND 200 AS window_ok
   FROM changestream.status();
+SELECT pg_typeof(retention_held) AS held,
+       pg_typeof(retention_held_since) AS since,
+       pg_typeof(retention_held_bytes) AS bytes,
+       pg_typeof(retention_held_by_pid) AS pid,
+       (retention_held_since IS NOT NULL) = retention_held AS since_iff_held
+  FROM changestream.status();
 
 -- the generations() row of each generation that exists equals generation_stats()
 SELECT count(*) AS mismatches

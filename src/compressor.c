@@ -482,7 +482,11 @@ changestream_compressor_main(Datum main_arg)
 			more = spare_duty();
 		more = retention_duty() || more;
 		if (!more)
-			wait_ms(RESCAN_MS, false);
+		{
+			long		retry = cs_retention_retry_ms();
+
+			wait_ms(retry > 0 ? Min(retry, RESCAN_MS) : RESCAN_MS, false);
+		}
 	}
 }
 

@@ -38,6 +38,7 @@
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "access/xact.h"
 
@@ -54,6 +55,8 @@ struct CsGenerationReader
 	CsIdentity	identity;
 	bool		has_horizon;	/* retention removed its older files */
 	CsHorizon	horizon;
+	bool		pinned;			/* pinned, counted by cs_pin_reader_begin() */
+	bool		reading;		/* a segment was opened to be read */
 	XLogRecPtr	start_bound;	/* skip segments wholly before it */
 	XLogRecPtr	end_bound;		/* stop at segments wholly after it */
 	bool		has_start_time; /* skip sealed segments whose commit times */
@@ -124,7 +127,11 @@ cs_check_segment_header(const char *path, const CsSegmentHeader *h,
  *	  CurrentMemoryContext; an error releases its files with it.  In a
  *	  transaction (a backend), it first pins the whole generation against
  *	  retention until the transaction ends (cs_pin_read()); then it reads
- *	  the retention horizon, so segments below it are not listed.
+ *	  the retention horizon, so segments below it are not listed.  Until
+ *	  it reads its first segment (those wholly before start_bound, or
+ *	  outside the time bounds, are skipped), it moves the pin forward to
+ *	  the start of each segment it opens (cs_pin_advance()), so that the
+ *	  pin keeps what it reads from its position on, and nothing before.
  *	  Errors: as cs_read_identity(), cs_read_horizon() and
  *	  cs_list_segments(); XX001 for a gap in the segments; 53400 from
  *	  cs_pin_read(); 22023 when start_bound lies before the retention
@@ -153,7 +160,11 @@ cs_genreader_open(const char *directory, uint64 generation,
 	 * under the reader (docs/DESIGN.md section 11, rule 5).
 	 */
 	if (IsTransactionState())
+	{
 		cs_pin_read(generation, InvalidXLogRecPtr);
+		cs_pin_reader_begin();
+		gr->pinned = true;
+	}
 	cs_require_identity(directory, generation, &gr->identity);
 	gr->has_horizon = cs_read_horizon(directory, generation, &gr->horizon);
 	if (gr->has_horizon && start_bound != InvalidXLogRecPtr &&
@@ -163,8 +174,10 @@ cs_genreader_open(const char *directory, uint64 generation,
 				 errmsg("changestream history before " CS_LSN_FMT " of generation %016llx was removed by retention",
 						LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
 						(unsigned long long) generation),
-				 errdetail("The requested start " CS_LSN_FMT " lies before the generation's restorable start.",
-						   LSN_FORMAT_ARGS(start_bound)),
+				 errdetail("The requested start " CS_LSN_FMT " lies before the generation's restorable start; its history is available from " CS_LSN_FMT " (%s) on.",
+						   LSN_FORMAT_ARGS(start_bound),
+						   LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						   timestamptz_to_str(gr->horizon.snapshot_time)),
 				 errhint("Start at or after restorable_from_lsn of changestream.generations(), or pass no start.")));
 	gr->segments = cs_list_segments(directory, generation);
 	cs_check_segment_sequence(directory, generation, gr->segments);
@@ -255,6 +268,13 @@ check_start(CsGenerationReader *gr, const CsSegmentHeader *h)
 	gr->prev_version = h->format_version;
 	gr->prev_start = h->start_lsn;
 	gr->track.position = h->start_lsn;
+	/*
+	 * Until the reader reads its first segment, the segments it passes are
+	 * behind it for good: its pin moves to the one it is at.  From its
+	 * first segment read on, it keeps what it has read.
+	 */
+	if (gr->pinned && !gr->reading)
+		cs_pin_advance(gr->generation, h->start_lsn);
 }
 
 /*
@@ -506,6 +526,7 @@ open_next(CsGenerationReader *gr)
 		}
 		reset_relations(gr);
 		gr->in_frame = false;
+		gr->reading = true;
 		return true;
 	}
 	return false;
@@ -673,12 +694,31 @@ cs_genreader_next(CsGenerationReader *gr, CsReadItem *item)
  *	  message outside a transaction when time bounds are given, and that
  *	  still filter entries themselves.  Call before the first
  *	  cs_genreader_next().  Returns nothing.
+ *	  Errors: 22023 when start_time lies before the retention horizon's
+ *	  snapshot time, the generation's restorable start (that history was
+ *	  removed: reading on would silently start later), as the same start
+ *	  given as an LSN is refused by cs_genreader_open().
  */
 void
 cs_genreader_set_time_bounds(CsGenerationReader *gr, bool has_start,
 							 TimestampTz start_time, bool has_end,
 							 TimestampTz end_time)
 {
+	if (has_start && gr->has_horizon &&
+		start_time < gr->horizon.snapshot_time)
+	{
+		char	   *asked = pstrdup(timestamptz_to_str(start_time));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("changestream history before %s of generation %016llx was removed by retention",
+						timestamptz_to_str(gr->horizon.snapshot_time),
+						(unsigned long long) gr->generation),
+				 errdetail("The requested start time %s lies before the generation's restorable start; its history is available from " CS_LSN_FMT " (%s) on.",
+						   asked, LSN_FORMAT_ARGS(gr->horizon.snapshot_lsn),
+						   timestamptz_to_str(gr->horizon.snapshot_time)),
+				 errhint("Start at or after restorable_from_time of changestream.generations(), or pass no start.")));
+	}
 	gr->has_start_time = has_start;
 	gr->start_time = start_time;
 	gr->has_end_time = has_end;
@@ -716,10 +756,14 @@ cs_genreader_skipped(CsGenerationReader *gr)
 
 /*
  * cs_genreader_close
- *	  Closes the open segment, if any, and frees the reader.
+ *	  Closes the open segment, if any, and frees the reader.  Its pin
+ *	  stays, at the segment where it began reading, until the transaction
+ *	  ends.
  */
 void
 cs_genreader_close(CsGenerationReader *gr)
 {
+	if (gr->pinned)
+		cs_pin_reader_end();
 	MemoryContextDelete(gr->cxt);
 }

@@ -3,18 +3,29 @@
  * reader_pins.c
  *	  Readers' pins on the archive, in shared memory: a backend that reads
  *	  a generation (changes(), restore(), verify(), wal_records(),
- *	  snapshots()) registers (generation, oldest LSN it may read) before it
- *	  lists any file, and retention deletes nothing such a pin needs
- *	  (retention rule 5 of docs/DESIGN.md).  A pin lasts until the end of
- *	  the reader's transaction: a transaction callback releases it at
- *	  commit or abort, so an error never leaves one behind, and a
- *	  before_shmem_exit callback releases it when the backend exits.
+ *	  snapshots(), generations() ...) registers (generation, oldest LSN it
+ *	  may read) before it lists any file, and retention deletes nothing
+ *	  such a pin needs (retention rule 5 of docs/DESIGN.md).
+ *
+ *	  A pin starts whole (the generation from its current horizon on)
+ *	  while the reader lists files, and moves to the reader's position as
+ *	  it reads (cs_pin_advance(): the start LSN of the segment it is at),
+ *	  so that a reader holds back only what it is reading or may still
+ *	  read.  The pins of a data reader (changes(), wal_records(),
+ *	  restore()) last until the end of its transaction at the position it
+ *	  reached; those of a call that only lists or reports (generations(),
+ *	  generation_stats(), wal_segments(), snapshots(), verify()) end with
+ *	  the call (cs_pin_call_begin(), cs_pin_call_end()).  A transaction
+ *	  callback releases every pin at commit or abort, so an error never
+ *	  leaves one behind, and a before_shmem_exit callback releases them
+ *	  when the backend exits.
  *
  *	  One LWLock guards the pins.  Retention holds it exclusively while it
  *	  reads the pins and writes a generation's new horizon; a reader pins
  *	  under it and reads the horizon after, so it either is seen by
  *	  retention or sees the horizon retention wrote.  The retention
- *	  figures status() shows live here too.
+ *	  figures status() shows live here too, with what holds retention
+ *	  back (since when, how many bytes, which backend).
  *
  * Sources: RegisterXactCallback() (access/xact.h) as contrib/postgres_fdw
  * releases its connections; RequestNamedLWLockTranche() as in
@@ -49,13 +60,27 @@ typedef struct CsPins
 	LWLock	   *lock;
 	TimestampTz last_retention_at;
 	int64		retention_freed_bytes;
+	TimestampTz held_since;		/* 0: retention is not held back */
+	int64		held_bytes;		/* bytes the last run could not free */
+	pid_t		held_pid;		/* the backend whose pin held it back */
 	int			npins;
 	CsPin		pins[FLEXIBLE_ARRAY_MEMBER];
 } CsPins;
 
+/* A pin of this backend, as saved by cs_pin_call_begin(). */
+typedef struct SavedPin
+{
+	uint64		generation;
+	XLogRecPtr	oldest_lsn;
+} SavedPin;
+
 static CsPins *cs_pins = NULL;
 static int	my_pins = 0;		/* pins this backend holds */
 static bool callbacks_registered = false;
+static int	reads_in_progress = 0;	/* readers open in this backend */
+static int	call_depth = 0;		/* cs_pin_call_begin() nesting */
+static int	nsaved = 0;
+static SavedPin saved[PINS_PER_BACKEND];
 
 static int
 pin_slots(void)
@@ -112,6 +137,16 @@ release_my_pins(void)
 	my_pins = 0;
 }
 
+/* Release every pin and forget the calls and readers in progress. */
+static void
+end_of_transaction(void)
+{
+	release_my_pins();
+	reads_in_progress = 0;
+	call_depth = 0;
+	nsaved = 0;
+}
+
 static void
 pins_xact_callback(XactEvent event, void *arg)
 {
@@ -122,7 +157,7 @@ pins_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			release_my_pins();
+			end_of_transaction();
 			break;
 		default:
 			break;
@@ -132,7 +167,17 @@ pins_xact_callback(XactEvent event, void *arg)
 static void
 pins_exit_callback(int code, Datum arg)
 {
-	release_my_pins();
+	end_of_transaction();
+}
+
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(pins_xact_callback, NULL);
+	before_shmem_exit(pins_exit_callback, (Datum) 0);
+	callbacks_registered = true;
 }
 
 /*
@@ -157,12 +202,7 @@ cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn)
 	/* not preloaded: no archiver, so no retention to pin against */
 	if (cs_pins == NULL)
 		return;
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(pins_xact_callback, NULL);
-		before_shmem_exit(pins_exit_callback, (Datum) 0);
-		callbacks_registered = true;
-	}
+	register_callbacks();
 	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < cs_pins->npins; i++)
 	{
@@ -232,16 +272,18 @@ cs_pins_unlock(void)
 /*
  * cs_pinned
  *	  Is generation pinned by a reader?  If so, *oldest_lsn is the oldest
- *	  LSN a pin needs (InvalidXLogRecPtr: all of it).  Caller holds the
+ *	  LSN a pin needs (InvalidXLogRecPtr: all of it from the current
+ *	  horizon on) and *pid the backend holding that pin.  Caller holds the
  *	  lock (cs_pins_lock()).  A pin of a process that no longer exists (it
  *	  cannot release, e.g. after a crash of the backend alone) is freed.
  */
 bool
-cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn)
+cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn, pid_t *pid)
 {
 	bool		pinned = false;
 
 	*oldest_lsn = InvalidXLogRecPtr;
+	*pid = 0;
 	for (int i = 0; i < cs_pins->npins; i++)
 	{
 		CsPin	   *p = &cs_pins->pins[i];
@@ -257,10 +299,128 @@ cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn)
 			p->generation != CS_PIN_ALL_GENERATIONS)
 			continue;
 		if (!pinned || p->oldest_lsn < *oldest_lsn)
+		{
 			*oldest_lsn = p->oldest_lsn;
+			*pid = p->pid;
+		}
 		pinned = true;
 	}
 	return pinned;
+}
+
+/*
+ * cs_pin_reader_begin, cs_pin_reader_end
+ *	  A reader of segments (the generation reader) opens and closes in
+ *	  this backend.  While more than one is open, cs_pin_advance() leaves
+ *	  the pins alone: one reader's position says nothing of another's.
+ *	  The count is reset at the end of the transaction, so a reader an
+ *	  error left open only makes the pins more careful until then.
+ */
+void
+cs_pin_reader_begin(void)
+{
+	reads_in_progress++;
+}
+
+void
+cs_pin_reader_end(void)
+{
+	if (reads_in_progress > 0)
+		reads_in_progress--;
+}
+
+/*
+ * cs_pin_advance
+ *	  The reader of generation has moved on to lsn (the start LSN of the
+ *	  segment it is at, or the snapshot it reads): move this backend's pin
+ *	  of that generation forward to it, so that retention may delete what
+ *	  lies before.  Never moves a pin back, and does nothing while two
+ *	  readers are open in this backend or inside a cs_pin_call_begin()
+ *	  call, nor for a pin that covers every generation.
+ */
+void
+cs_pin_advance(uint64 generation, XLogRecPtr lsn)
+{
+	if (cs_pins == NULL || my_pins == 0 || reads_in_progress > 1 ||
+		call_depth > 0 || lsn == InvalidXLogRecPtr)
+		return;
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cs_pins->npins; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == MyProcPid && p->generation == generation &&
+			p->generation != CS_PIN_ALL_GENERATIONS && lsn > p->oldest_lsn)
+			p->oldest_lsn = lsn;
+	}
+	LWLockRelease(cs_pins->lock);
+}
+
+/*
+ * cs_pin_call_begin, cs_pin_call_end
+ *	  Bracket a call whose pins must not outlast it (a call that lists or
+ *	  reports and keeps no file open after it returns: generations(),
+ *	  generation_stats(), wal_segments(), snapshots(), verify()).
+ *	  cs_pin_call_begin() remembers the pins this backend holds;
+ *	  cs_pin_call_end() puts them back as they were, releasing those the
+ *	  call took or widened.  Calls nest (only the outermost restores).  An
+ *	  error between the two leaves the call's pins until the end of the
+ *	  transaction, as any pin.
+ */
+void
+cs_pin_call_begin(void)
+{
+	if (cs_pins == NULL || call_depth++ > 0)
+		return;
+	register_callbacks();
+	nsaved = 0;
+	if (my_pins == 0)
+		return;
+	LWLockAcquire(cs_pins->lock, LW_SHARED);
+	for (int i = 0; i < cs_pins->npins && nsaved < PINS_PER_BACKEND; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == MyProcPid)
+		{
+			saved[nsaved].generation = p->generation;
+			saved[nsaved].oldest_lsn = p->oldest_lsn;
+			nsaved++;
+		}
+	}
+	LWLockRelease(cs_pins->lock);
+}
+
+void
+cs_pin_call_end(void)
+{
+	int			n = 0;
+
+	if (cs_pins == NULL || call_depth == 0 || --call_depth > 0)
+		return;
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < cs_pins->npins; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid == MyProcPid)
+			p->pid = 0;
+	}
+	/* the slots just freed are enough for the pins saved */
+	for (int i = 0; i < cs_pins->npins && n < nsaved; i++)
+	{
+		CsPin	   *p = &cs_pins->pins[i];
+
+		if (p->pid != 0)
+			continue;
+		p->generation = saved[n].generation;
+		p->oldest_lsn = saved[n].oldest_lsn;
+		p->pid = MyProcPid;
+		n++;
+	}
+	LWLockRelease(cs_pins->lock);
+	my_pins = n;
+	nsaved = 0;
 }
 
 /*
@@ -292,4 +452,49 @@ cs_retention_status_get(int64 *freed_bytes)
 	*freed_bytes = cs_pins->retention_freed_bytes;
 	LWLockRelease(cs_pins->lock);
 	return at;
+}
+
+/*
+ * cs_retention_held_set
+ *	  Record what held back the retention run planned at now: pid, the
+ *	  backend whose pin kept the most (0: nothing held it back, which
+ *	  clears the record), and bytes, what the run could not free (bytes on
+ *	  disk).  The time the hold began is kept while runs stay held.
+ */
+void
+cs_retention_held_set(TimestampTz now, pid_t pid, int64 bytes)
+{
+	LWLockAcquire(cs_pins->lock, LW_EXCLUSIVE);
+	if (pid == 0)
+	{
+		cs_pins->held_since = 0;
+		cs_pins->held_bytes = 0;
+	}
+	else
+	{
+		if (cs_pins->held_since == 0)
+			cs_pins->held_since = now;
+		cs_pins->held_bytes = bytes;
+	}
+	cs_pins->held_pid = pid;
+	LWLockRelease(cs_pins->lock);
+}
+
+/*
+ * cs_retention_held_get
+ *	  Since when retention has been held back by readers' pins (0: it is
+ *	  not), *pid the backend holding it at the last run and *bytes what
+ *	  that run could not free (bytes on disk).
+ */
+TimestampTz
+cs_retention_held_get(pid_t *pid, int64 *bytes)
+{
+	TimestampTz since;
+
+	LWLockAcquire(cs_pins->lock, LW_SHARED);
+	since = cs_pins->held_since;
+	*pid = cs_pins->held_pid;
+	*bytes = cs_pins->held_bytes;
+	LWLockRelease(cs_pins->lock);
+	return since;
 }

@@ -875,6 +875,8 @@ changestream_restore(PG_FUNCTION_ARGS)
 	pin_and_find_start(&rs);
 	rs.last_progress = GetCurrentTimestamp();
 	choose_snapshot(&rs);
+	/* older snapshots and segments are not read: retention may take them */
+	cs_pin_advance(rs.generation, rs.snapshot_lsn);
 	read_manifest_tables(&rs);
 
 	nest = pin_settings();

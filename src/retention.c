@@ -41,6 +41,7 @@
 
 #define RETENTION_SLICE_FILES	16	/* files deleted per step */
 #define RETENTION_MAX_GAP_MS	(60 * 1000) /* a run at least this often */
+#define RETENTION_RETRY_MS		2000	/* again this soon after a hold */
 
 typedef enum ItemKind
 {
@@ -67,6 +68,9 @@ typedef struct RetentionRun
 	bool		has_horizon;	/* of the current generation, new */
 	uint64		generation;
 	CsHorizon	horizon;
+	pid_t		held_pid;		/* a reader's pin kept files: its backend */
+	XLogRecPtr	held_lsn;		/* that pin's LSN (0: whole generation) */
+	int64		held_bytes;		/* what the pins kept that could go */
 } RetentionRun;
 
 int			cs_retention_s = 0;
@@ -75,6 +79,7 @@ static MemoryContext retention_cxt = NULL;
 static RetentionRun run;
 static TimestampTz last_run_at = 0;
 static TimestampTz seen_snapshot_at = 0;
+static bool held_back = false;	/* the last run was held back by a pin */
 static bool warned = false;
 static char last_error[256] = "";
 
@@ -145,6 +150,45 @@ enqueue_dir(const char *dir)
 	enqueue(ITEM_DIR, dir, dir);
 }
 
+/*
+ * A reader's pin (of backend pid, at lsn) kept bytes that retention would
+ * otherwise delete: add them to the run's hold, which names the pin that
+ * keeps the most (the oldest LSN; a whole-generation pin first).
+ */
+static void
+note_hold(pid_t pid, XLogRecPtr lsn, int64 bytes)
+{
+	if (bytes <= 0)
+		return;
+	if (run.held_pid == 0 || lsn < run.held_lsn)
+	{
+		run.held_pid = pid;
+		run.held_lsn = lsn;
+	}
+	run.held_bytes += bytes;
+}
+
+/* The bytes on disk of every regular file in dir (0 if it cannot be read). */
+static int64
+dir_bytes(const char *dir)
+{
+	DIR		   *d = AllocateDir(dir);
+	struct dirent *de;
+	int64		bytes = 0;
+	struct stat st;
+
+	if (d == NULL)
+		return 0;
+	while ((de = ReadDir(d, dir)) != NULL)
+	{
+		if (lstat(psprintf("%s/%s", dir, de->d_name), &st) == 0 &&
+			S_ISREG(st.st_mode))
+			bytes += st.st_size;
+	}
+	FreeDir(d);
+	return bytes;
+}
+
 /* The newest modification time of a generation's segments (or its own). */
 static TimestampTz
 last_write_time(const char *directory, uint64 generation)
@@ -173,14 +217,22 @@ plan_old_generation(const char *directory, uint64 generation,
 					TimestampTz window_start)
 {
 	XLogRecPtr	pin;
+	pid_t		pid;
 	char	   *gendir;
 	char	   *tmp;
 	char	   *parent;
 
-	if (cs_pinned(generation, &pin) ||
-		last_write_time(directory, generation) >= window_start)
+	if (last_write_time(directory, generation) >= window_start)
 		return;
 	gendir = cs_generation_path(directory, generation);
+	if (cs_pinned(generation, &pin, &pid))
+	{
+		/* a reader holds it: it stays whole, and the run says so */
+		note_hold(pid, InvalidXLogRecPtr,
+				  dir_bytes(psprintf("%s/wal", gendir)) +
+				  dir_bytes(psprintf("%s/snapshots", gendir)));
+		return;
+	}
 	tmp = psprintf("%s.tmp", gendir);
 	parent = psprintf("%s/generations", directory);
 	if (rename(gendir, tmp) != 0)
@@ -259,6 +311,43 @@ choose_horizon(const char *directory, uint64 generation,
 			oldest < h->snapshot_lsn) || h->first_segment > first;
 }
 
+/*
+ * The bytes of generation's files that lie below horizon to but not below
+ * horizon from (from NULL: none below it yet): what a pin kept that the
+ * window alone would let go.
+ */
+static int64
+bytes_between(const char *directory, uint64 generation,
+			  const CsHorizon *from, const CsHorizon *to)
+{
+	List	   *segments = cs_list_all_segments(directory, generation);
+	List	   *names = cs_list_snapshots(directory, generation);
+	char	   *snap_dir = cs_snapshots_dir_path(directory, generation);
+	ListCell   *lc;
+	int64		bytes = 0;
+	int64		from_segment = from ? from->first_segment : 0;
+	XLogRecPtr	from_lsn = from ? from->snapshot_lsn : InvalidXLogRecPtr;
+
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (sf->index >= from_segment && sf->index < to->first_segment)
+			bytes += sf->size;
+	}
+	foreach(lc, names)
+	{
+		XLogRecPtr	lsn;
+		struct stat st;
+
+		if (cs_snapshot_name_lsn(lfirst(lc), &lsn) && lsn >= from_lsn &&
+			lsn < to->snapshot_lsn &&
+			stat(psprintf("%s/%s", snap_dir, (char *) lfirst(lc)), &st) == 0)
+			bytes += st.st_size;
+	}
+	return bytes;
+}
+
 /* Queue what lies below generation's horizon h, oldest first. */
 static void
 enqueue_below_horizon(const char *directory, uint64 generation,
@@ -312,16 +401,22 @@ plan_current_generation(const char *directory, uint64 generation,
 						TimestampTz window_start)
 {
 	XLogRecPtr	pin = InvalidXLogRecPtr;
+	pid_t		pid = 0;
 	CsHorizon	old;
 	CsHorizon	h;
+	CsHorizon	unpinned;
 	bool		has_old = cs_read_horizon(directory, generation, &old);
+	bool		pinned = cs_pinned(generation, &pin, &pid);
+	bool		moves;
 
 	memset(&h, 0, sizeof(h));
-	if (cs_pinned(generation, &pin) && pin == InvalidXLogRecPtr)
-		return;
-	if (choose_horizon(directory, generation, window_start, pin, &h) &&
+	memset(&unpinned, 0, sizeof(unpinned));
+	/* a whole-generation pin (a reader listing files) keeps the horizon */
+	moves = !(pinned && pin == InvalidXLogRecPtr) &&
+		choose_horizon(directory, generation, window_start, pin, &h) &&
 		(!has_old || h.first_segment > old.first_segment ||
-		 h.snapshot_lsn > old.snapshot_lsn))
+		 h.snapshot_lsn > old.snapshot_lsn);
+	if (moves)
 	{
 		if (has_old)
 		{
@@ -339,6 +434,14 @@ plan_current_generation(const char *directory, uint64 generation,
 		old = h;
 		has_old = true;
 	}
+	/* what the pin kept: the horizon the window alone would allow */
+	if (pinned &&
+		choose_horizon(directory, generation, window_start,
+					   InvalidXLogRecPtr, &unpinned) &&
+		(!has_old || unpinned.first_segment > old.first_segment ||
+		 unpinned.snapshot_lsn > old.snapshot_lsn))
+		note_hold(pid, pin, bytes_between(directory, generation,
+										  has_old ? &old : NULL, &unpinned));
 	if (has_old)
 		enqueue_below_horizon(directory, generation, &old);
 }
@@ -496,6 +599,9 @@ run_due(TimestampTz now)
 		seen_snapshot_at = snap;
 		return true;
 	}
+	/* a run a reader held back: again soon, as the reader may be done */
+	if (held_back)
+		gap = Min(gap, RETENTION_RETRY_MS);
 	return TimestampDifferenceExceeds(last_run_at, now, gap);
 }
 
@@ -529,6 +635,9 @@ cs_retention_step(const char *directory, TimestampTz now, bool may_plan)
 	if (cs_retention_s <= 0)
 	{
 		warned = false;
+		if (held_back)
+			cs_retention_held_set(now, 0, 0);
+		held_back = false;
 		return false;
 	}
 	warn_without_snapshots();
@@ -538,6 +647,11 @@ cs_retention_step(const char *directory, TimestampTz now, bool may_plan)
 	gens = cs_list_generations(directory);
 	if (gens != NIL)
 		plan(directory, gens, *(uint64 *) llast(gens), now);
+	held_back = (run.held_pid != 0);
+	cs_retention_held_set(now, run.held_pid, run.held_bytes);
+	if (held_back)
+		elog(DEBUG1, "retention held back by the reader of backend %d: %lld bytes kept",
+			 (int) run.held_pid, (long long) run.held_bytes);
 	last_error[0] = '\0';		/* a run went through: log the next error */
 	if (run.queue == NIL)
 	{
@@ -547,6 +661,19 @@ cs_retention_step(const char *directory, TimestampTz now, bool may_plan)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * cs_retention_retry_ms
+ *	  How long (ms) the compressor may sleep before retention wants to run
+ *	  again: RETENTION_RETRY_MS after a run a reader held back, so that
+ *	  retention goes on soon after the reader lets go; -1 otherwise (the
+ *	  compressor's own rescan interval is then short enough).
+ */
+long
+cs_retention_retry_ms(void)
+{
+	return (held_back && cs_retention_s > 0) ? RETENTION_RETRY_MS : -1;
 }
 
 /*

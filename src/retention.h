@@ -53,11 +53,18 @@ extern List *cs_list_all_segments(const char *directory,
 extern Size cs_pins_shmem_size(void);
 extern void cs_pins_shmem_init(void);
 extern void cs_pin_read(uint64 generation, XLogRecPtr oldest_lsn);
-extern bool cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn);
+extern bool cs_pinned(uint64 generation, XLogRecPtr *oldest_lsn, pid_t *pid);
+extern void cs_pin_reader_begin(void);
+extern void cs_pin_reader_end(void);
+extern void cs_pin_advance(uint64 generation, XLogRecPtr lsn);
+extern void cs_pin_call_begin(void);
+extern void cs_pin_call_end(void);
 extern void cs_pins_lock(void);
 extern void cs_pins_unlock(void);
 extern void cs_retention_status_set(TimestampTz at, int64 freed_bytes);
 extern TimestampTz cs_retention_status_get(int64 *freed_bytes);
+extern void cs_retention_held_set(TimestampTz now, pid_t pid, int64 bytes);
+extern TimestampTz cs_retention_held_get(pid_t *pid, int64 *bytes);
 
 /* ---------- retention.c ---------- */
 
@@ -65,5 +72,6 @@ extern void cs_retention_reset(void);
 extern bool cs_retention_step(const char *directory, TimestampTz now,
 							  bool may_plan);
 extern void cs_retention_failed(ErrorData *edata);
+extern long cs_retention_retry_ms(void);
 
 #endif							/* CS_RETENTION_H */

@@ -327,6 +327,7 @@ changestream_generations(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	directory = cs_require_directory();
+	cs_pin_call_begin();
 	cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 	gens = cs_list_generations(directory);
 	foreach(lc, gens)
@@ -337,6 +338,7 @@ changestream_generations(PG_FUNCTION_ARGS)
 		generation_row(directory, *(uint64 *) lfirst(lc), values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	cs_pin_call_end();
 	return (Datum) 0;
 }
 
@@ -357,10 +359,12 @@ changestream_generation_stats(PG_FUNCTION_ARGS)
 	bool		nulls[GENERATION_COLS];
 
 	generation = generation_arg(fcinfo, &directory);
-	cs_pin_read(generation, InvalidXLogRecPtr);
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	cs_pin_call_begin();
+	cs_pin_read(generation, InvalidXLogRecPtr);
 	generation_row(directory, generation, values, nulls);
+	cs_pin_call_end();
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
 }
@@ -390,8 +394,9 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 	CsIdentity	identity;
 
 	generation = generation_arg(fcinfo, &directory);
-	cs_pin_read(generation, InvalidXLogRecPtr);
 	InitMaterializedSRF(fcinfo, 0);
+	cs_pin_call_begin();
+	cs_pin_read(generation, InvalidXLogRecPtr);
 
 	cs_require_identity(directory, generation, &identity);
 	segments = cs_list_segments(directory, generation);
@@ -435,6 +440,7 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		i++;
 	}
+	cs_pin_call_end();
 	return (Datum) 0;
 }
 
@@ -543,8 +549,9 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	generation = generation_arg(fcinfo, &directory);
-	cs_pin_read(generation, InvalidXLogRecPtr);
 	InitMaterializedSRF(fcinfo, 0);
+	cs_pin_call_begin();
+	cs_pin_read(generation, InvalidXLogRecPtr);
 
 	dir = cs_snapshots_dir_path(directory, generation);
 	names = cs_list_snapshots(directory, generation);
@@ -569,5 +576,6 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 		values[5] = TimestampTzGetDatum(cs_file_mtime(&st));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	cs_pin_call_end();
 	return (Datum) 0;
 }

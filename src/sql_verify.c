@@ -290,6 +290,7 @@ changestream_verify(PG_FUNCTION_ARGS)
 	memset(&vs, 0, sizeof(vs));
 	vs.directory = cs_require_directory();
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	cs_pin_call_begin();
 	if (PG_ARGISNULL(0))
 	{
 		cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
@@ -310,5 +311,6 @@ changestream_verify(PG_FUNCTION_ARGS)
 		vs.generation = *(uint64 *) lfirst(lc);
 		verify_generation(&vs);
 	}
+	cs_pin_call_end();
 	return (Datum) 0;
 }

@@ -33,7 +33,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		31
+#define STATUS_COLS		35
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -93,7 +93,8 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  last_compress_error text, last_compress_error_at timestamptz,
  *	  last_retention_at timestamptz, retention_freed_bytes bigint,
  *	  compression_deferred bool, commit_rate float8,
- *	  group_commit_ms int)
+ *	  group_commit_ms int, retention_held bool, retention_held_since
+ *	  timestamptz, retention_held_bytes bigint, retention_held_by_pid int)
  *	  flushed_lsn is what the archiver has made durable and reported;
  *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
  *	  on another server); lag_bytes is the local WAL flush LSN minus
@@ -106,7 +107,14 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  period of measurement (at least 100 ms); group_commit_ms: the group
  *	  commit window it sizes, in ms (flush_interval while catching up); both
  *	  NULL until an archiving session has published them (stream.c,
- *	  update_commit_rate(), group_commit_ms()).
+ *	  update_commit_rate(), group_commit_ms()).  retention_held: the last
+ *	  retention run kept files the window would let go because a reader
+ *	  pinned them; retention_held_since when that began (runs held back
+ *	  ever since), retention_held_bytes what the last run could not free
+ *	  (bytes on disk), retention_held_by_pid the backend whose pin kept
+ *	  the most (all three NULL when not held).  The extension's SQL of
+ *	  version 0.1 declares only the first 31 columns: the row is built
+ *	  for as many columns as the declared type has.
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
@@ -197,6 +205,22 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[29] = s.group_commit_ms == 0;
 	values[30] = Int32GetDatum(s.group_commit_ms);
 	nulls[30] = s.group_commit_ms == 0;
+	{
+		pid_t		held_pid;
+		int64		held_bytes;
+		TimestampTz since = cs_retention_held_get(&held_pid, &held_bytes);
+
+		values[31] = BoolGetDatum(since != 0);
+		values[32] = TimestampTzGetDatum(since);
+		nulls[32] = since == 0;
+		values[33] = Int64GetDatum(held_bytes);
+		nulls[33] = since == 0;
+		values[34] = Int32GetDatum((int32) held_pid);
+		nulls[34] = since == 0;
+	}
+	if (tupdesc->natts > STATUS_COLS)
+		elog(ERROR, "status() declares %d columns, at most %d are known",
+			 tupdesc->natts, STATUS_COLS);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

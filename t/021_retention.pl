@@ -12,8 +12,9 @@
 #    size on disk, and the size of every file ever seen (what the archive
 #    would hold without retention).  The sizes give the figures with and
 #    without retention.
-#    Then a second session pins the generation (snapshots() in an open
-#    transaction: retention rule 5), and every recorded point at or after
+#    Then a second session pins the generation (changes() from its
+#    restorable start in an open transaction: retention rule 5; a call
+#    such as snapshots() pins only while it runs), and every recorded point at or after
 #    the generation's restorable_from_lsn must restore to its digest, every
 #    point in the window (time >= pin time - 10 s) must be among them, and
 #    older points are refused with an error naming the restorable range.
@@ -209,7 +210,7 @@ run_phase($max_age + 10, 'with retention', \@with);
 # stands still while the points are checked
 my $gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
 my $pin = $node->background_psql($db);
-$pin->query_safe("BEGIN; SELECT count(*) FROM changestream.snapshots('$gen')");
+$pin->query_safe("BEGIN; SELECT count(*) FROM changestream.changes('$gen')");
 my $pinned_at = $node->safe_psql($db, 'SELECT extract(epoch FROM clock_timestamp())');
 cs_wait_archived($node, name => 'after the pgbench phases', timeout => 300);
 
