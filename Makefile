@@ -49,10 +49,11 @@ OBJS = \
 	src/sql_changes.o \
 	src/sql_verify.o \
 	src/restore.o \
-	src/restore_apply.o
+	src/restore_apply.o \
+	src/ddl_history.o
 
 EXTENSION = changestream
-DATA = sql/changestream--0.1.sql
+DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql
 PGFILEDESC = "changestream - durable archive of a logical change stream"
 
 SHLIB_LINK += -lz

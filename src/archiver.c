@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -39,15 +40,19 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/wait_event.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "archiver.h"
 #include "compressor.h"
+#include "ddl_history.h"
 #include "generation.h"
 #include "generation_policy.h"
 #include "generation_reader.h"
@@ -88,6 +93,18 @@ static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 static bool last_session_failed = false;
 static XLogRecPtr session_start;	/* where the session began streaming */
 static bool slot_undecodable = false;	/* see note_stream_error() */
+
+/*
+ * The extension's publication changestream_ddl (docs/DESIGN.md section
+ * 12): streamed beside changestream.publication once the session starts
+ * past the point where it was seen to exist (ddl_wait_lsn), since pgoutput
+ * fails on a publication name it cannot find in the catalog as of a
+ * change.  ddl_failed: the stream failed on it (see note_stream_error()).
+ */
+static bool sess_with_ddl = false;
+static XLogRecPtr ddl_wait_lsn = InvalidXLogRecPtr;
+static bool ddl_failed = false;
+static TimestampTz ddl_last_check = 0;
 
 /*
  * Wait ms milliseconds, or until a reload or a new request for a new
@@ -147,6 +164,104 @@ maybe_schedule_snapshot(TimestampTz now)
 	cs_status_set_last_snapshot(now);
 }
 
+/*
+ * Is the extension's publication there now (local server, through SPI, in
+ * a transaction of its own)?  Sets *lsn to the server's WAL position read
+ * with it.
+ */
+static bool
+ddl_publication_exists_local(XLogRecPtr *lsn)
+{
+	bool		exists = false;
+	bool		isnull;
+	Datum		d;
+
+	*lsn = InvalidXLogRecPtr;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(cs_ddl_publication_sql(), true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not look up publication \"%s\"", CS_DDL_PUBLICATION);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		exists = strcmp(TextDatumGetCString(d), "true") == 0;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull)
+		*lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
+											   CStringGetDatum(TextDatumGetCString(d))));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return exists;
+}
+
+/*
+ * While the session streams without the extension's publication: is it
+ * time to end the session and start one that streams it?  Once it has
+ * been seen (at session start, or here every status_interval on the local
+ * server; another server's is looked at by each session start), the
+ * session ends when its durable position of record passes the server's
+ * WAL position read when it was seen: the next session then starts after
+ * the publication's creation, so pgoutput finds it for every change it
+ * sends.
+ */
+static bool
+ddl_publication_due(void)
+{
+	TimestampTz now;
+
+	if (sess_with_ddl)
+		return false;
+	if (ddl_wait_lsn != InvalidXLogRecPtr)
+		return cs_stream_position() >= ddl_wait_lsn;
+	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
+		return false;			/* another server: looked at by each session start */
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(ddl_last_check, now, cs_status_interval_ms))
+		return false;
+	ddl_last_check = now;
+	if (ddl_publication_exists_local(&ddl_wait_lsn))
+		return cs_stream_position() >= ddl_wait_lsn;
+	ddl_wait_lsn = InvalidXLogRecPtr;
+	return false;
+}
+
+/*
+ * At session start (position: where streaming starts): stream the
+ * extension's publication if it exists and was seen before position, or
+ * if this is the first look at it (a restart of the server, or a worker
+ * that started after CREATE EXTENSION); after a stream failed on it, wait
+ * for the position read now.
+ */
+static bool
+ddl_publication_for_session(XLogRecPtr position)
+{
+	XLogRecPtr	server_lsn;
+
+	ddl_last_check = GetCurrentTimestamp();
+	if (!cs_ddl_publication_exists(conn, &server_lsn))
+	{
+		ddl_wait_lsn = InvalidXLogRecPtr;
+		ddl_failed = false;
+		return false;
+	}
+	if (ddl_failed)
+	{
+		ddl_failed = false;
+		ddl_wait_lsn = server_lsn;
+		ereport(LOG,
+				(errmsg("streaming without publication \"%s\" until the archive passes " CS_LSN_FMT,
+						CS_DDL_PUBLICATION, LSN_FORMAT_ARGS(server_lsn)),
+				 errdetail("The stream failed on a change made before the publication existed.")));
+	}
+	if (ddl_wait_lsn != InvalidXLogRecPtr && position < ddl_wait_lsn)
+		return false;
+	ddl_wait_lsn = InvalidXLogRecPtr;
+	return true;
+}
+
 static bool
 config_changed(void)
 {
@@ -175,6 +290,16 @@ session_should_end(void)
 	{
 		ereport(LOG,
 				(errmsg("a new generation was requested, starting a new archiving session")));
+		return true;
+	}
+	if (ddl_publication_due())
+	{
+		ereport(LOG,
+				(errmsg("publication \"%s\" exists, starting a new archiving session that streams it",
+						CS_DDL_PUBLICATION),
+				 errdetail("The archive's position of record " CS_LSN_FMT " is past " CS_LSN_FMT ", where it was seen.",
+						   LSN_FORMAT_ARGS(cs_stream_position()),
+						   LSN_FORMAT_ARGS(ddl_wait_lsn))));
 		return true;
 	}
 	return false;
@@ -395,6 +520,7 @@ run_session(void)
 	XLogRecPtr	position;
 
 	next_snapshot_attempt = 0;
+	sess_with_ddl = false;
 	MemoryContextReset(session_cxt);
 	MemoryContextSwitchTo(session_cxt);
 	sess_directory = pstrdup(cs_directory);
@@ -413,7 +539,8 @@ run_session(void)
 	cs_stream_writer_opened(position);
 	cs_status_set_generation(cur_generation);
 
-	cs_start_replication(conn, position);
+	sess_with_ddl = ddl_publication_for_session(position);
+	cs_start_replication(conn, position, sess_with_ddl);
 	cs_stream_started(conn);
 	cs_status_set_state(CS_STATE_STREAMING);
 	session_start = position;
@@ -478,6 +605,17 @@ note_stream_error(const char *message, bool was_streaming)
 				(errmsg("replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
 						cs_slot_name, cs_publication),
 				 errdetail("The next session recreates the slot and opens a new generation once the publication exists.")));
+	}
+	pfree(needle);
+	needle = psprintf("publication \"%s\" does not exist", CS_DDL_PUBLICATION);
+	if (sess_with_ddl && strstr(message, needle) != NULL &&
+		strstr(message, "WAL stream") != NULL)
+	{
+		ddl_failed = true;
+		ereport(LOG,
+				(errmsg("the stream failed on a change decoded before publication \"%s\" existed, or after it was dropped",
+						CS_DDL_PUBLICATION),
+				 errdetail("The next session streams without it until the archive has passed the server's current position.")));
 	}
 	pfree(needle);
 }

@@ -49,6 +49,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "ddl_history.h"
 #include "restore.h"
 #include "retention.h"
 #include "snapshot_reader.h"
@@ -71,6 +72,9 @@ typedef struct RestoreState
 	XLogRecPtr	target_lsn;
 	bool		has_target_time;
 	TimestampTz target_time;
+	bool		skip_inexact;	/* skip refused tables with a WARNING */
+	XLogRecPtr	next_snapshot_lsn;	/* the first snapshot after the target,
+									 * or Invalid */
 	char	   *snapshot_path;
 	XLogRecPtr	snapshot_lsn;
 	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
@@ -176,6 +180,13 @@ json_member(JsonbContainer *obj, const char *key)
 	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
 }
 
+/* Is schema.name the extension's changestream.ddl_history? */
+static bool
+is_history_table(const char *schema, const char *name)
+{
+	return strcmp(schema, CS_DDL_SCHEMA) == 0 && strcmp(name, CS_DDL_TABLE) == 0;
+}
+
 /* ---------- choosing the snapshot ---------- */
 
 static void
@@ -216,7 +227,10 @@ pin_and_find_start(RestoreState *rs)
 	}
 }
 
-/* The newest snapshot not after the target; its path and LSN in rs. */
+/*
+ * The newest snapshot not after the target; its path and LSN in rs, and
+ * the LSN of the first one after the target (for refusals, which name it).
+ */
 static void
 choose_snapshot(RestoreState *rs)
 {
@@ -236,10 +250,12 @@ choose_snapshot(RestoreState *rs)
 		cs_snapreader_close(r);
 		if (lsn < rs->identity.start_lsn)
 			continue;
-		if (rs->has_target_lsn && lsn > rs->target_lsn)
+		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
+			(rs->has_target_time && t > rs->target_time))
+		{
+			rs->next_snapshot_lsn = lsn;
 			break;
-		if (rs->has_target_time && t > rs->target_time)
-			break;
+		}
 		rs->snapshot_path = path;
 		rs->snapshot_lsn = lsn;
 	}
@@ -314,7 +330,7 @@ read_manifest_tables(RestoreState *rs)
 		t->key_done = (ident != NULL && (ident[0] == 'f' || ident[0] == 'n'));
 		if (ident != NULL && ident[0] == 'f')
 			pairs = lappend(pairs, NIL);	/* marks REPLICA IDENTITY FULL */
-		if (name_wanted(rs, t->schema, t->name))
+		if (name_wanted(rs, t->schema, t->name) && !is_history_table(t->schema, t->name))
 			t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
 		rs->tables = lappend(rs->tables, t);
 		rs->manifest_columns = lappend(rs->manifest_columns, pairs);
@@ -663,6 +679,154 @@ load_snapshot(RestoreState *rs)
 	cs_snapreader_close(r);
 }
 
+/* ---------- schema history (docs/DESIGN.md section 12) ---------- */
+
+/* The archived table of remote OID oid, or NULL. */
+static CsRestoreTable *
+table_by_oid(RestoreState *rs, Oid oid)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->remote_oid == oid)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * Stop restoring t: drop the target restore() created (an existing one
+ * was empty and is emptied again), and never take t's changes again.
+ */
+static void
+drop_target(RestoreState *rs, CsRestoreTable *t)
+{
+	if (t->created)
+		run_sql(psprintf("DROP TABLE %s", qualified_target(t)));
+	else
+		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
+	t->relid = InvalidOid;
+	t->target_schema = NULL;
+	t->synced = NULL;
+	rs->restored_tables--;
+}
+
+/*
+ * A DDL record that changed existing rows of a wanted table without
+ * archived changes, between the snapshot and the target: ERROR 0A000
+ * naming the table, the command, its commit LSN and the nearest exact
+ * points; with skip_inexact a WARNING, and the table is not restored.
+ */
+static void
+refuse_table(RestoreState *rs, CsRestoreTable *t, const CsChange *c,
+			 const CsDdlRecord *rec)
+{
+	char	   *what;
+	char	   *hint;
+
+	/*
+	 * The command lies after the snapshot restored from, which is the
+	 * newest not after the target: the next snapshot after the command is
+	 * the first one after the target.
+	 */
+	XLogRecPtr	next_snapshot = rs->next_snapshot_lsn;
+
+	what = rec->columns != NULL ?
+		psprintf("it set the values of columns %s of the existing rows", rec->columns) :
+		pstrdup("it rewrote the existing rows with new values");
+	if (next_snapshot != InvalidXLogRecPtr)
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or at or after " CS_LSN_FMT " (the next snapshot, from which the table is exact again); skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(c->commit_lsn),
+						LSN_FORMAT_ARGS(next_snapshot));
+	else
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(c->commit_lsn));
+	ereport(rs->skip_inexact ? WARNING : ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " changed its existing rows without archived changes",
+					t->schema, t->name, rec->command_tag,
+					rec->object_identity ? rec->object_identity : rec->table_name,
+					LSN_FORMAT_ARGS(c->commit_lsn)),
+			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
+					   LSN_FORMAT_ARGS(rs->snapshot_lsn), what, rec->event),
+			 errhint("%s", hint)));
+	if (OidIsValid(t->relid))
+		drop_target(rs, t);
+	else
+		t->target_schema = NULL;
+}
+
+/* Follow a rename or a move of t to the name the record gives it. */
+static void
+follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
+{
+	char	   *target = qualified_target(t);
+
+	if (strcmp(t->name, rec->table_name) != 0)
+	{
+		run_sql(psprintf("ALTER TABLE %s RENAME TO %s", target,
+						 quote_identifier(rec->table_name)));
+		t->name = pstrdup(rec->table_name);
+	}
+	if (strcmp(t->schema, rec->schema_name) != 0)
+	{
+		t->schema = pstrdup(rec->schema_name);
+		if (rs->target_schema == NULL)
+		{
+			if (!OidIsValid(get_namespace_oid(t->schema, true)))
+				run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->schema)));
+			run_sql(psprintf("ALTER TABLE %s SET SCHEMA %s", qualified_target(t),
+							 quote_identifier(t->schema)));
+			t->target_schema = t->schema;
+		}
+	}
+	check_distinct_targets(rs, t);
+}
+
+/*
+ * A row of changestream.ddl_history in a transaction being applied: a
+ * table whose rows the command changed without changes is refused; a
+ * dropped table is no longer restored (the target restore() created is
+ * dropped); a renamed or moved one is renamed or moved.
+ */
+static void
+apply_ddl(RestoreState *rs, const CsChange *c)
+{
+	CsDdlRecord rec;
+	CsRestoreTable *t;
+
+	cs_ddl_read(c, &rec);
+	t = table_by_oid(rs, rec.table_oid);
+	if (t == NULL)
+	{
+		/* not seen yet: it is wanted by the name it has now */
+		if (!rec.rows_changed ||
+			!name_wanted(rs, rec.schema_name, rec.table_name) ||
+			is_history_table(rec.schema_name, rec.table_name))
+			return;
+		t = palloc0(sizeof(CsRestoreTable));
+		t->remote_oid = rec.table_oid;
+		t->schema = pstrdup(rec.schema_name);
+		t->name = pstrdup(rec.table_name);
+		rs->tables = lappend(rs->tables, t);
+		refuse_table(rs, t, c, &rec);
+		return;
+	}
+	if (t->target_schema == NULL || !OidIsValid(t->relid))
+		return;
+	if (rec.rows_changed)
+		refuse_table(rs, t, c, &rec);
+	else if (strcmp(rec.event, "sql_drop") == 0)
+		drop_target(rs, t);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 (strcmp(t->name, rec.table_name) != 0 ||
+			  strcmp(t->schema, rec.schema_name) != 0))
+		follow_name(rs, t, &rec);
+}
+
 /* ---------- applying the archived transactions ---------- */
 
 static void
@@ -672,9 +836,10 @@ apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
 
 	foreach(lc, c->truncated)
 	{
-		CsRestoreTable *t = table_for(rs, d, lfirst(lc));
+		CsRestoreTable *t;
 
-		if (t == NULL)
+		if (cs_ddl_is_history(lfirst(lc)) ||
+			(t = table_for(rs, d, lfirst(lc))) == NULL)
 			continue;
 		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
 		rs->changes++;
@@ -756,6 +921,12 @@ apply_archive(RestoreState *rs)
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
 			case CS_CHANGE_DELETE:
+				if (!skip && cs_ddl_is_history(c.rel))
+				{
+					if (c.kind == CS_CHANGE_INSERT)
+						apply_ddl(rs, &c);
+					break;
+				}
 				if (skip || (t = table_for(rs, d, c.rel)) == NULL)
 					break;
 				cs_restore_sync_table(t, d, c.rel);
@@ -801,6 +972,7 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 	rs->target_lsn = rs->has_target_lsn ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
 	rs->has_target_time = !PG_ARGISNULL(3);
 	rs->target_time = rs->has_target_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
+	rs->skip_inexact = PG_NARGS() > 6 && !PG_ARGISNULL(6) && PG_GETARG_BOOL(6);
 	if (rs->has_target_lsn && rs->has_target_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

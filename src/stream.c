@@ -655,6 +655,17 @@ cs_stream_is_streaming(void)
 }
 
 /*
+ * cs_stream_position
+ *	  The session's durable position of record (what status updates
+ *	  report as flushed).
+ */
+XLogRecPtr
+cs_stream_position(void)
+{
+	return st.position;
+}
+
+/*
  * cs_stream_made_durable
  *	  Has this session made anything durable (a flush or a rotation
  *	  succeeded)?  Until then it has not proved that it can archive.

@@ -1,0 +1,570 @@
+/* changestream--0.2.sql: SQL surface of the changestream archiver */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION changestream" to load this file. \quit
+
+/*
+ * generations() -> setof record
+ *   One row per generation in changestream.directory, oldest first.
+ *   size_bytes counts every file of the generation (bytes on disk).
+ *   A generation that cannot be read is still listed: damage says why
+ *   (NULL for a sound one), and the columns that could not be read are NULL.
+ *   restorable_from_lsn/_time: the oldest snapshot kept, the earliest point
+ *   restore() can reach in the generation (later after retention deleted
+ *   older history; see changestream.retention).
+ *   Errors: 55000 when changestream.directory is not set; file access
+ *   SQLSTATEs when generations/ itself cannot be read.
+ */
+CREATE FUNCTION generations(
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint,
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_generations'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * generation_stats(generation text) -> record
+ *   The generations() row of one generation.
+ *   Errors: 22023 if generation is not 16 lowercase hex digits;
+ *           22004 if it is NULL; 42704 if no such generation exists.
+ */
+CREATE FUNCTION generation_stats(
+	generation text,
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint,
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_generation_stats'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * wal_segments(generation text) -> setof record
+ *   The WAL segments of a generation in index order.  start_lsn is the
+ *   archive's position of record when the segment was opened; end_lsn its
+ *   position of record at the segment's last valid record.
+ *   Errors: as generation_stats().
+ */
+CREATE FUNCTION wal_segments(
+	generation text,
+	OUT segment_index bigint,
+	OUT file_name text,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT compressed bool,
+	OUT size_bytes bigint,
+	OUT modified_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_wal_segments'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * wal_records(generation text, start_lsn pg_lsn, end_lsn pg_lsn) -> setof record
+ *   Every archived pgoutput message of the generation in stream order, read
+ *   from raw and gzip segments alike.  lsn and wal_end are the XLogData
+ *   header's dataStart and walEnd as the walsender sent them; sent_at its
+ *   send time.  With bounds, only transactions whose commit LSN lies in
+ *   [start_lsn, end_lsn] (and messages outside transactions whose own LSN
+ *   does) are returned; NULL means unbounded.
+ *   Errors: as generation_stats(); XX001 if a sealed segment is corrupt.
+ */
+CREATE FUNCTION wal_records(
+	generation text,
+	start_lsn pg_lsn DEFAULT NULL,
+	end_lsn pg_lsn DEFAULT NULL,
+	OUT lsn pg_lsn,
+	OUT wal_end pg_lsn,
+	OUT sent_at timestamptz,
+	OUT data bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_wal_records'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * status() -> record
+ *   One row describing the archiver worker, read from shared memory.
+ *   lag_bytes: bytes of WAL the server has flushed that are not yet durable
+ *   in the archive (local server), or received minus flushed (remote).
+ *   compressor_pid .. last_compress_error_at: the compressor worker;
+ *   raw_sealed_segments is what it found at its last look (NULL before).
+ *   last_retention_at: the last retention run (NULL: none since the server
+ *   started); retention_freed_bytes: bytes it deleted since then.
+ *   compression_deferred: the compressor holds back while the archiver
+ *   catches up with a backlog (it starts a segment only once 4 sealed
+ *   segments wait raw).
+ *   commit_rate: transactions archived a second (commits/s) over the
+ *   archiver's last period of measurement (at least 100 ms);
+ *   group_commit_ms: the group commit window it sizes (ms): 5 up to 1,200
+ *   commits/s, 20 from 3,000 on, linear between, at most flush_interval,
+ *   and flush_interval while catching up.  Both NULL until an archiving
+ *   session has published them.
+ */
+CREATE FUNCTION status(
+	OUT pid int,
+	OUT state text,
+	OUT database text,
+	OUT slot text,
+	OUT generation text,
+	OUT segment_index bigint,
+	OUT received_lsn pg_lsn,
+	OUT flushed_lsn pg_lsn,
+	OUT confirmed_flush_lsn pg_lsn,
+	OUT lag_bytes bigint,
+	OUT last_message_at timestamptz,
+	OUT last_flush_at timestamptz,
+	OUT messages bigint,
+	OUT transactions bigint,
+	OUT bytes bigint,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT snapshot_table text,
+	OUT snapshot_rows bigint,
+	OUT waiting_for text,
+	OUT tables_without_replica_identity text,
+	OUT compressor_pid int,
+	OUT raw_sealed_segments bigint,
+	OUT compressed_segments bigint,
+	OUT last_compress_error text,
+	OUT last_compress_error_at timestamptz,
+	OUT last_retention_at timestamptz,
+	OUT retention_freed_bytes bigint,
+	OUT compression_deferred boolean,
+	OUT commit_rate double precision,
+	OUT group_commit_ms int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_status'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * snapshots(generation text) -> setof record
+ *   The snapshots of a generation, oldest first, read from each file's
+ *   manifest: consistent LSN, table and row counts, bytes on disk.
+ *   Errors: as generation_stats().
+ */
+CREATE FUNCTION snapshots(
+	generation text,
+	OUT lsn pg_lsn,
+	OUT file_name text,
+	OUT table_count int,
+	OUT row_count bigint,
+	OUT size_bytes bigint,
+	OUT created_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_snapshots'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * take_snapshot() -> pg_lsn
+ *   Take a snapshot of the published tables now, in a "changestream
+ *   snapshot" background worker with a temporary slot, while the archiver
+ *   keeps streaming.  Returns the snapshot's consistent LSN once the file
+ *   is durable.  Errors: 55000 when the archiver is not streaming; 55006
+ *   when a snapshot is already being taken; 53000 when no background
+ *   worker slot is free; the snapshot worker's own SQLSTATE when the
+ *   snapshot fails (58000 when the worker ends without an error).
+ */
+CREATE FUNCTION take_snapshot()
+RETURNS pg_lsn
+AS 'MODULE_PATHNAME', 'changestream_take_snapshot'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * new_generation() -> text
+ *   Ask the archiver to close the current generation and open a new one
+ *   (with its opening snapshot); returns the new generation once it
+ *   exists.  Accepted while the archiver streams and while it retries
+ *   after an error: the damaged newest generation is then left as it is.
+ *   Errors: 55000 when the archiver is not running.
+ */
+CREATE FUNCTION new_generation()
+RETURNS text
+AS 'MODULE_PATHNAME', 'changestream_new_generation'
+LANGUAGE C STRICT VOLATILE;
+
+REVOKE ALL ON FUNCTION generations() FROM PUBLIC;
+REVOKE ALL ON FUNCTION generation_stats(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wal_segments(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION wal_records(text, pg_lsn, pg_lsn) FROM PUBLIC;
+REVOKE ALL ON FUNCTION status() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snapshots(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION take_snapshot() FROM PUBLIC;
+REVOKE ALL ON FUNCTION new_generation() FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA changestream TO pg_monitor;
+GRANT EXECUTE ON FUNCTION generations() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION generation_stats(text) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION wal_segments(text) TO pg_monitor;
+-- wal_records() returns row data of every published table: not a
+-- monitoring function, so superusers only, or by explicit GRANT.
+GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
+-- take_snapshot() and new_generation() act: superusers only, or by GRANT.
+
+/*
+ * changes(generation, start_lsn, end_lsn, start_time, end_time, relations)
+ *   -> setof record
+ *   The archived changes of a generation (NULL: the newest) as rows, in
+ *   commit order, decoded with the Relation in force at each change.
+ *   A transaction is returned when its commit LSN lies in
+ *   [start_lsn, end_lsn] and its commit time in [start_time, end_time]
+ *   (NULL: unbounded); relations keeps changes to the named tables
+ *   ("schema.table" or "table").  action is insert, update, delete,
+ *   truncate (one row per table), message, or ddl: a row of the schema
+ *   history (ddl_history), named by the table the command affected, with
+ *   the record in new_row.  Row values are the archived
+ *   text form as JSON strings (SQL NULL as JSON null), json and jsonb
+ *   columns embedded, so jsonb_populate_record(NULL::t, new_row) gives the
+ *   typed row back.  old_row is the old key (the whole old row under
+ *   REPLICA IDENTITY FULL); unchanged TOASTed columns are left out of
+ *   new_row and listed in unchanged_columns.
+ *   Errors: 22023 malformed generation; 42704 no such generation;
+ *           55000 changestream.directory not set; 54000 a column value
+ *           longer than a jsonb string may be (268435455 bytes); XX001
+ *           damaged archive (file and offset named).
+ */
+CREATE FUNCTION changes(
+	generation text DEFAULT NULL,
+	start_lsn pg_lsn DEFAULT NULL,
+	end_lsn pg_lsn DEFAULT NULL,
+	start_time timestamptz DEFAULT NULL,
+	end_time timestamptz DEFAULT NULL,
+	relations text[] DEFAULT NULL,
+	OUT commit_lsn pg_lsn,
+	OUT commit_time timestamptz,
+	OUT xid xid,
+	OUT ordinal int,
+	OUT action text,
+	OUT schema_name text,
+	OUT table_name text,
+	OUT old_row jsonb,
+	OUT new_row jsonb,
+	OUT unchanged_columns text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_changes'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * verify(generation text DEFAULT NULL) -> setof record
+ *   Reads a generation (NULL: all of them) without trusting anything: every
+ *   frame CRC, every message through the decoder, segment continuity and
+ *   order, strictly increasing commit LSNs, each snapshot's gzip stream,
+ *   manifest and row and table counts, and a snapshot at the generation's
+ *   start.  One row per problem (file_name relative to the generation's
+ *   directory, byte_offset in the uncompressed stream); no row for a sound
+ *   archive.
+ *   Errors: 22023 malformed generation; 42704 no such generation;
+ *           55000 changestream.directory not set.
+ */
+CREATE FUNCTION verify(
+	generation text DEFAULT NULL,
+	OUT generation text,
+	OUT file_name text,
+	OUT byte_offset bigint,
+	OUT problem text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_verify'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+/*
+ * restore(target_schema, generation, target_lsn, target_time, tables,
+ *         archive_directory, skip_inexact) -> record
+ *   Restores archived tables (tables: "schema.table" or "table"; NULL for
+ *   all) as of the last transaction that committed at or before target_lsn
+ *   or target_time (at most one; NULL: everything archived), into
+ *   target_schema.<table> (NULL: each table's own schema), in the caller's
+ *   transaction.  The newest snapshot not after the target is loaded with
+ *   COPY, then the archived transactions after it are applied in commit
+ *   order (session_replication_role = replica; column changes followed).
+ *   Existing target tables must be empty and have the archived columns
+ *   (and, for updates and deletes, the key as replica identity index or
+ *   primary key); missing ones are created.  archive_directory (superuser only) reads a
+ *   copy of an archive, for disaster recovery.  NOTICEs report progress.
+ *   A table whose existing rows a DDL command changed without archived
+ *   changes (ddl_history.rows_changed) between the snapshot and the
+ *   target is refused (0A000, naming the command, its LSN and the nearest
+ *   exact targets), or, with skip_inexact, left out with a WARNING.
+ *   Tables renamed, moved or dropped by recorded DDL follow it.
+ *   Errors: 0A000 a table cannot be restored exactly (above); 22023 target outside the generation (range in DETAIL), or both
+ *           targets given; 42P07 two tables would share a target; 55000 a
+ *           target table is not empty; 42703 a target lacks a column;
+ *           42501 archive_directory without superuser; 42704 no such
+ *           generation; XX001 damaged archive (file and offset named).
+ */
+CREATE FUNCTION restore(
+	target_schema text,
+	generation text DEFAULT NULL,
+	target_lsn pg_lsn DEFAULT NULL,
+	target_time timestamptz DEFAULT NULL,
+	tables text[] DEFAULT NULL,
+	archive_directory text DEFAULT NULL,
+	skip_inexact boolean DEFAULT false,
+	OUT generation text,
+	OUT snapshot_lsn pg_lsn,
+	OUT restored_lsn pg_lsn,
+	OUT restored_commit_time timestamptz,
+	OUT tables int,
+	OUT snapshot_rows bigint,
+	OUT transactions bigint,
+	OUT changes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_restore'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verify(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
+-- changes() returns row data like wal_records(): superusers only, or by
+-- explicit GRANT.  verify() returns file names and problems only.
+GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;
+
+/*
+ * Schema history (docs/DESIGN.md section 12).
+ *
+ * ddl_history: one row per DDL command that affects a table, written in
+ * the command's own transaction by the event triggers below, and decoded
+ * into the archive through the extension's own publication
+ * changestream_ddl (the archiver adds it to pgoutput's publication_names
+ * when it exists).  Only the SECURITY DEFINER trigger functions write it:
+ * nobody else has any privilege on it, and a logical message, which any
+ * role can emit, is never taken for a DDL record.
+ *   event: ddl_command_end, sql_drop or table_rewrite.
+ *   table_oid, schema_name, table_name: the table affected (for an index
+ *     or constraint, its table), named as after the command.
+ *   rewrite_reason: table_rewrite's reason bits (1 persistence, 2 default
+ *     value, 4 column type, 8 access method); NULL for other events.
+ *   columns: the columns whose existing values the command set without
+ *     an archived change (ADD COLUMN with a default, ALTER COLUMN TYPE
+ *     USING); NULL when none.
+ *   rows_changed: the command changed existing rows of a non-empty table
+ *     without sending changes (a rewrite for a volatile default, a
+ *     default filled in without a rewrite, ALTER COLUMN TYPE ... USING):
+ *     restore() refuses to replay the table across it.
+ *   statement: current_query(): the query string the client sent, which
+ *     holds every statement sent with the command (never executed by
+ *     changestream).
+ */
+CREATE TABLE ddl_history (
+	id bigserial PRIMARY KEY,
+	event text NOT NULL,
+	command_tag text NOT NULL,
+	object_type text,
+	object_identity text,
+	table_oid oid NOT NULL,
+	schema_name text NOT NULL,
+	table_name text NOT NULL,
+	rewrite_reason int,
+	columns text[],
+	rows_changed boolean NOT NULL,
+	statement text
+);
+REVOKE ALL ON TABLE ddl_history FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ddl_history_id_seq FROM PUBLIC;
+GRANT SELECT ON TABLE ddl_history TO pg_monitor;
+
+/*
+ * ddl_columns_set(command pg_ddl_command) -> setof (table_oid oid,
+ *   column_name text)
+ *   For an ALTER TABLE collected by ddl_command_end: the columns whose
+ *   existing values the command set without a rewrite or with a
+ *   conversion of its own: ADD COLUMN whose new column has a missing value
+ *   (atthasmissing: a non-null, non-volatile default given to existing
+ *   rows), and ALTER COLUMN TYPE ... USING; for the table and each of its
+ *   inheritors (partitions).  No row for other commands.
+ */
+CREATE FUNCTION ddl_columns_set(command pg_ddl_command,
+	OUT table_oid oid, OUT column_name text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_ddl_columns_set'
+LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION ddl_columns_set(pg_ddl_command) FROM PUBLIC;
+
+/* a table whose DDL is recorded: permanent, ordinary or partitioned, not ours */
+CREATE FUNCTION ddl_recorded_table(relid oid,
+	OUT schema_name text, OUT table_name text)
+RETURNS record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT n.nspname::text, c.relname::text
+	  FROM pg_catalog.pg_class c
+	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	 WHERE c.oid = relid AND c.relkind IN ('r', 'p') AND c.relpersistence = 'p'
+	   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@')
+$$;
+REVOKE ALL ON FUNCTION ddl_recorded_table(oid) FROM PUBLIC;
+
+/* Does the table hold a row (seen by the DDL's own transaction)? */
+CREATE FUNCTION ddl_table_has_rows(relid oid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	found boolean;
+BEGIN
+	EXECUTE format('SELECT EXISTS (SELECT FROM ONLY %s)', relid::regclass) INTO found;
+	RETURN found;
+END
+$$;
+REVOKE ALL ON FUNCTION ddl_table_has_rows(oid) FROM PUBLIC;
+
+/* ddl_command_end: one row per command and table it affects */
+CREATE FUNCTION ddl_command_end_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	cmd record;
+	tbl record;
+	relid oid;
+	cols text[];
+BEGIN
+	FOR cmd IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
+	LOOP
+		relid := CASE
+			WHEN cmd.classid = 'pg_catalog.pg_class'::regclass THEN
+				coalesce((SELECT i.indrelid FROM pg_catalog.pg_index i
+						   WHERE i.indexrelid = cmd.objid), cmd.objid)
+			WHEN cmd.classid = 'pg_catalog.pg_constraint'::regclass THEN
+				(SELECT c.conrelid FROM pg_catalog.pg_constraint c WHERE c.oid = cmd.objid)
+			WHEN cmd.classid = 'pg_catalog.pg_publication_rel'::regclass THEN
+				(SELECT r.prrelid FROM pg_catalog.pg_publication_rel r WHERE r.oid = cmd.objid)
+			END;
+		CONTINUE WHEN relid IS NULL;
+		SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid);
+		CONTINUE WHEN tbl.table_name IS NULL;
+		-- the command's own table, then every other table whose rows it set
+		FOR relid, cols IN
+			SELECT r.table_oid, array_agg(r.column_name ORDER BY r.column_name)
+				FILTER (WHERE r.column_name IS NOT NULL)
+			  FROM (SELECT relid AS table_oid, NULL::text AS column_name
+					UNION ALL
+					SELECT s.table_oid, s.column_name
+					  FROM @extschema@.ddl_columns_set(cmd.command) s) r
+			 GROUP BY r.table_oid
+			 ORDER BY r.table_oid <> relid, r.table_oid
+		LOOP
+			SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid);
+			CONTINUE WHEN tbl.table_name IS NULL;
+			IF cols IS NOT NULL AND NOT @extschema@.ddl_table_has_rows(relid) THEN
+				cols := NULL;
+			END IF;
+			INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+				object_identity, table_oid, schema_name, table_name, columns,
+				rows_changed, statement)
+			VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
+				cmd.object_identity, relid, tbl.schema_name, tbl.table_name, cols,
+				cols IS NOT NULL, pg_catalog.current_query());
+		END LOOP;
+	END LOOP;
+END
+$$;
+
+/* sql_drop: one row per table dropped */
+CREATE FUNCTION ddl_sql_drop_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	obj record;
+BEGIN
+	FOR obj IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects()
+	LOOP
+		CONTINUE WHEN obj.classid <> 'pg_catalog.pg_class'::regclass
+			OR obj.objsubid <> 0 OR obj.object_type <> 'table'
+			OR obj.is_temporary
+			OR obj.schema_name IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@');
+		INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+			object_identity, table_oid, schema_name, table_name, rows_changed,
+			statement)
+		VALUES ('sql_drop', tg_tag, obj.object_type,
+			obj.object_identity, obj.objid, obj.schema_name, obj.object_name,
+			false, pg_catalog.current_query());
+	END LOOP;
+END
+$$;
+
+/* table_rewrite: one row per table rewritten */
+CREATE FUNCTION ddl_table_rewrite_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	relid oid := pg_catalog.pg_event_trigger_table_rewrite_oid();
+	reason int := pg_catalog.pg_event_trigger_table_rewrite_reason();
+	tbl record;
+BEGIN
+	SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid);
+	IF tbl.table_name IS NULL THEN
+		RETURN;
+	END IF;
+	INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+		object_identity, table_oid, schema_name, table_name, rewrite_reason,
+		rows_changed, statement)
+	VALUES ('table_rewrite', tg_tag, 'table',
+		pg_catalog.quote_ident(tbl.schema_name) || '.' || pg_catalog.quote_ident(tbl.table_name),
+		relid, tbl.schema_name, tbl.table_name, reason,
+		(reason & 2) <> 0 AND @extschema@.ddl_table_has_rows(relid),
+		pg_catalog.current_query());
+END
+$$;
+
+REVOKE ALL ON FUNCTION ddl_command_end_trigger() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ddl_sql_drop_trigger() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ddl_table_rewrite_trigger() FROM PUBLIC;
+
+CREATE EVENT TRIGGER changestream_ddl_command_end ON ddl_command_end
+	EXECUTE FUNCTION ddl_command_end_trigger();
+CREATE EVENT TRIGGER changestream_sql_drop ON sql_drop
+	EXECUTE FUNCTION ddl_sql_drop_trigger();
+CREATE EVENT TRIGGER changestream_table_rewrite ON table_rewrite
+	EXECUTE FUNCTION ddl_table_rewrite_trigger();
+-- also under session_replication_role = replica (tools that replay DDL)
+ALTER EVENT TRIGGER changestream_ddl_command_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_sql_drop ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_table_rewrite ENABLE ALWAYS;
+
+/*
+ * The extension's publication: ddl_history's inserts only.  The archiver
+ * streams it beside changestream.publication once it exists and publishes
+ * this extension's ddl_history.  A publication cannot be a member of an
+ * extension, so DROP EXTENSION leaves it behind, publishing nothing; such
+ * a leftover is replaced here.  A publication of that name that publishes
+ * anything is someone else's: 42710.
+ */
+DO $$
+BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_publication p
+			    WHERE p.pubname = 'changestream_ddl'
+				  AND (p.puballtables
+					   OR EXISTS (SELECT FROM pg_catalog.pg_publication_rel r
+								   WHERE r.prpubid = p.oid)
+					   OR EXISTS (SELECT FROM pg_catalog.pg_publication_namespace n
+								   WHERE n.pnpubid = p.oid))) THEN
+		RAISE EXCEPTION 'publication "changestream_ddl" already exists and publishes tables'
+			USING ERRCODE = '42710',
+				  HINT = 'changestream owns a publication of that name: rename or drop this one.';
+	END IF;
+	DROP PUBLICATION IF EXISTS changestream_ddl;
+END
+$$;
+CREATE PUBLICATION changestream_ddl FOR TABLE ddl_history WITH (publish = 'insert');
