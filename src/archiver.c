@@ -107,6 +107,17 @@ static bool ddl_failed = false;
 static TimestampTz ddl_last_check = 0;
 
 /*
+ * The OIDs the generation's schema_history file trusts (read at session
+ * start); a relation named changestream.ddl_history with another OID
+ * seen in the stream is looked up once (ddl_checked_oids), and if it
+ * cannot be proven the extension's now, the session ends after the
+ * transaction (ddl_recheck) so that the next one records it.
+ */
+static List *sess_trusted = NIL;
+static List *ddl_checked_oids = NIL;
+static bool ddl_recheck = false;
+
+/*
  * Wait ms milliseconds, or until a reload or a new request for a new
  * generation (one that was not pending already) ends the wait.
  */
@@ -165,14 +176,14 @@ maybe_schedule_snapshot(TimestampTz now)
 }
 
 /*
- * Is the extension's publication there now (local server, through SPI, in
- * a transaction of its own)?  Sets *lsn to the server's WAL position read
- * with it.
+ * The OID of the extension's ddl_history if its publication publishes it
+ * now (local server, through SPI, in a transaction of its own), else
+ * InvalidOid.  Sets *lsn to the server's WAL position read with it.
  */
-static bool
-ddl_publication_exists_local(XLogRecPtr *lsn)
+static Oid
+ddl_history_oid_local(XLogRecPtr *lsn)
 {
-	bool		exists = false;
+	Oid			oid = InvalidOid;
 	bool		isnull;
 	Datum		d;
 
@@ -180,13 +191,20 @@ ddl_publication_exists_local(XLogRecPtr *lsn)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not connect to SPI to look up publication \"%s\"",
+						CS_DDL_PUBLICATION)));
 	if (SPI_execute(cs_ddl_publication_sql(), true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
-		elog(ERROR, "could not look up publication \"%s\"", CS_DDL_PUBLICATION);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not look up publication \"%s\"", CS_DDL_PUBLICATION),
+				 errdetail("The catalog query returned %llu rows, not one.",
+						   (unsigned long long) SPI_processed)));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
-		exists = strcmp(TextDatumGetCString(d), "true") == 0;
+		oid = cs_ddl_oid_in(TextDatumGetCString(d));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
 	if (!isnull)
 		*lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
@@ -194,7 +212,7 @@ ddl_publication_exists_local(XLogRecPtr *lsn)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	return exists;
+	return oid;
 }
 
 /*
@@ -222,7 +240,7 @@ ddl_publication_due(void)
 	if (!TimestampDifferenceExceeds(ddl_last_check, now, cs_status_interval_ms))
 		return false;
 	ddl_last_check = now;
-	if (ddl_publication_exists_local(&ddl_wait_lsn))
+	if (OidIsValid(ddl_history_oid_local(&ddl_wait_lsn)))
 		return cs_stream_position() >= ddl_wait_lsn;
 	ddl_wait_lsn = InvalidXLogRecPtr;
 	return false;
@@ -239,9 +257,10 @@ static bool
 ddl_publication_for_session(XLogRecPtr position)
 {
 	XLogRecPtr	server_lsn;
+	Oid			history_oid;
 
 	ddl_last_check = GetCurrentTimestamp();
-	if (!cs_ddl_publication_exists(conn, &server_lsn))
+	if (!cs_ddl_publication_exists(conn, &server_lsn, &history_oid))
 	{
 		ddl_wait_lsn = InvalidXLogRecPtr;
 		ddl_failed = false;
@@ -259,7 +278,46 @@ ddl_publication_for_session(XLogRecPtr position)
 	if (ddl_wait_lsn != InvalidXLogRecPtr && position < ddl_wait_lsn)
 		return false;
 	ddl_wait_lsn = InvalidXLogRecPtr;
+	/* readers take its rows as schema history by this OID only */
+	cs_ddl_trust_oid(sess_directory, cur_generation, history_oid);
+	sess_trusted = lappend_oid(sess_trusted, history_oid);
 	return true;
+}
+
+/*
+ * cs_archiver_history_relation
+ *	  stream.c, on a Relation message named changestream.ddl_history,
+ *	  before archiving it: an OID the generation does not trust yet is
+ *	  recorded in its schema_history file if it is the extension's table
+ *	  now (the local server is asked through SPI: the extension was
+ *	  dropped and created again while streaming).  Otherwise (another
+ *	  server, or not the extension's table) the session ends after the
+ *	  transaction, and the next session start records the extension's
+ *	  table; an OID is looked at once per process, so a table of that name
+ *	  made by anyone else ends one session at most.
+ */
+void
+cs_archiver_history_relation(Oid relid)
+{
+	MemoryContext old;
+	XLogRecPtr	lsn;
+
+	if (list_member_oid(sess_trusted, relid) ||
+		list_member_oid(ddl_checked_oids, relid))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	ddl_checked_oids = lappend_oid(ddl_checked_oids, relid);
+	MemoryContextSwitchTo(old);
+	if ((cs_conninfo == NULL || cs_conninfo[0] == '\0') &&
+		ddl_history_oid_local(&lsn) == relid)
+	{
+		cs_ddl_trust_oid(sess_directory, cur_generation, relid);
+		old = MemoryContextSwitchTo(session_cxt);
+		sess_trusted = lappend_oid(sess_trusted, relid);
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	ddl_recheck = true;
 }
 
 static bool
@@ -290,6 +348,14 @@ session_should_end(void)
 	{
 		ereport(LOG,
 				(errmsg("a new generation was requested, starting a new archiving session")));
+		return true;
+	}
+	if (ddl_recheck && !cs_stream_in_transaction())
+	{
+		ereport(LOG,
+				(errmsg("a table named %s.%s not known as the schema history is in the stream, starting a new archiving session",
+						CS_DDL_SCHEMA, CS_DDL_TABLE),
+				 errdetail("The session start records the extension's table as the schema history of the generation.")));
 		return true;
 	}
 	if (ddl_publication_due())
@@ -521,6 +587,8 @@ run_session(void)
 
 	next_snapshot_attempt = 0;
 	sess_with_ddl = false;
+	sess_trusted = NIL;
+	ddl_recheck = false;
 	MemoryContextReset(session_cxt);
 	MemoryContextSwitchTo(session_cxt);
 	sess_directory = pstrdup(cs_directory);
@@ -539,6 +607,7 @@ run_session(void)
 	cs_stream_writer_opened(position);
 	cs_status_set_generation(cur_generation);
 
+	sess_trusted = cs_ddl_trusted_oids(sess_directory, cur_generation);
 	sess_with_ddl = ddl_publication_for_session(position);
 	cs_start_replication(conn, position, sess_with_ddl);
 	cs_stream_started(conn);

@@ -44,6 +44,7 @@ typedef struct ChangeFilter
 	bool		has_end_time;
 	TimestampTz end_time;
 	List	   *relations;		/* char *: "schema.table" or "table" */
+	List	   *ddl_trusted;	/* OIDs of the schema history table */
 } ChangeFilter;
 
 /*
@@ -218,8 +219,8 @@ relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
  * A row of changestream.ddl_history: action 'ddl', named by the table the
  * command affected (the relations filter matches that name), new_row the
  * record's columns (event, command_tag, object_type, object_identity,
- * table_oid, schema_name, table_name, rewrite_reason, columns,
- * rows_changed, statement, id).
+ * table_oid, schema_name, table_name, publication, rewrite_reason,
+ * columns, retyped, retyped_to, rows_changed, id).
  */
 static void
 emit_ddl(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
@@ -315,7 +316,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 
 	/* the schema history: inserts are DDL records, nothing else is shown */
 	if ((c->kind == CS_CHANGE_INSERT || c->kind == CS_CHANGE_UPDATE ||
-		 c->kind == CS_CHANGE_DELETE) && cs_ddl_is_history(c->rel))
+		 c->kind == CS_CHANGE_DELETE) && cs_ddl_is_history(c->rel, f->ddl_trusted))
 	{
 		if (c->kind == CS_CHANGE_INSERT)
 			emit_ddl(rsinfo, f, c);
@@ -341,7 +342,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 				{
 					LogicalRepRelation *rel = lfirst(lc);
 
-					if (relation_wanted(f, rel) && !cs_ddl_is_history(rel))
+					if (relation_wanted(f, rel) && !cs_ddl_is_history(rel, f->ddl_trusted))
 					{
 						change_row(c, rel, "truncate", ordinal, values, nulls);
 						tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
@@ -420,6 +421,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 	cs_pin_read(generation, f.start_lsn);
 	InitMaterializedSRF(fcinfo, 0);
 
+	f.ddl_trusted = cs_ddl_trusted_oids(directory, generation);
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
 	if (f.has_start_time || f.has_end_time)
 		cs_decoder_set_time_bounds(d, f.has_start_time, f.start_time,

@@ -381,49 +381,79 @@ cs_plugin_options(void)
 /*
  * The query telling whether the extension's publication changestream_ddl
  * exists and publishes the extension's own ddl_history table (a
- * publication of that name made by anyone else is not taken), and the
- * server's WAL position now.  Shared by the check on the replication
- * connection and the one through SPI (ddl_history.c's callers).
+ * publication or table of those names made by anyone else is not taken):
+ * one row of the table's OID (NULL when not) and the server's WAL position
+ * now, both as text.  Shared by the check on the replication connection
+ * and the one through SPI (archiver.c).
  */
 const char *
 cs_ddl_publication_sql(void)
 {
-	return "SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p"
+	return "SELECT (SELECT pr.prrelid FROM pg_catalog.pg_publication p"
 		" JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = p.oid"
 		" JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
 		" AND d.objid = pr.prrelid AND d.deptype = 'e'"
 		" JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'changestream'"
 		" JOIN pg_catalog.pg_class c ON c.oid = pr.prrelid AND c.relname = '" CS_DDL_TABLE "'"
-		" WHERE p.pubname = '" CS_DDL_PUBLICATION "')::text,"
+		" AND c.relnamespace = e.extnamespace"
+		" WHERE p.pubname = '" CS_DDL_PUBLICATION "' LIMIT 1)::pg_catalog.text,"
 		" (CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-		" ELSE pg_catalog.pg_current_wal_lsn() END)::text";
+		" ELSE pg_catalog.pg_current_wal_lsn() END)::pg_catalog.text";
+}
+
+/*
+ * cs_ddl_oid_in
+ *	  The OID text of cs_ddl_publication_sql()'s first column (NULL:
+ *	  InvalidOid).  Errors: 08P01 (protocol_violation) when
+ *	  the server answered something else.
+ */
+Oid
+cs_ddl_oid_in(const char *text)
+{
+	char	   *end;
+	unsigned long oid;
+
+	if (text == NULL)
+		return InvalidOid;
+	errno = 0;
+	oid = strtoul(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || oid > PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("the check of publication \"%s\" returned \"%s\", not an OID",
+						CS_DDL_PUBLICATION, text)));
+	return (Oid) oid;
 }
 
 /*
  * cs_ddl_publication_exists
  *	  Runs cs_ddl_publication_sql() on conn (idle, before START_REPLICATION):
  *	  returns whether the extension's publication is there, and sets
- *	  *server_lsn to the server's WAL position read with it.  Raises as
- *	  cs_exec().
+ *	  *history_oid to the OID of its ddl_history table (InvalidOid when
+ *	  not) and *server_lsn to the server's WAL position read with it.
+ *	  Raises as cs_exec(); 08P01 when the server answers other than one
+ *	  row.
  */
 bool
-cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn)
+cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
+						  Oid *history_oid)
 {
 	List	   *rows;
 	char	  **row;
-	bool		exists;
 
 	StartTransactionCommand();
 	rows = cs_exec_rows(conn, cs_ddl_publication_sql(), 2);
 	if (list_length(rows) != 1)
-		elog(ERROR, "the check of publication \"%s\" returned %d rows",
-			 CS_DDL_PUBLICATION, list_length(rows));
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("the check of publication \"%s\" returned %d rows, not one",
+						CS_DDL_PUBLICATION, list_length(rows))));
 	row = linitial(rows);
-	exists = row[0] != NULL && strcmp(row[0], "true") == 0;
+	*history_oid = cs_ddl_oid_in(row[0]);
 	*server_lsn = row[1] == NULL ? InvalidXLogRecPtr :
 		DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(row[1])));
 	CommitTransactionCommand();
-	return exists;
+	return OidIsValid(*history_oid);
 }
 
 /*
