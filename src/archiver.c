@@ -186,6 +186,7 @@ ddl_history_oid_local(XLogRecPtr *lsn)
 	Oid			oid = InvalidOid;
 	bool		isnull;
 	Datum		d;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	*lsn = InvalidXLogRecPtr;
 	StartTransactionCommand();
@@ -212,6 +213,7 @@ ddl_history_oid_local(XLogRecPtr *lsn)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);	/* the commit left TopMemoryContext current */
 	return oid;
 }
 

@@ -440,6 +440,7 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
 {
 	List	   *rows;
 	char	  **row;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	StartTransactionCommand();
 	rows = cs_exec_rows(conn, cs_ddl_publication_sql(), 2);
@@ -453,6 +454,7 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
 	*server_lsn = row[1] == NULL ? InvalidXLogRecPtr :
 		DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(row[1])));
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);	/* the commit left TopMemoryContext current */
 	return OidIsValid(*history_oid);
 }
 
