@@ -41,6 +41,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -833,9 +834,9 @@ array_elements(const char *text, Oid elmtype, Datum **elems)
 	bool	   *nulls;
 	int			n;
 
-	arr = DatumGetArrayTypeP(DirectFunctionCall3(array_in, CStringGetDatum(text),
-												 ObjectIdGetDatum(elmtype),
-												 Int32GetDatum(-1)));
+	/* array_in caches in flinfo: called through OidInputFunctionCall() */
+	arr = DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, unconstify(char *, text),
+												  elmtype, -1));
 	if (elmtype == OIDOID)
 		deconstruct_array(arr, OIDOID, sizeof(Oid), true, TYPALIGN_INT,
 						  elems, &nulls, &n);
