@@ -49,7 +49,8 @@ OBJS = \
 	src/sql_changes.o \
 	src/sql_verify.o \
 	src/restore.o \
-	src/restore_apply.o
+	src/restore_apply.o \
+	src/ddl_history.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql

@@ -1,7 +1,504 @@
-/* changestream--0.1--0.2.sql: from 0.1 to 0.2, status() says when readers hold retention back */
+/* changestream--0.1--0.2.sql: from 0.1 to 0.2, the schema history (ddl_history, its event triggers and the publication changestream_ddl), and status() says when readers hold retention back */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION changestream UPDATE TO '0.2'" to load this file. \quit
+
+/*
+ * The schema must be the extension's own: a schema changestream that
+ * existed before, owned by a role that is not a superuser or open to
+ * CREATE by one, could hold objects that the SECURITY DEFINER functions
+ * below would resolve (42501).  Every name here is schema-qualified.
+ */
+DO $$
+DECLARE
+	owner_super boolean;
+	creators text;
+BEGIN
+	SELECT r.rolsuper INTO owner_super
+	  FROM pg_catalog.pg_namespace n
+	  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'changestream';
+	IF owner_super IS DISTINCT FROM true THEN
+		RAISE EXCEPTION 'schema "changestream" is owned by a role that is not a superuser'
+			USING ERRCODE = '42501',
+				  DETAIL = 'The extension''s SECURITY DEFINER functions resolve objects in that schema; its owner could plant objects there.',
+				  HINT = 'Drop or rename that schema (after checking what it holds), then create the extension again.';
+	END IF;
+	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+									  THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
+	  INTO creators
+	  FROM pg_catalog.pg_namespace n,
+		   LATERAL pg_catalog.aclexplode(n.nspacl) a
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'changestream'
+	   AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+	   AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
+						  WHERE r.oid OPERATOR(pg_catalog.=) a.grantee), false);
+	IF creators IS NOT NULL THEN
+		RAISE EXCEPTION 'schema "changestream" grants CREATE to roles that are not superusers: %', creators
+			USING ERRCODE = '42501',
+				  DETAIL = 'The extension''s SECURITY DEFINER functions resolve objects in that schema; those roles could plant objects there.',
+				  HINT = 'REVOKE CREATE ON SCHEMA changestream from them, then create or update the extension again.';
+	END IF;
+END
+$$;
+
+/*
+ * Schema history (docs/DESIGN.md section 12).
+ *
+ * ddl_history: one row per DDL command and table it affects, written in
+ * the command's own transaction by the event triggers below, and decoded
+ * into the archive through the extension's own publication
+ * changestream_ddl (the archiver adds it to pgoutput's publication_names
+ * when it exists, and records this table's OID in the generation: readers
+ * take rows as schema history only from that OID).  Only the SECURITY
+ * DEFINER trigger functions write it: nobody else has any privilege on
+ * it, and a logical message, which any role can emit, is never taken for
+ * a DDL record.  No statement text is kept (a query string can hold
+ * secrets, and restore() never executes one): the command tag and the
+ * object identity say what ran.
+ *   event: ddl_command_end, sql_drop or table_rewrite.
+ *   object_type, object_identity: as pg_event_trigger_ddl_commands() and
+ *     pg_event_trigger_dropped_objects() give them.
+ *   table_oid, schema_name, table_name: the table affected (for an index
+ *     or constraint, its table), named as after the command.
+ *   publication: for a change of a publication's tables (ALTER or CREATE
+ *     PUBLICATION), the publication; NULL otherwise.
+ *   rewrite_reason: table_rewrite's reason bits (1 persistence, 2 default
+ *     value, 4 column type, 8 access method); NULL for other events.
+ *   columns: the columns whose existing values the command set without
+ *     an archived change (ADD COLUMN with a default, ALTER COLUMN TYPE);
+ *     NULL when none.
+ *   retyped, retyped_to: of those, the columns retyped without USING, and
+ *     their new types' OIDs: restore() replays a cast it knows to
+ *     be independent of the session (integer widening, numeric to float,
+ *     text to varchar...) and refuses every other.
+ *   rows_changed: the command changed, or may have changed, existing rows
+ *     of the table without sending changes (the table's storage is not
+ *     empty: the test does not depend on the command's snapshot): a
+ *     rewrite for a volatile default, a default given to existing rows,
+ *     any ALTER COLUMN TYPE, a change of persistence (rows written while
+ *     unlogged are never decoded), an ALTER TYPE of a type its columns
+ *     use, a table added to or removed from a publication.
+ *     restore() refuses to replay the table across it.
+ */
+CREATE TABLE ddl_history (
+	id bigserial PRIMARY KEY,
+	event text NOT NULL,
+	command_tag text NOT NULL,
+	object_type text,
+	object_identity text,
+	table_oid oid NOT NULL,
+	schema_name text NOT NULL,
+	table_name text NOT NULL,
+	publication text,
+	rewrite_reason int,
+	columns text[],
+	retyped text[],
+	retyped_to oid[],
+	rows_changed boolean NOT NULL
+);
+REVOKE ALL ON TABLE ddl_history FROM PUBLIC;
+REVOKE ALL ON SEQUENCE ddl_history_id_seq FROM PUBLIC;
+GRANT SELECT ON TABLE ddl_history TO pg_monitor;
+
+/*
+ * ddl_columns_set(command pg_ddl_command) -> setof (table_oid oid,
+ *   column_name text)
+ *   For an ALTER TABLE collected by ddl_command_end: the columns whose
+ *   existing values the command may have set without archived changes:
+ *   ADD COLUMN with a default (its own, a missing value, or its domain's)
+ *   and every ALTER COLUMN TYPE (with or without USING: a cast may depend
+ *   on the session's settings); for the table and each of its inheritors
+ *   (partitions) that has the column.  new_type: the new type of a column
+ *   retyped without USING, else NULL.  No row for other commands.
+ */
+CREATE FUNCTION ddl_columns_set(command pg_ddl_command,
+	OUT table_oid oid, OUT column_name text, OUT new_type oid)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_ddl_columns_set'
+LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION ddl_columns_set(pg_ddl_command) FROM PUBLIC;
+
+/*
+ * ddl_recorded_table(relid, any_persistence) -> (schema_name, table_name)
+ *   A table whose DDL is recorded: ordinary or partitioned, not ours,
+ *   permanent (any_persistence: unlogged too); NULLs for anything else.
+ */
+CREATE FUNCTION ddl_recorded_table(relid oid, any_persistence boolean,
+	OUT schema_name text, OUT table_name text)
+RETURNS record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT n.nspname::text, c.relname::text
+	  FROM pg_catalog.pg_class c
+	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	 WHERE c.oid = relid AND c.relkind IN ('r', 'p')
+	   AND (c.relpersistence = 'p' OR (any_persistence AND c.relpersistence = 'u'))
+	   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@')
+$$;
+REVOKE ALL ON FUNCTION ddl_recorded_table(oid, boolean) FROM PUBLIC;
+
+/*
+ * ddl_table_has_rows(relid) -> boolean
+ *   Does the table (for a partitioned one, any partition) have storage
+ *   that may hold rows?  A size, not a query: no snapshot (REPEATABLE
+ *   READ's included) can hide rows from it, and a table whose rows were
+ *   all deleted counts as holding rows (conservatively).
+ */
+CREATE FUNCTION ddl_table_has_rows(relid oid)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT pg_catalog.pg_relation_size(relid) > 0
+		OR EXISTS (SELECT FROM pg_catalog.pg_partition_tree(relid) t
+					WHERE pg_catalog.pg_relation_size(t.relid) > 0)
+$$;
+REVOKE ALL ON FUNCTION ddl_table_has_rows(oid) FROM PUBLIC;
+
+/* ddl_command_end: one row per command and table it affects */
+CREATE FUNCTION ddl_command_end_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	cmd record;
+	tbl record;
+	relid oid;
+	part oid;
+	cols text[];
+	rcols text[];
+	rtypes oid[];
+	pub text;
+BEGIN
+	FOR cmd IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
+	LOOP
+		-- a change of a publication's tables: each table it concerns
+		pub := NULL;
+		IF cmd.classid = 'pg_catalog.pg_publication_rel'::regclass THEN
+			SELECT p.pubname INTO pub
+			  FROM pg_catalog.pg_publication_rel r
+			  JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid
+			 WHERE r.oid = cmd.objid;
+		ELSIF cmd.classid = 'pg_catalog.pg_publication_namespace'::regclass THEN
+			SELECT p.pubname INTO pub
+			  FROM pg_catalog.pg_publication_namespace r
+			  JOIN pg_catalog.pg_publication p ON p.oid = r.pnpubid
+			 WHERE r.oid = cmd.objid;
+		ELSIF cmd.classid = 'pg_catalog.pg_publication'::regclass THEN
+			SELECT p.pubname INTO pub
+			  FROM pg_catalog.pg_publication p WHERE p.oid = cmd.objid;
+		END IF;
+		IF pub IS NOT NULL THEN
+			FOR relid IN
+				SELECT r.prrelid FROM pg_catalog.pg_publication_rel r
+				 WHERE cmd.classid = 'pg_catalog.pg_publication_rel'::regclass
+				   AND r.oid = cmd.objid
+				UNION
+				SELECT c.oid
+				  FROM pg_catalog.pg_publication_namespace r
+				  JOIN pg_catalog.pg_class c ON c.relnamespace = r.pnnspid
+				 WHERE cmd.classid = 'pg_catalog.pg_publication_namespace'::regclass
+				   AND r.oid = cmd.objid
+				UNION
+				SELECT pg_catalog.to_regclass(pg_catalog.quote_ident(pt.schemaname)
+						|| '.' || pg_catalog.quote_ident(pt.tablename))::oid
+				  FROM pg_catalog.pg_publication_tables pt
+				 WHERE cmd.classid = 'pg_catalog.pg_publication'::regclass
+				   AND pt.pubname = pub
+			LOOP
+				-- with publish_via_partition_root, the partitions too
+				CONTINUE WHEN relid IS NULL;
+				FOR part IN
+					SELECT relid
+					UNION
+					SELECT t.relid FROM pg_catalog.pg_partition_tree(relid) t
+				LOOP
+					SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(part, false);
+					CONTINUE WHEN tbl.table_name IS NULL;
+					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+						object_identity, table_oid, schema_name, table_name,
+						publication, rows_changed)
+					VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
+						cmd.object_identity, part, tbl.schema_name, tbl.table_name,
+						pub, @extschema@.ddl_table_has_rows(part));
+				END LOOP;
+			END LOOP;
+			CONTINUE;
+		END IF;
+		-- ALTER TYPE (RENAME VALUE of an enum, say): each table with a
+		-- column of the type, its array or a domain over it, whose stored
+		-- values may now read differently
+		IF cmd.classid = 'pg_catalog.pg_type'::regclass AND cmd.command_tag = 'ALTER TYPE' THEN
+			FOR relid, cols IN
+				SELECT a.attrelid, array_agg(a.attname::text ORDER BY a.attname)
+				  FROM pg_catalog.pg_attribute a
+				 WHERE a.attnum > 0 AND NOT a.attisdropped
+				   AND a.atttypid IN (SELECT cmd.objid
+									  UNION
+									  SELECT t.typarray FROM pg_catalog.pg_type t
+									   WHERE t.oid = cmd.objid
+									  UNION
+									  SELECT d.oid FROM pg_catalog.pg_type d
+									   WHERE d.typbasetype = cmd.objid)
+				 GROUP BY a.attrelid
+				 ORDER BY a.attrelid
+			LOOP
+				SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
+				CONTINUE WHEN tbl.table_name IS NULL;
+				IF NOT @extschema@.ddl_table_has_rows(relid) THEN
+					cols := NULL;
+				END IF;
+				INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+					object_identity, table_oid, schema_name, table_name, columns,
+					rows_changed)
+				VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
+					cmd.object_identity, relid, tbl.schema_name, tbl.table_name, cols,
+					cols IS NOT NULL);
+			END LOOP;
+			CONTINUE;
+		END IF;
+		relid := CASE
+			WHEN cmd.classid = 'pg_catalog.pg_class'::regclass THEN
+				coalesce((SELECT i.indrelid FROM pg_catalog.pg_index i
+						   WHERE i.indexrelid = cmd.objid), cmd.objid)
+			WHEN cmd.classid = 'pg_catalog.pg_constraint'::regclass THEN
+				(SELECT c.conrelid FROM pg_catalog.pg_constraint c WHERE c.oid = cmd.objid)
+			END;
+		CONTINUE WHEN relid IS NULL;
+		SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
+		CONTINUE WHEN tbl.table_name IS NULL;
+		-- the command's own table, then every other table whose rows it set
+		FOR relid, cols, rcols, rtypes IN
+			SELECT r.table_oid,
+				   array_agg(r.column_name ORDER BY r.column_name)
+					 FILTER (WHERE r.column_name IS NOT NULL),
+				   array_agg(r.column_name ORDER BY r.column_name)
+					 FILTER (WHERE r.new_type IS NOT NULL),
+				   array_agg(r.new_type ORDER BY r.column_name)
+					 FILTER (WHERE r.new_type IS NOT NULL)
+			  FROM (SELECT relid AS table_oid, NULL::text AS column_name,
+						   NULL::oid AS new_type
+					UNION ALL
+					SELECT s.table_oid, s.column_name, s.new_type
+					  FROM @extschema@.ddl_columns_set(cmd.command) s) r
+			 GROUP BY r.table_oid
+			 ORDER BY r.table_oid <> relid, r.table_oid
+		LOOP
+			SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
+			CONTINUE WHEN tbl.table_name IS NULL;
+			IF cols IS NOT NULL AND NOT @extschema@.ddl_table_has_rows(relid) THEN
+				cols := NULL;
+				rcols := NULL;
+				rtypes := NULL;
+			END IF;
+			INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+				object_identity, table_oid, schema_name, table_name, columns,
+				retyped, retyped_to, rows_changed)
+			VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
+				cmd.object_identity, relid, tbl.schema_name, tbl.table_name, cols,
+				rcols, rtypes, cols IS NOT NULL);
+		END LOOP;
+	END LOOP;
+END
+$$;
+
+/*
+ * sql_drop: one row per table dropped, and per table a publication stops
+ * publishing (ALTER PUBLICATION ... DROP TABLE, DROP TABLES IN SCHEMA:
+ * its later changes are not archived, rows_changed true).
+ */
+CREATE FUNCTION ddl_sql_drop_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	obj record;
+	relid oid;
+	part oid;
+	tbl record;
+BEGIN
+	FOR obj IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects()
+	LOOP
+		IF obj.object_type IN ('publication relation', 'publication namespace') THEN
+			FOR relid IN
+				SELECT pg_catalog.to_regclass(pg_catalog.quote_ident(obj.address_names[1])
+						|| '.' || pg_catalog.quote_ident(obj.address_names[2]))::oid
+				 WHERE obj.object_type = 'publication relation'
+				UNION
+				SELECT c.oid FROM pg_catalog.pg_class c
+				  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+				 WHERE obj.object_type = 'publication namespace'
+				   AND n.nspname = obj.address_names[1]
+			LOOP
+				CONTINUE WHEN relid IS NULL;
+				FOR part IN
+					SELECT relid
+					UNION
+					SELECT t.relid FROM pg_catalog.pg_partition_tree(relid) t
+				LOOP
+					SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(part, false);
+					CONTINUE WHEN tbl.table_name IS NULL;
+					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+						object_identity, table_oid, schema_name, table_name,
+						publication, rows_changed)
+					VALUES ('sql_drop', tg_tag, obj.object_type, obj.object_identity,
+						part, tbl.schema_name, tbl.table_name,
+						obj.address_args[1], true);
+				END LOOP;
+			END LOOP;
+			CONTINUE;
+		END IF;
+		CONTINUE WHEN obj.classid <> 'pg_catalog.pg_class'::regclass
+			OR obj.objsubid <> 0 OR obj.object_type <> 'table'
+			OR obj.is_temporary
+			OR obj.schema_name IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@');
+		INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+			object_identity, table_oid, schema_name, table_name, rows_changed)
+		VALUES ('sql_drop', tg_tag, obj.object_type,
+			obj.object_identity, obj.objid, obj.schema_name, obj.object_name,
+			false);
+	END LOOP;
+END
+$$;
+
+/*
+ * table_rewrite: one row per table rewritten, and per partitioned table
+ * above it (a publication with publish_via_partition_root sends the
+ * partition's rows as the root's).  A change of persistence is recorded
+ * for an unlogged table too (SET LOGGED: its rows were never decoded).
+ */
+CREATE FUNCTION ddl_table_rewrite_trigger()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rewritten oid := pg_catalog.pg_event_trigger_table_rewrite_oid();
+	reason int := pg_catalog.pg_event_trigger_table_rewrite_reason();
+	relid oid;
+	tbl record;
+	changed boolean;
+BEGIN
+	-- persistence (1): what was written while unlogged is not decoded;
+	-- a volatile default (2): existing rows get values no change carries
+	-- (a type change, 4, is judged by ddl_command_end's record, which
+	-- names the columns and whether USING was given)
+	changed := (reason & 1) <> 0 OR
+		((reason & 2) <> 0 AND @extschema@.ddl_table_has_rows(rewritten));
+	FOR relid IN
+		SELECT rewritten
+		UNION
+		SELECT a.relid FROM pg_catalog.pg_partition_ancestors(rewritten) a
+	LOOP
+		SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, (reason & 1) <> 0);
+		CONTINUE WHEN tbl.table_name IS NULL;
+		INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+			object_identity, table_oid, schema_name, table_name, rewrite_reason,
+			rows_changed)
+		VALUES ('table_rewrite', tg_tag, 'table',
+			pg_catalog.quote_ident(tbl.schema_name) || '.' || pg_catalog.quote_ident(tbl.table_name),
+			relid, tbl.schema_name, tbl.table_name, reason, changed);
+	END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION ddl_command_end_trigger() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ddl_sql_drop_trigger() FROM PUBLIC;
+REVOKE ALL ON FUNCTION ddl_table_rewrite_trigger() FROM PUBLIC;
+
+CREATE EVENT TRIGGER changestream_ddl_command_end ON ddl_command_end
+	EXECUTE FUNCTION ddl_command_end_trigger();
+CREATE EVENT TRIGGER changestream_sql_drop ON sql_drop
+	EXECUTE FUNCTION ddl_sql_drop_trigger();
+CREATE EVENT TRIGGER changestream_table_rewrite ON table_rewrite
+	EXECUTE FUNCTION ddl_table_rewrite_trigger();
+-- also under session_replication_role = replica (tools that replay DDL)
+ALTER EVENT TRIGGER changestream_ddl_command_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_sql_drop ENABLE ALWAYS;
+ALTER EVENT TRIGGER changestream_table_rewrite ENABLE ALWAYS;
+
+/*
+ * The extension's publication: ddl_history's inserts only.  The archiver
+ * streams it beside changestream.publication once it exists and publishes
+ * this extension's ddl_history.  A publication cannot be a member of an
+ * extension, so DROP EXTENSION leaves it behind, publishing nothing; such
+ * a leftover is replaced here.  A publication of that name that publishes
+ * anything is someone else's: 42710.
+ */
+DO $$
+BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_publication p
+			    WHERE p.pubname = 'changestream_ddl'
+				  AND (p.puballtables
+					   OR EXISTS (SELECT FROM pg_catalog.pg_publication_rel r
+								   WHERE r.prpubid = p.oid)
+					   OR EXISTS (SELECT FROM pg_catalog.pg_publication_namespace n
+								   WHERE n.pnpubid = p.oid))) THEN
+		RAISE EXCEPTION 'publication "changestream_ddl" already exists and publishes tables'
+			USING ERRCODE = '42710',
+				  HINT = 'changestream owns a publication of that name: rename or drop this one.';
+	END IF;
+	DROP PUBLICATION IF EXISTS changestream_ddl;
+END
+$$;
+CREATE PUBLICATION changestream_ddl FOR TABLE ddl_history WITH (publish = 'insert');
+
+/* restore() gains skip_inexact (the 0.1 signature is replaced) */
+DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
+
+/*
+ * restore(target_schema, generation, target_lsn, target_time, tables,
+ *         archive_directory, skip_inexact) -> record
+ *   Restores archived tables (tables: "schema.table" or "table"; NULL for
+ *   all) as of the last transaction that committed at or before target_lsn
+ *   or target_time (at most one; NULL: everything archived), into
+ *   target_schema.<table> (NULL: each table's own schema), in the caller's
+ *   transaction.  The newest snapshot not after the target is loaded with
+ *   COPY, then the archived transactions after it are applied in commit
+ *   order (session_replication_role = replica; column changes followed).
+ *   Existing target tables must be empty and have the archived columns
+ *   (and, for updates and deletes, the key as replica identity index or
+ *   primary key); missing ones are created.  archive_directory (superuser only) reads a
+ *   copy of an archive, for disaster recovery.  NOTICEs report progress.
+ *   A table whose existing rows a DDL command changed without archived
+ *   changes (ddl_history.rows_changed) between the snapshot and the
+ *   target is refused (0A000, naming the command, its LSN and the nearest
+ *   exact targets), or, with skip_inexact, left out with a WARNING.
+ *   Tables renamed, moved or dropped by recorded DDL follow it; the
+ *   tables filter matches a table by any name the history gives it from
+ *   the snapshot to the target.  A record of a table the restore never
+ *   meets in the archive refuses nothing.
+ *   Errors: 0A000 a table cannot be restored exactly (above); 22023 target outside the generation (range in DETAIL), or both
+ *           targets given; 42P07 two tables would share a target; 55000 a
+ *           target table is not empty; 42703 a target lacks a column;
+ *           42501 archive_directory without superuser; 42704 no such
+ *           generation; XX001 damaged archive (file and offset named).
+ */
+CREATE FUNCTION restore(
+	target_schema text,
+	generation text DEFAULT NULL,
+	target_lsn pg_lsn DEFAULT NULL,
+	target_time timestamptz DEFAULT NULL,
+	tables text[] DEFAULT NULL,
+	archive_directory text DEFAULT NULL,
+	skip_inexact boolean DEFAULT false,
+	OUT generation text,
+	OUT snapshot_lsn pg_lsn,
+	OUT restored_lsn pg_lsn,
+	OUT restored_commit_time timestamptz,
+	OUT tables int,
+	OUT snapshot_rows bigint,
+	OUT transactions bigint,
+	OUT changes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_restore'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
 
 -- status() gains four columns (retention_held, retention_held_since,
 -- retention_held_bytes, retention_held_by_pid): a function's OUT columns

@@ -81,6 +81,25 @@ SELECT has_schema_privilege('public', 'changestream', 'USAGE') AS public_usage,
        has_schema_privilege('pg_monitor', 'changestream', 'USAGE') AS pg_monitor_usage;
 
 --
+-- Schema history: the table only the event triggers write, the triggers,
+-- the extension's publication
+--
+SELECT has_table_privilege('public', 'changestream.ddl_history', 'INSERT') AS public_insert,
+       has_table_privilege('public', 'changestream.ddl_history', 'SELECT') AS public_select,
+       has_table_privilege('pg_monitor', 'changestream.ddl_history', 'INSERT') AS pg_monitor_insert,
+       has_table_privilege('pg_monitor', 'changestream.ddl_history', 'SELECT') AS pg_monitor_select;
+SELECT p.proname, p.prosecdef AS security_definer, p.proconfig
+  FROM pg_proc p
+ WHERE p.pronamespace = 'changestream'::regnamespace AND p.proname LIKE 'ddl%'
+ ORDER BY p.proname;
+SELECT evtname, evtevent, evtfoid::regproc AS function, evtenabled
+  FROM pg_event_trigger WHERE evtname LIKE 'changestream%' ORDER BY evtname;
+SELECT p.pubname, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate,
+       (SELECT string_agg(schemaname || '.' || tablename, ', ')
+          FROM pg_publication_tables t WHERE t.pubname = p.pubname) AS tables
+  FROM pg_publication p WHERE p.pubname = 'changestream_ddl';
+
+--
 -- generations() and status(): result columns and types
 --
 SELECT * FROM changestream.generations() WHERE false;
@@ -233,12 +252,12 @@ SELECT * FROM changestream.restore('scratch');
 \echo :SQLSTATE
 RESET ROLE;
 -- restore() granted: archive_directory stays for superusers
-GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text) TO regress_cs_nobody;
+GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO regress_cs_nobody;
 SET ROLE regress_cs_nobody;
 SELECT * FROM changestream.restore('scratch', archive_directory => '/tmp');
 \echo :SQLSTATE
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text) FROM regress_cs_nobody;
+REVOKE EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM regress_cs_nobody;
 REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
 
 -- pg_monitor may read the archive's statistics ...

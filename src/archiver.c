@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -39,15 +40,19 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/wait_event.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "archiver.h"
 #include "compressor.h"
+#include "ddl_history.h"
 #include "generation.h"
 #include "generation_policy.h"
 #include "generation_reader.h"
@@ -88,6 +93,29 @@ static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 static bool last_session_failed = false;
 static XLogRecPtr session_start;	/* where the session began streaming */
 static bool slot_undecodable = false;	/* see note_stream_error() */
+
+/*
+ * The extension's publication changestream_ddl (docs/DESIGN.md section
+ * 12): streamed beside changestream.publication once the session starts
+ * past the point where it was seen to exist (ddl_wait_lsn), since pgoutput
+ * fails on a publication name it cannot find in the catalog as of a
+ * change.  ddl_failed: the stream failed on it (see note_stream_error()).
+ */
+static bool sess_with_ddl = false;
+static XLogRecPtr ddl_wait_lsn = InvalidXLogRecPtr;
+static bool ddl_failed = false;
+static TimestampTz ddl_last_check = 0;
+
+/*
+ * The OIDs the generation's schema_history file trusts (read at session
+ * start); a relation named changestream.ddl_history with another OID
+ * seen in the stream is looked up once (ddl_checked_oids), and if it
+ * cannot be proven the extension's now, the session ends after the
+ * transaction (ddl_recheck) so that the next one records it.
+ */
+static List *sess_trusted = NIL;
+static List *ddl_checked_oids = NIL;
+static bool ddl_recheck = false;
 
 /*
  * Wait ms milliseconds, or until a reload or a new request for a new
@@ -147,6 +175,153 @@ maybe_schedule_snapshot(TimestampTz now)
 	cs_status_set_last_snapshot(now);
 }
 
+/*
+ * The OID of the extension's ddl_history if its publication publishes it
+ * now (local server, through SPI, in a transaction of its own), else
+ * InvalidOid.  Sets *lsn to the server's WAL position read with it.
+ */
+static Oid
+ddl_history_oid_local(XLogRecPtr *lsn)
+{
+	Oid			oid = InvalidOid;
+	bool		isnull;
+	Datum		d;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	*lsn = InvalidXLogRecPtr;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not connect to SPI to look up publication \"%s\"",
+						CS_DDL_PUBLICATION)));
+	if (SPI_execute(cs_ddl_publication_sql(), true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not look up publication \"%s\"", CS_DDL_PUBLICATION),
+				 errdetail("The catalog query returned %llu rows, not one.",
+						   (unsigned long long) SPI_processed)));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		oid = cs_ddl_oid_in(TextDatumGetCString(d));
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull)
+		*lsn = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
+											   CStringGetDatum(TextDatumGetCString(d))));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);	/* the commit left TopMemoryContext current */
+	return oid;
+}
+
+/*
+ * While the session streams without the extension's publication: is it
+ * time to end the session and start one that streams it?  Once it has
+ * been seen (at session start, or here every status_interval on the local
+ * server; another server's is looked at by each session start), the
+ * session ends when its durable position of record passes the server's
+ * WAL position read when it was seen: the next session then starts after
+ * the publication's creation, so pgoutput finds it for every change it
+ * sends.
+ */
+static bool
+ddl_publication_due(void)
+{
+	TimestampTz now;
+
+	if (sess_with_ddl)
+		return false;
+	if (ddl_wait_lsn != InvalidXLogRecPtr)
+		return cs_stream_position() >= ddl_wait_lsn;
+	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
+		return false;			/* another server: looked at by each session start */
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(ddl_last_check, now, cs_status_interval_ms))
+		return false;
+	ddl_last_check = now;
+	if (OidIsValid(ddl_history_oid_local(&ddl_wait_lsn)))
+		return cs_stream_position() >= ddl_wait_lsn;
+	ddl_wait_lsn = InvalidXLogRecPtr;
+	return false;
+}
+
+/*
+ * At session start (position: where streaming starts): stream the
+ * extension's publication if it exists and was seen before position, or
+ * if this is the first look at it (a restart of the server, or a worker
+ * that started after CREATE EXTENSION); after a stream failed on it, wait
+ * for the position read now.
+ */
+static bool
+ddl_publication_for_session(XLogRecPtr position)
+{
+	XLogRecPtr	server_lsn;
+	Oid			history_oid;
+
+	ddl_last_check = GetCurrentTimestamp();
+	if (!cs_ddl_publication_exists(conn, &server_lsn, &history_oid))
+	{
+		ddl_wait_lsn = InvalidXLogRecPtr;
+		ddl_failed = false;
+		return false;
+	}
+	if (ddl_failed)
+	{
+		ddl_failed = false;
+		ddl_wait_lsn = server_lsn;
+		ereport(LOG,
+				(errmsg("streaming without publication \"%s\" until the archive passes " CS_LSN_FMT,
+						CS_DDL_PUBLICATION, LSN_FORMAT_ARGS(server_lsn)),
+				 errdetail("The stream failed on a change made before the publication existed.")));
+	}
+	if (ddl_wait_lsn != InvalidXLogRecPtr && position < ddl_wait_lsn)
+		return false;
+	ddl_wait_lsn = InvalidXLogRecPtr;
+	/* readers take its rows as schema history by this OID only */
+	cs_ddl_trust_oid(sess_directory, cur_generation, history_oid);
+	sess_trusted = lappend_oid(sess_trusted, history_oid);
+	return true;
+}
+
+/*
+ * cs_archiver_history_relation
+ *	  stream.c, on a Relation message named changestream.ddl_history,
+ *	  before archiving it: an OID the generation does not trust yet is
+ *	  recorded in its schema_history file if it is the extension's table
+ *	  now (the local server is asked through SPI: the extension was
+ *	  dropped and created again while streaming).  Otherwise (another
+ *	  server, or not the extension's table) the session ends after the
+ *	  transaction, and the next session start records the extension's
+ *	  table; an OID is looked at once per process, so a table of that name
+ *	  made by anyone else ends one session at most.
+ */
+void
+cs_archiver_history_relation(Oid relid)
+{
+	MemoryContext old;
+	XLogRecPtr	lsn;
+
+	if (list_member_oid(sess_trusted, relid) ||
+		list_member_oid(ddl_checked_oids, relid))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	ddl_checked_oids = lappend_oid(ddl_checked_oids, relid);
+	MemoryContextSwitchTo(old);
+	if ((cs_conninfo == NULL || cs_conninfo[0] == '\0') &&
+		ddl_history_oid_local(&lsn) == relid)
+	{
+		cs_ddl_trust_oid(sess_directory, cur_generation, relid);
+		old = MemoryContextSwitchTo(session_cxt);
+		sess_trusted = lappend_oid(sess_trusted, relid);
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	ddl_recheck = true;
+}
+
 static bool
 config_changed(void)
 {
@@ -175,6 +350,24 @@ session_should_end(void)
 	{
 		ereport(LOG,
 				(errmsg("a new generation was requested, starting a new archiving session")));
+		return true;
+	}
+	if (ddl_recheck && !cs_stream_in_transaction())
+	{
+		ereport(LOG,
+				(errmsg("a table named %s.%s not known as the schema history is in the stream, starting a new archiving session",
+						CS_DDL_SCHEMA, CS_DDL_TABLE),
+				 errdetail("The session start records the extension's table as the schema history of the generation.")));
+		return true;
+	}
+	if (ddl_publication_due())
+	{
+		ereport(LOG,
+				(errmsg("publication \"%s\" exists, starting a new archiving session that streams it",
+						CS_DDL_PUBLICATION),
+				 errdetail("The archive's position of record " CS_LSN_FMT " is past " CS_LSN_FMT ", where it was seen.",
+						   LSN_FORMAT_ARGS(cs_stream_position()),
+						   LSN_FORMAT_ARGS(ddl_wait_lsn))));
 		return true;
 	}
 	return false;
@@ -395,6 +588,9 @@ run_session(void)
 	XLogRecPtr	position;
 
 	next_snapshot_attempt = 0;
+	sess_with_ddl = false;
+	sess_trusted = NIL;
+	ddl_recheck = false;
 	MemoryContextReset(session_cxt);
 	MemoryContextSwitchTo(session_cxt);
 	sess_directory = pstrdup(cs_directory);
@@ -413,7 +609,9 @@ run_session(void)
 	cs_stream_writer_opened(position);
 	cs_status_set_generation(cur_generation);
 
-	cs_start_replication(conn, position);
+	sess_trusted = cs_ddl_trusted_oids(sess_directory, cur_generation);
+	sess_with_ddl = ddl_publication_for_session(position);
+	cs_start_replication(conn, position, sess_with_ddl);
 	cs_stream_started(conn);
 	cs_status_set_state(CS_STATE_STREAMING);
 	session_start = position;
@@ -478,6 +676,17 @@ note_stream_error(const char *message, bool was_streaming)
 				(errmsg("replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
 						cs_slot_name, cs_publication),
 				 errdetail("The next session recreates the slot and opens a new generation once the publication exists.")));
+	}
+	pfree(needle);
+	needle = psprintf("publication \"%s\" does not exist", CS_DDL_PUBLICATION);
+	if (sess_with_ddl && strstr(message, needle) != NULL &&
+		strstr(message, "WAL stream") != NULL)
+	{
+		ddl_failed = true;
+		ereport(LOG,
+				(errmsg("the stream failed on a change decoded before publication \"%s\" existed, or after it was dropped",
+						CS_DDL_PUBLICATION),
+				 errdetail("The next session streams without it until the archive has passed the server's current position.")));
 	}
 	pfree(needle);
 }

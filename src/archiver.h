@@ -10,5 +10,6 @@
 
 
 extern PGDLLEXPORT void changestream_archiver_main(Datum main_arg);
+extern void cs_archiver_history_relation(Oid relid);
 
 #endif							/* CS_ARCHIVER_H */

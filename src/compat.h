@@ -183,4 +183,15 @@ typedef JsonbParseState *CsJsonbBuild;
 #define cs_jsonb_push(state, seq, value) pushJsonbValue((state), (seq), (value))
 #endif
 
+/*
+ * cs_is_add_column(subtype): an ALTER TABLE subcommand that adds a column;
+ * 15 marks the recursing form AT_AddColumnRecurse, which 16 removed.
+ */
+#if PG_VERSION_NUM >= 160000
+#define cs_is_add_column(subtype) ((subtype) == AT_AddColumn)
+#else
+#define cs_is_add_column(subtype) \
+	((subtype) == AT_AddColumn || (subtype) == AT_AddColumnRecurse)
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */

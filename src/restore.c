@@ -41,6 +41,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -49,6 +50,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "ddl_history.h"
 #include "restore.h"
 #include "retention.h"
 #include "snapshot_reader.h"
@@ -71,8 +73,17 @@ typedef struct RestoreState
 	XLogRecPtr	target_lsn;
 	bool		has_target_time;
 	TimestampTz target_time;
+	bool		skip_inexact;	/* skip refused tables with a WARNING */
+	XLogRecPtr	next_snapshot_lsn;	/* the first snapshot after the target,
+									 * or Invalid */
 	char	   *snapshot_path;
 	XLogRecPtr	snapshot_lsn;
+	List	   *ddl_trusted;	/* OIDs of the schema history table */
+	char	   *publication;	/* the generation's publication as its
+								 * plugin options quote it, or NULL */
+	List	   *aliases;		/* CsAlias *: every name a table had from
+								 * the snapshot to the target (a tables
+								 * filter only) */
 	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
 	List	   *manifest_columns;	/* per table: List of (name, type) pairs */
 	int			restored_tables;
@@ -84,6 +95,14 @@ typedef struct RestoreState
 	TimestampTz last_progress;
 	const char *progress_table;
 } RestoreState;
+
+/* A name a table of the archived server had by the schema history. */
+typedef struct CsAlias
+{
+	Oid			oid;
+	char	   *schema;
+	char	   *name;
+} CsAlias;
 
 /* The tables of the running restore, whose apply states DDL must close. */
 static List **open_tables = NULL;
@@ -140,6 +159,29 @@ name_wanted(RestoreState *rs, const char *schema, const char *name)
 	foreach(lc, rs->filter)
 		if (strcmp(lfirst(lc), qualified) == 0 || strcmp(lfirst(lc), name) == 0)
 			return true;
+	return false;
+}
+
+/*
+ * Is the table of remote OID oid, named schema.name, wanted?  By that
+ * name, or by any name the schema history gives it between the snapshot
+ * and the target: the tables filter may name a table as it is at the
+ * target, or as it was before a rename.
+ */
+static bool
+table_wanted(RestoreState *rs, Oid oid, const char *schema, const char *name)
+{
+	ListCell   *lc;
+
+	if (name_wanted(rs, schema, name))
+		return true;
+	foreach(lc, rs->aliases)
+	{
+		CsAlias    *a = lfirst(lc);
+
+		if (a->oid == oid && name_wanted(rs, a->schema, a->name))
+			return true;
+	}
 	return false;
 }
 
@@ -216,7 +258,10 @@ pin_and_find_start(RestoreState *rs)
 	}
 }
 
-/* The newest snapshot not after the target; its path and LSN in rs. */
+/*
+ * The newest snapshot not after the target; its path and LSN in rs, and
+ * the LSN of the first one after the target (for refusals, which name it).
+ */
 static void
 choose_snapshot(RestoreState *rs)
 {
@@ -236,10 +281,12 @@ choose_snapshot(RestoreState *rs)
 		cs_snapreader_close(r);
 		if (lsn < rs->identity.start_lsn)
 			continue;
-		if (rs->has_target_lsn && lsn > rs->target_lsn)
+		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
+			(rs->has_target_time && t > rs->target_time))
+		{
+			rs->next_snapshot_lsn = lsn;
 			break;
-		if (rs->has_target_time && t > rs->target_time)
-			break;
+		}
 		rs->snapshot_path = path;
 		rs->snapshot_lsn = lsn;
 	}
@@ -314,7 +361,10 @@ read_manifest_tables(RestoreState *rs)
 		t->key_done = (ident != NULL && (ident[0] == 'f' || ident[0] == 'n'));
 		if (ident != NULL && ident[0] == 'f')
 			pairs = lappend(pairs, NIL);	/* marks REPLICA IDENTITY FULL */
-		if (name_wanted(rs, t->schema, t->name))
+		/* the extension's own table is schema history, never restored */
+		if (table_wanted(rs, t->remote_oid, t->schema, t->name) &&
+			!(cs_ddl_is_history_name(t->schema, t->name) &&
+			  list_member_oid(rs->ddl_trusted, t->remote_oid)))
 			t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
 		rs->tables = lappend(rs->tables, t);
 		rs->manifest_columns = lappend(rs->manifest_columns, pairs);
@@ -419,6 +469,10 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs)
 	rs->restored_tables++;
 }
 
+static void refuse_pending(RestoreState *rs, CsRestoreTable *t,
+						   LogicalRepRelation *rel);
+static bool past_target(RestoreState *rs, const CsChange *c);
+
 /* The target of an archived relation seen in the stream, or NULL. */
 static CsRestoreTable *
 table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
@@ -431,8 +485,11 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 	foreach(lc, rs->tables)
 	{
 		t = lfirst(lc);
-		if (t->remote_oid == rel->remoteid)
-			return OidIsValid(t->relid) ? t : NULL;
+		if (t->remote_oid != rel->remoteid)
+			continue;
+		if (t->pending != NULL)
+			refuse_pending(rs, t, rel);
+		return OidIsValid(t->relid) ? t : NULL;
 	}
 	typmods = cs_decoder_typmods(d, rel);
 	/* a table published after the snapshot */
@@ -441,7 +498,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
 	rs->tables = lappend(rs->tables, t);
-	if (!name_wanted(rs, t->schema, t->name))
+	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
 		return NULL;
 	t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
 	for (int i = 0; i < rel->natts; i++)
@@ -663,6 +720,394 @@ load_snapshot(RestoreState *rs)
 	cs_snapreader_close(r);
 }
 
+/* ---------- schema history (docs/DESIGN.md section 12) ---------- */
+
+/* The archived table of remote OID oid, or NULL. */
+static CsRestoreTable *
+table_by_oid(RestoreState *rs, Oid oid)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->remote_oid == oid)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * Stop restoring t: drop the target restore() created (an existing one
+ * was empty and is emptied again), and never take t's changes again.
+ */
+static void
+drop_target(RestoreState *rs, CsRestoreTable *t)
+{
+	if (t->created)
+		run_sql(psprintf("DROP TABLE %s", qualified_target(t)));
+	else
+		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
+	t->relid = InvalidOid;
+	t->target_schema = NULL;
+	t->synced = NULL;
+	rs->restored_tables--;
+}
+
+/* A record of a change of a publication's tables (ALTER PUBLICATION ...)? */
+static bool
+is_publication_record(const CsDdlRecord *rec)
+{
+	return rec->object_type != NULL &&
+		strncmp(rec->object_type, "publication", strlen("publication")) == 0;
+}
+
+/*
+ * What a record did to the table's rows, for a refusal's DETAIL.
+ */
+static char *
+record_effect(const CsDdlRecord *rec)
+{
+	if (is_publication_record(rec))
+		return psprintf("it changed the tables of publication \"%s\": changes made while the table was not published are not archived, nor are the rows it held when it was added",
+						rec->publication ? rec->publication : "?");
+	if (rec->object_type != NULL && strcmp(rec->object_type, "type") == 0)
+		return psprintf("it altered type %s, which its columns %s use: their stored values may read differently",
+						rec->object_identity ? rec->object_identity : "?",
+						rec->columns ? rec->columns : "?");
+	if (rec->rewrite_reason & 1)
+		return pstrdup("it changed the table's persistence: changes made while it was unlogged are not archived");
+	if (rec->columns != NULL)
+		return psprintf("it set the values of columns %s of the existing rows", rec->columns);
+	return pstrdup("it rewrote the existing rows with new values");
+}
+
+/*
+ * A DDL record that changed rows of a wanted table without archived
+ * changes (record rec, committed at lsn), between the snapshot and the
+ * target: ERROR 0A000 naming the table, the command, its commit LSN and
+ * the nearest exact points; with skip_inexact a WARNING, and the table is
+ * not restored.
+ */
+static void
+refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	char	   *hint;
+
+	/*
+	 * The command lies after the snapshot restored from, which is the
+	 * newest not after the target: the next snapshot after the command is
+	 * the first one after the target.
+	 */
+	XLogRecPtr	next_snapshot = rs->next_snapshot_lsn;
+
+	if (next_snapshot != InvalidXLogRecPtr)
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or at or after " CS_LSN_FMT " (the next snapshot, from which the table is exact again); skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(lsn),
+						LSN_FORMAT_ARGS(next_snapshot));
+	else
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(lsn));
+	ereport(rs->skip_inexact ? WARNING : ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " changed its existing rows without archived changes",
+					t->schema, t->name, rec->command_tag,
+					rec->object_identity ? rec->object_identity : rec->table_name,
+					LSN_FORMAT_ARGS(lsn)),
+			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
+					   LSN_FORMAT_ARGS(rs->snapshot_lsn), record_effect(rec),
+					   rec->event),
+			 errhint("%s", hint)));
+	if (OidIsValid(t->relid))
+		drop_target(rs, t);
+	else
+		t->target_schema = NULL;
+}
+
+/* The elements of a text[] (or oid[], elmtype) in its text form. */
+static int
+array_elements(const char *text, Oid elmtype, Datum **elems)
+{
+	ArrayType  *arr;
+	bool	   *nulls;
+	int			n;
+
+	/* array_in caches in flinfo: called through OidInputFunctionCall() */
+	arr = DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, unconstify(char *, text),
+												  elmtype, -1));
+	if (elmtype == OIDOID)
+		deconstruct_array(arr, OIDOID, sizeof(Oid), true, TYPALIGN_INT,
+						  elems, &nulls, &n);
+	else
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
+						  elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			return -1;
+	return n;
+}
+
+/*
+ * Is a cast from type from to type to the same, whatever the session's
+ * settings, as restore()'s replay (the archived text form read by the new
+ * type's input function)?  Only built-in conversions known to be: integer
+ * to integer, numeric, float8 or text; numeric to numeric, float8 or text
+ * (numeric's output is the text float8's input reads); text and varchar
+ * between themselves.  Not float to anything (its text form follows
+ * extra_float_digits), nor bool (its cast to text is "true", its output
+ * "t"), nor date/time types (DateStyle, TimeZone), nor anything else.
+ */
+static bool
+cast_is_exact(Oid from, Oid to)
+{
+	switch (from)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return to == INT2OID || to == INT4OID || to == INT8OID ||
+				to == NUMERICOID || to == FLOAT8OID || to == TEXTOID ||
+				to == VARCHAROID;
+		case NUMERICOID:
+			return to == NUMERICOID || to == FLOAT8OID || to == TEXTOID ||
+				to == VARCHAROID;
+		case TEXTOID:
+		case VARCHAROID:
+			return to == TEXTOID || to == VARCHAROID;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Did rec only retype columns of t without USING, each by a cast that
+ * restore() replays exactly (cast_is_exact(), from the target column's
+ * type now to the record's new type)?  Then t is not refused: the next
+ * Relation message of t changes the target's column types.
+ */
+static bool
+retype_is_exact(const CsRestoreTable *t, const CsDdlRecord *rec)
+{
+	Datum	   *cols;
+	Datum	   *names;
+	Datum	   *types;
+	int			ncols;
+	int			n;
+
+	if (rec->columns == NULL || rec->retyped == NULL ||
+		rec->retyped_to == NULL || !OidIsValid(t->relid))
+		return false;
+	ncols = array_elements(rec->columns, TEXTOID, &cols);
+	n = array_elements(rec->retyped, TEXTOID, &names);
+	if (n <= 0 || n != ncols || array_elements(rec->retyped_to, OIDOID, &types) != n)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		char	   *name = TextDatumGetCString(names[i]);
+		AttrNumber	attnum = get_attnum(t->relid, name);
+
+		if (attnum == InvalidAttrNumber ||
+			!cast_is_exact(get_atttype(t->relid, attnum), DatumGetObjectId(types[i])))
+			return false;
+	}
+	return true;
+}
+
+/* A copy of rec in the current memory context. */
+static CsDdlRecord *
+copy_record(const CsDdlRecord *rec)
+{
+	CsDdlRecord *copy = palloc(sizeof(CsDdlRecord));
+
+#define COPY_STRING(f) copy->f = rec->f ? pstrdup(rec->f) : NULL
+	*copy = *rec;
+	COPY_STRING(event);
+	COPY_STRING(command_tag);
+	COPY_STRING(object_type);
+	COPY_STRING(object_identity);
+	COPY_STRING(schema_name);
+	COPY_STRING(table_name);
+	COPY_STRING(publication);
+	COPY_STRING(columns);
+	COPY_STRING(retyped);
+	COPY_STRING(retyped_to);
+#undef COPY_STRING
+	return copy;
+}
+
+/*
+ * t, not seen in the stream before a record refused it, appears as rel:
+ * refused now if it is wanted (a table that never appears, such as one
+ * never published, is never refused); never restored either way.
+ */
+static void
+refuse_pending(RestoreState *rs, CsRestoreTable *t, LogicalRepRelation *rel)
+{
+	CsDdlRecord *rec = t->pending;
+
+	t->pending = NULL;
+	t->schema = pstrdup(rel->nspname);
+	t->name = pstrdup(rel->relname);
+	if (table_wanted(rs, t->remote_oid, t->schema, t->name))
+		refuse_table(rs, t, t->pending_lsn, rec);
+}
+
+/*
+ * Does rec's publication (if any) matter: is it the generation's?  When
+ * the generation's cannot be told, every publication counts.
+ */
+static bool
+publication_concerns(RestoreState *rs, const CsDdlRecord *rec)
+{
+	return rec->publication == NULL || rs->publication == NULL ||
+		strcmp(quote_identifier(rec->publication), rs->publication) == 0;
+}
+
+/*
+ * The publication of the generation's plugin options ("publication_names
+ * '<quoted name>'"), as quote_identifier() gives it, or NULL.
+ */
+static char *
+identity_publication(const CsIdentity *identity)
+{
+	const char *key = "publication_names '";
+	const char *p = strstr(identity->plugin_options, key);
+	StringInfoData name;
+
+	if (p == NULL)
+		return NULL;
+	initStringInfo(&name);
+	for (p += strlen(key); *p != '\0'; p++)
+	{
+		if (*p == '\'' && p[1] == '\'')
+			p++;
+		else if (*p == '\'')
+			return name.data;
+		appendStringInfoChar(&name, *p);
+	}
+	return NULL;
+}
+
+/* Follow a rename or a move of t to the name the record gives it. */
+static void
+follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
+{
+	char	   *target = qualified_target(t);
+
+	if (strcmp(t->name, rec->table_name) != 0)
+	{
+		run_sql(psprintf("ALTER TABLE %s RENAME TO %s", target,
+						 quote_identifier(rec->table_name)));
+		t->name = pstrdup(rec->table_name);
+	}
+	if (strcmp(t->schema, rec->schema_name) != 0)
+	{
+		t->schema = pstrdup(rec->schema_name);
+		if (rs->target_schema == NULL)
+		{
+			if (!OidIsValid(get_namespace_oid(t->schema, true)))
+				run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->schema)));
+			run_sql(psprintf("ALTER TABLE %s SET SCHEMA %s", qualified_target(t),
+							 quote_identifier(t->schema)));
+			t->target_schema = t->schema;
+		}
+	}
+	check_distinct_targets(rs, t);
+}
+
+/*
+ * A row of changestream.ddl_history in a transaction being applied: a
+ * table whose rows the command changed without changes, or whose changes
+ * stop or start being archived (a change of the generation's publication's
+ * tables), is refused; a dropped table is no longer restored (the target
+ * restore() created is dropped); a renamed or moved one is renamed or
+ * moved.  A record for a table not seen yet is kept, and refuses the table
+ * only if it appears in the stream later (restored tables only matter).
+ */
+static void
+apply_ddl(RestoreState *rs, const CsChange *c)
+{
+	CsDdlRecord rec;
+	CsRestoreTable *t;
+	bool		publication;
+
+	cs_ddl_read(c, &rec);
+	publication = is_publication_record(&rec);
+	if (publication && !publication_concerns(rs, &rec))
+		return;
+	t = table_by_oid(rs, rec.table_oid);
+	if (t == NULL)
+	{
+		/* not seen yet: refused if it appears (first record kept) */
+		if (!rec.rows_changed)
+			return;
+		t = palloc0(sizeof(CsRestoreTable));
+		t->remote_oid = rec.table_oid;
+		t->schema = pstrdup(rec.schema_name);
+		t->name = pstrdup(rec.table_name);
+		t->pending = copy_record(&rec);
+		t->pending_lsn = c->commit_lsn;
+		rs->tables = lappend(rs->tables, t);
+		return;
+	}
+	if (t->target_schema == NULL || !OidIsValid(t->relid))
+		return;
+	if (publication ||
+		(rec.rows_changed && !retype_is_exact(t, &rec)))
+		refuse_table(rs, t, c->commit_lsn, &rec);
+	else if (strcmp(rec.event, "sql_drop") == 0)
+		drop_target(rs, t);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 (strcmp(t->name, rec.table_name) != 0 ||
+			  strcmp(t->schema, rec.schema_name) != 0))
+		follow_name(rs, t, &rec);
+}
+
+/*
+ * With a tables filter: every name the schema history gives a table from
+ * the snapshot to the target, read before anything is restored (the
+ * filter may name a table by its name at the target, or an earlier one).
+ */
+static void
+collect_aliases(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+
+	if (rs->filter == NIL || rs->ddl_trusted == NIL)
+		return;
+	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
+						rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsAlias    *a;
+
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			skip = c.commit_lsn < rs->snapshot_lsn;
+			reached = !skip && past_target(rs, &c);
+			continue;
+		}
+		if (skip || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		a = palloc(sizeof(CsAlias));
+		a->oid = rec.table_oid;
+		a->schema = pstrdup(rec.schema_name);
+		a->name = pstrdup(rec.table_name);
+		rs->aliases = lappend(rs->aliases, a);
+	}
+	cs_decoder_close(d);
+}
+
 /* ---------- applying the archived transactions ---------- */
 
 static void
@@ -672,9 +1117,10 @@ apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
 
 	foreach(lc, c->truncated)
 	{
-		CsRestoreTable *t = table_for(rs, d, lfirst(lc));
+		CsRestoreTable *t;
 
-		if (t == NULL)
+		if (cs_ddl_is_history(lfirst(lc), rs->ddl_trusted) ||
+			(t = table_for(rs, d, lfirst(lc))) == NULL)
 			continue;
 		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
 		rs->changes++;
@@ -756,6 +1202,12 @@ apply_archive(RestoreState *rs)
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
 			case CS_CHANGE_DELETE:
+				if (!skip && cs_ddl_is_history(c.rel, rs->ddl_trusted))
+				{
+					if (c.kind == CS_CHANGE_INSERT)
+						apply_ddl(rs, &c);
+					break;
+				}
 				if (skip || (t = table_for(rs, d, c.rel)) == NULL)
 					break;
 				cs_restore_sync_table(t, d, c.rel);
@@ -801,6 +1253,7 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 	rs->target_lsn = rs->has_target_lsn ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
 	rs->has_target_time = !PG_ARGISNULL(3);
 	rs->target_time = rs->has_target_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
+	rs->skip_inexact = PG_NARGS() > 6 && !PG_ARGISNULL(6) && PG_GETARG_BOOL(6);
 	if (rs->has_target_lsn && rs->has_target_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -829,27 +1282,34 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("generation %016llx has no identity file",
 						(unsigned long long) rs->generation)));
+	rs->ddl_trusted = cs_ddl_trusted_oids(rs->directory, rs->generation);
+	rs->publication = identity_publication(&rs->identity);
 }
 
 /*
  * changestream.restore(target_schema text, generation text DEFAULT NULL,
  *	  target_lsn pg_lsn DEFAULT NULL, target_time timestamptz DEFAULT NULL,
- *	  tables text[] DEFAULT NULL, archive_directory text DEFAULT NULL)
- *	  Restores the archived tables (tables: "schema.table" or "table"; NULL
- *	  for all) as of the last transaction that committed at or before
+ *	  tables text[] DEFAULT NULL, archive_directory text DEFAULT NULL,
+ *	  skip_inexact boolean DEFAULT false)
+ *	  Restores the archived tables (tables: "schema.table" or "table", by
+ *	  any name the schema history gives the table from the snapshot to the
+ *	  target; NULL for all) as of the last transaction that committed at or before
  *	  target_lsn or target_time (at most one; NULL: all archived) into
  *	  target_schema.<table> (NULL: each table's own schema), in the
  *	  caller's transaction.  Existing targets must be empty and have the
  *	  archived columns; missing ones are created.  archive_directory
  *	  (superuser only) reads a copied archive instead of
- *	  changestream.directory.
+ *	  changestream.directory.  A table the schema history shows changed
+ *	  without archived changes (docs/DESIGN.md section 12) is refused
+ *	  (0A000), or left out with a WARNING under skip_inexact.
  *	  Returns one row (generation text, snapshot_lsn pg_lsn, restored_lsn
  *	  pg_lsn (commit LSN of the last transaction applied, or the snapshot's
  *	  LSN), restored_commit_time timestamptz (NULL when none was applied),
  *	  tables int, snapshot_rows bigint, transactions bigint, changes
  *	  bigint).
- *	  Errors: 22023 for a target outside the generation (the range is in
- *	  errdetail) or both targets; 42P07 when two tables would share a
+ *	  Errors: 0A000 for a table that cannot be restored exactly; 22023
+ *	  for a target outside the generation (the range is in errdetail) or
+ *	  both targets; 42P07 when two tables would share a
  *	  target; 55000 for a non-empty target, or changestream.directory
  *	  unset; 42703 for a target lacking a column; 42501 for
  *	  archive_directory without superuser, or missing table privileges;
@@ -877,6 +1337,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	choose_snapshot(&rs);
 	/* older snapshots and segments are not read: retention may take them */
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
+	collect_aliases(&rs);
 	read_manifest_tables(&rs);
 
 	nest = pin_settings();

@@ -10,6 +10,7 @@
 #ifndef CS_RESTORE_H
 #define CS_RESTORE_H
 
+#include "ddl_history.h"
 #include "decoder.h"
 
 /* One archived table being restored. */
@@ -27,6 +28,9 @@ typedef struct CsRestoreTable
 	AttrNumber *attmap;			/* synced's column i -> target attnum */
 	int64		rows;			/* snapshot rows loaded */
 	struct CsApplyState *apply; /* open for applying, or NULL */
+	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
+								 * it is (the record, and its commit LSN) */
+	XLogRecPtr	pending_lsn;
 } CsRestoreTable;
 
 /* restore.c */

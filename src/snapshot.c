@@ -180,6 +180,12 @@ note_running_transactions(WalReceiverConn *conn)
 	pfree(msg.data);
 }
 
+/*
+ * The publication's tables as the snapshot copies them, in name order.  The
+ * extension's own tables (changestream.ddl_history, which a FOR ALL TABLES
+ * publication also lists) are left out: the schema history streams through
+ * the changestream_ddl publication, and restore() never restores it.
+ */
 static List *
 published_tables(WalReceiverConn *conn)
 {
@@ -207,7 +213,13 @@ published_tables(WalReceiverConn *conn)
 				   "JOIN pg_catalog.pg_publication p ON p.pubname = pt.pubname "
 				   "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
 				   "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
-				   "WHERE pt.pubname = %s ORDER BY 2, 3",
+				   "WHERE pt.pubname = %s "
+				   "AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+				   "  JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid "
+				   "  WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+				   "  AND d.objid = c.oid AND d.deptype = 'e' "
+				   "  AND e.extname = 'changestream') "
+				   "ORDER BY 2, 3",
 				   quote_literal_cstr(cs_publication));
 	rows = cs_exec_rows(conn, sql, 9);
 	foreach(lc, rows)

@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "ddl_history.h"
 #include "decoder.h"
 #include "retention.h"
 #include "compat.h"
@@ -43,6 +44,7 @@ typedef struct ChangeFilter
 	bool		has_end_time;
 	TimestampTz end_time;
 	List	   *relations;		/* char *: "schema.table" or "table" */
+	List	   *ddl_trusted;	/* OIDs of the schema history table */
 } ChangeFilter;
 
 /*
@@ -185,22 +187,56 @@ message_jsonb(const CsChange *c)
 }
 
 static bool
-relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
+name_wanted(const ChangeFilter *f, const char *nspname, const char *relname)
 {
 	ListCell   *lc;
 	char	   *qualified;
 
 	if (f->relations == NIL)
 		return true;
-	qualified = psprintf("%s.%s", rel->nspname, rel->relname);
+	qualified = psprintf("%s.%s", nspname, relname);
 	foreach(lc, f->relations)
 	{
 		const char *want = lfirst(lc);
 
-		if (strcmp(want, qualified) == 0 || strcmp(want, rel->relname) == 0)
+		if (strcmp(want, qualified) == 0 || strcmp(want, relname) == 0)
 			return true;
 	}
 	return false;
+}
+
+static void change_row(const CsChange *c, LogicalRepRelation *rel,
+					   const char *action, int ordinal, Datum *values,
+					   bool *nulls);
+
+static bool
+relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
+{
+	return name_wanted(f, rel->nspname, rel->relname);
+}
+
+/*
+ * A row of changestream.ddl_history: action 'ddl', named by the table the
+ * command affected (the relations filter matches that name), new_row the
+ * record's columns (event, command_tag, object_type, object_identity,
+ * table_oid, schema_name, table_name, publication, rewrite_reason,
+ * columns, retyped, retyped_to, rows_changed, id).
+ */
+static void
+emit_ddl(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
+{
+	Datum		values[CHANGE_COLS];
+	bool		nulls[CHANGE_COLS];
+	CsDdlRecord rec;
+
+	cs_ddl_read(c, &rec);
+	if (!name_wanted(f, rec.schema_name, rec.table_name))
+		return;
+	change_row(c, c->rel, "ddl", c->ordinal, values, nulls);
+	values[5] = CStringGetTextDatum(rec.schema_name);
+	values[6] = CStringGetTextDatum(rec.table_name);
+	nulls[9] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
 static bool
@@ -278,6 +314,14 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 	bool		nulls[CHANGE_COLS];
 	const char *action;
 
+	/* the schema history: inserts are DDL records, nothing else is shown */
+	if ((c->kind == CS_CHANGE_INSERT || c->kind == CS_CHANGE_UPDATE ||
+		 c->kind == CS_CHANGE_DELETE) && cs_ddl_is_history(c->rel, f->ddl_trusted))
+	{
+		if (c->kind == CS_CHANGE_INSERT)
+			emit_ddl(rsinfo, f, c);
+		return;
+	}
 	switch (c->kind)
 	{
 		case CS_CHANGE_INSERT:
@@ -298,7 +342,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 				{
 					LogicalRepRelation *rel = lfirst(lc);
 
-					if (relation_wanted(f, rel))
+					if (relation_wanted(f, rel) && !cs_ddl_is_history(rel, f->ddl_trusted))
 					{
 						change_row(c, rel, "truncate", ordinal, values, nulls);
 						tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
@@ -377,6 +421,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 	cs_pin_read(generation, f.start_lsn);
 	InitMaterializedSRF(fcinfo, 0);
 
+	f.ddl_trusted = cs_ddl_trusted_oids(directory, generation);
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
 	if (f.has_start_time || f.has_end_time)
 		cs_decoder_set_time_bounds(d, f.has_start_time, f.start_time,

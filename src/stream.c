@@ -52,7 +52,9 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "archiver.h"
 #include "compressor.h"
+#include "ddl_history.h"
 #include "generation_reader.h"
 #include "guc.h"
 #include "message_filter.h"
@@ -476,6 +478,32 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 	}
 }
 
+/*
+ * A Relation message (pgoutput protocol 1: 'R', the OID, the schema and
+ * the name as C strings, ...) of a table named changestream.ddl_history:
+ * the archiver makes sure its OID is recorded as the schema history's
+ * before the message is archived, if it is the extension's
+ * (cs_archiver_history_relation()).
+ */
+static void
+note_relation(const char *payload, uint32 plen, Oid relid)
+{
+	const char *nsp = payload + 5;
+	const char *end = payload + plen;
+	const char *rel;
+
+	if (plen < 5)
+		return;
+	rel = memchr(nsp, '\0', end - nsp);
+	if (rel == NULL)
+		return;
+	rel++;
+	if (memchr(rel, '\0', end - rel) == NULL)
+		return;
+	if (cs_ddl_is_history_name(nsp, rel))
+		cs_archiver_history_relation(relid);
+}
+
 /* One XLogData message (its type byte already read). */
 static void
 handle_xlogdata(StringInfo msg, TimestampTz now)
@@ -507,7 +535,10 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 	if (info.type == 'M' && !cs_message_archived(payload, plen))
 		return;
 	if (info.type == 'R')
+	{
 		cs_ri_signal();			/* a relation changed: ri_monitor.c */
+		note_relation(payload, plen, info.oid);
+	}
 	st.counters.last_message_at = now;
 	st.counters.messages++;
 	st.counters.bytes += plen;
@@ -652,6 +683,27 @@ bool
 cs_stream_is_streaming(void)
 {
 	return st.conn != NULL;
+}
+
+/*
+ * cs_stream_position
+ *	  The session's durable position of record (what status updates
+ *	  report as flushed).
+ */
+XLogRecPtr
+cs_stream_position(void)
+{
+	return st.position;
+}
+
+/*
+ * cs_stream_in_transaction
+ *	  Is a transaction being received (between its BEGIN and COMMIT)?
+ */
+bool
+cs_stream_in_transaction(void)
+{
+	return st.in_txn;
 }
 
 /*

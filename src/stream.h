@@ -19,6 +19,8 @@ extern void cs_stream_writer_opened(XLogRecPtr position);
 extern void cs_stream_started(struct WalReceiverConn *conn);
 extern bool cs_stream_is_streaming(void);
 extern bool cs_stream_made_durable(void);
+extern XLogRecPtr cs_stream_position(void);
+extern bool cs_stream_in_transaction(void);
 extern bool cs_stream_receive(pgsocket *fd);
 extern void cs_stream_periodic(TimestampTz now, bool idle);
 extern void cs_stream_wait(pgsocket fd, TimestampTz now);

@@ -38,6 +38,7 @@
 #include "walsender_conn.h"
 #include "compat.h"
 #include "conninfo_secret.h"
+#include "ddl_history.h"
 
 /* session settings pinned so that text values never depend on them */
 static const struct
@@ -378,20 +379,113 @@ cs_plugin_options(void)
 }
 
 /*
+ * The query telling whether the extension's publication changestream_ddl
+ * exists and publishes the extension's own ddl_history table (a
+ * publication or table of those names made by anyone else is not taken):
+ * one row of the table's OID (NULL when not) and the server's WAL position
+ * now, both as text.  Shared by the check on the replication connection
+ * and the one through SPI (archiver.c).
+ */
+const char *
+cs_ddl_publication_sql(void)
+{
+	return "SELECT (SELECT pr.prrelid FROM pg_catalog.pg_publication p"
+		" JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = p.oid"
+		" JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+		" AND d.objid = pr.prrelid AND d.deptype = 'e'"
+		" JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'changestream'"
+		" JOIN pg_catalog.pg_class c ON c.oid = pr.prrelid AND c.relname = '" CS_DDL_TABLE "'"
+		" AND c.relnamespace = e.extnamespace"
+		" WHERE p.pubname = '" CS_DDL_PUBLICATION "' LIMIT 1)::pg_catalog.text,"
+		" (CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+		" ELSE pg_catalog.pg_current_wal_lsn() END)::pg_catalog.text";
+}
+
+/*
+ * cs_ddl_oid_in
+ *	  The OID text of cs_ddl_publication_sql()'s first column (NULL:
+ *	  InvalidOid).  Errors: 08P01 (protocol_violation) when
+ *	  the server answered something else.
+ */
+Oid
+cs_ddl_oid_in(const char *text)
+{
+	char	   *end;
+	unsigned long oid;
+
+	if (text == NULL)
+		return InvalidOid;
+	errno = 0;
+	oid = strtoul(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || oid > PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("the check of publication \"%s\" returned \"%s\", not an OID",
+						CS_DDL_PUBLICATION, text)));
+	return (Oid) oid;
+}
+
+/*
+ * cs_ddl_publication_exists
+ *	  Runs cs_ddl_publication_sql() on conn (idle, before START_REPLICATION):
+ *	  returns whether the extension's publication is there, and sets
+ *	  *history_oid to the OID of its ddl_history table (InvalidOid when
+ *	  not) and *server_lsn to the server's WAL position read with it.
+ *	  Raises as cs_exec(); 08P01 when the server answers other than one
+ *	  row.
+ */
+bool
+cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
+						  Oid *history_oid)
+{
+	List	   *rows;
+	char	  **row;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	rows = cs_exec_rows(conn, cs_ddl_publication_sql(), 2);
+	if (list_length(rows) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("the check of publication \"%s\" returned %d rows, not one",
+						CS_DDL_PUBLICATION, list_length(rows))));
+	row = linitial(rows);
+	*history_oid = cs_ddl_oid_in(row[0]);
+	*server_lsn = row[1] == NULL ? InvalidXLogRecPtr :
+		DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(row[1])));
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);	/* the commit left TopMemoryContext current */
+	return OidIsValid(*history_oid);
+}
+
+/*
  * cs_start_replication
  *	  START_REPLICATION SLOT <slot> LOGICAL <startpoint> with pgoutput
- *	  protocol version 1, text values and messages; the connection is in
- *	  COPY BOTH mode afterwards.  Raises connection_exception if the server refuses (for
- *	  example when the slot is active in another process).
+ *	  protocol version 1, text values and messages; with_ddl adds the
+ *	  extension's publication changestream_ddl to publication_names (the
+ *	  generation identity keeps cs_plugin_options(), without it: the rows
+ *	  of the published tables are the same either way).  The connection is
+ *	  in COPY BOTH mode afterwards.  Raises connection_exception if the
+ *	  server refuses (for example when the slot is active in another
+ *	  process).
  */
 void
-cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint)
+cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint,
+					 bool with_ddl)
 {
 	char	   *sql;
+	char	   *options;
 
+	if (with_ddl)
+		options = psprintf("proto_version '1', publication_names %s, messages 'true'",
+						   quote_literal_cstr(psprintf("%s,%s",
+													   quote_identifier(cs_publication),
+													   CS_DDL_PUBLICATION)));
+	else
+		options = pstrdup(cs_plugin_options());
 	sql = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (%s)",
 				   quote_identifier(cs_slot_name),
-				   LSN_FORMAT_ARGS(startpoint), cs_plugin_options());
+				   LSN_FORMAT_ARGS(startpoint), options);
 	walrcv_clear_result(cs_exec(conn, sql, WALRCV_OK_COPY_BOTH));
 }
 

@@ -30,8 +30,13 @@ extern void cs_disconnect(struct WalReceiverConn *conn);
 extern void cs_get_slot(struct WalReceiverConn *conn, CsSlotInfo *info);
 extern void cs_drop_slot(struct WalReceiverConn *conn);
 extern void cs_check_publication(struct WalReceiverConn *conn);
+extern const char *cs_ddl_publication_sql(void);
+extern Oid	cs_ddl_oid_in(const char *text);
+extern bool cs_ddl_publication_exists(struct WalReceiverConn *conn,
+									  XLogRecPtr *server_lsn,
+									  Oid *history_oid);
 extern void cs_start_replication(struct WalReceiverConn *conn,
-								 XLogRecPtr startpoint);
+								 XLogRecPtr startpoint, bool with_ddl);
 extern void cs_send_status_update(struct WalReceiverConn *conn,
 								  XLogRecPtr write_lsn, XLogRecPtr flush_lsn,
 								  bool reply_requested);
