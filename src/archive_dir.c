@@ -161,6 +161,43 @@ cs_durable_rename(const char *from, const char *to, const char *dir)
 }
 
 /*
+ * cs_write_file_durably(path, dir, data, len) -> void
+ *	  Replace the small file path (in directory dir) with len bytes of
+ *	  data, durably: written to <path>.tmp, then cs_durable_rename() (fsync,
+ *	  rename, fsync of dir).  A crash leaves the old file or the new one,
+ *	  and at most a .tmp that cs_remove_tmp_files() removes.  Errors: file
+ *	  access errors (class 58) as core's messages.
+ */
+void
+cs_write_file_durably(const char *path, const char *dir, const char *data,
+					  size_t len)
+{
+	char	   *tmp = psprintf("%s.tmp", path);
+	int			fd;
+
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	errno = 0;
+	if (write(fd, data, len) != (ssize_t) len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp)));
+	}
+	if (CloseTransientFile(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", tmp)));
+	cs_durable_rename(tmp, path, dir);
+	pfree(tmp);
+}
+
+/*
  * Take an exclusive flock() on <directory>/<name>, for the archiver or the
  * compressor; see cs_lock_archive().
  */

@@ -19,6 +19,8 @@ extern void cs_remove_tmp_files(const char *directory);
 extern bool cs_durable_unlink(const char *path, const char *dir);
 extern void cs_durable_rename(const char *from, const char *to,
 							  const char *dir);
+extern void cs_write_file_durably(const char *path, const char *dir,
+								  const char *data, size_t len);
 extern const char *cs_require_directory(void);
 
 #endif							/* CS_ARCHIVE_DIR_H */

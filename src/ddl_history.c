@@ -225,10 +225,8 @@ cs_ddl_trust_oid(const char *directory, uint64 generation, Oid oid)
 	List	   *oids = cs_ddl_trusted_oids(directory, generation);
 	char	   *gendir = cs_generation_path(directory, generation);
 	char	   *path = psprintf("%s/%s", gendir, CS_DDL_TRUST_FILE);
-	char	   *tmp = psprintf("%s.tmp", path);
 	StringInfoData content;
 	ListCell   *lc;
-	int			fd;
 
 	if (list_member_oid(oids, oid))
 		return;
@@ -239,25 +237,7 @@ cs_ddl_trust_oid(const char *directory, uint64 generation, Oid oid)
 						   CS_DDL_SCHEMA "." CS_DDL_TABLE "\n");
 	foreach(lc, oids)
 		appendStringInfo(&content, "%u\n", lfirst_oid(lc));
-	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	errno = 0;
-	if (write(fd, content.data, content.len) != (ssize_t) content.len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", tmp)));
-	}
-	if (CloseTransientFile(fd) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not close file \"%s\": %m", tmp)));
-	cs_durable_rename(tmp, path, gendir);
+	cs_write_file_durably(path, gendir, content.data, content.len);
 }
 
 /* The text value of column name in the new tuple; NULL for SQL NULL. */

@@ -124,11 +124,8 @@ cs_write_horizon(const char *directory, uint64 generation,
 {
 	char	   *gendir = cs_generation_path(directory, generation);
 	char	   *path = psprintf("%s/%s", gendir, CS_HORIZON_FILE);
-	char	   *tmp = psprintf("%s.tmp", path);
 	char		when[64];
 	char	   *content;
-	int			fd;
-	size_t		len;
 
 	cs_format_utc(horizon->snapshot_time, when, sizeof(when));
 	content = psprintf("# changestream retention horizon\n"
@@ -139,24 +136,5 @@ cs_write_horizon(const char *directory, uint64 generation,
 					   (long long) horizon->first_segment,
 					   LSN_FORMAT_ARGS(horizon->snapshot_lsn),
 					   horizon->snapshot_time, when);
-	len = strlen(content);
-	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	errno = 0;
-	if (write(fd, content, len) != (ssize_t) len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", tmp)));
-	}
-	if (CloseTransientFile(fd) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not close file \"%s\": %m", tmp)));
-	cs_durable_rename(tmp, path, gendir);
+	cs_write_file_durably(path, gendir, content, strlen(content));
 }
