@@ -13,6 +13,7 @@ MODULE_big = changestream
 OBJS = \
 	src/changestream.o \
 	src/guc.o \
+	src/archive_config.o \
 	src/shmem_status.o \
 	src/reader_pins.o \
 	src/retention.o \

@@ -25,8 +25,8 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
-#include "guc.h"
 #include "shmem_status.h"
 
 /*
@@ -38,17 +38,20 @@
 const char *
 cs_require_directory(void)
 {
+	CsArchiveConfig *config;
+
 	if (cs_status == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("changestream is not loaded"),
 				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	if (cs_directory == NULL || cs_directory[0] == '\0')
+	config = cs_archive_config_current();
+	if (!cs_archive_config_enabled(config))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("changestream.directory is not set"),
 				 errhint("Set changestream.directory in postgresql.conf and reload.")));
-	return cs_directory;
+	return config->directory;
 }
 
 /*

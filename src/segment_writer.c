@@ -26,6 +26,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "compressor.h"
@@ -441,7 +442,8 @@ check_cut_allowed(const char *path, const CsSegmentScan *scan,
 			 errmsg("changestream segment \"%s\" is damaged at offset %lld",
 					path, (long long) scan->valid_end),
 			 errdetail("Its last complete transaction ends at " CS_LSN_FMT ", but replication slot \"%s\" has confirmed " CS_LSN_FMT ": cutting the bytes that do not validate would lose transactions the server will not send again.",
-					   LSN_FORMAT_ARGS(scan->position), cs_slot_name,
+					   LSN_FORMAT_ARGS(scan->position),
+					   cs_archive_config_current()->slot_name,
 					   LSN_FORMAT_ARGS(confirmed_flush)),
 			 errhint(CS_DAMAGE_HINT)));
 }

@@ -98,6 +98,7 @@
 typedef struct StreamState
 {
 	WalReceiverConn *conn;		/* set while START_REPLICATION runs */
+	bool		local_server;	/* the archived server is this one */
 	WaitEventSet *wait;			/* latch, postmaster, socket */
 	bool		writer_open;	/* the active segment is open */
 
@@ -137,7 +138,7 @@ static StreamState st;
 
 /*
  * Is the archiver more than bytes of WAL behind the local server's flush
- * position?  Only known for the local server (changestream.conninfo
+ * position?  Only known for the local server (the session's conninfo
  * empty).
  */
 static bool
@@ -146,7 +147,7 @@ behind_by(uint64 bytes)
 	XLogRecPtr	head;
 	XLogRecPtr	seen;
 
-	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
+	if (!st.local_server || RecoveryInProgress())
 		return false;
 	head = GetFlushRecPtr(NULL);
 	seen = Max(st.received_lsn, st.keepalive_lsn);	/* keepalives cover WAL
@@ -719,15 +720,17 @@ cs_stream_made_durable(void)
 
 /*
  * cs_stream_started
- *	  START_REPLICATION succeeded on conn: from now on status updates go to
- *	  it.  Publishes the position and sends a first status update.
+ *	  START_REPLICATION succeeded on conn, a connection of config: from now
+ *	  on status updates go to it.  Publishes the position and sends a
+ *	  first status update.
  */
 void
-cs_stream_started(WalReceiverConn *conn)
+cs_stream_started(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
 	st.conn = conn;
+	st.local_server = cs_archive_config_local(config);
 	publish(now);
 	send_status(now);
 	st.last_position_record = now;
