@@ -34,6 +34,7 @@ OBJS = \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
 	src/stream.o \
+	src/stream_pacing.o \
 	src/generation_policy.o \
 	src/archiver.o \
 	src/snapshot.o \
