@@ -106,8 +106,8 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  commit_rate: transactions archived a second over the archiver's last
  *	  period of measurement (at least 100 ms); group_commit_ms: the group
  *	  commit window it sizes, in ms (flush_interval while catching up); both
- *	  NULL until an archiving session has published them (stream.c,
- *	  update_commit_rate(), group_commit_ms()).  retention_held: the last
+ *	  NULL until an archiving session has published them (stream_pacing.c,
+ *	  cs_pacing_update_commit_rate(), cs_pacing_group_commit_ms()).  retention_held: the last
  *	  retention run kept files the window would let go because a reader
  *	  pinned them; retention_held_since when that began (runs held back
  *	  ever since), retention_held_bytes what the last run could not free
