@@ -680,10 +680,8 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	if (idle)
 	{
 		cs_pacing_after_idle_batch(&st.pacing, seen_lsn());
-		cs_pacing_share_catching_up(&st.pacing, seen_lsn());	/* before the
-																 * drained
-																 * backlog's
-																 * flush */
+		/* before the drained backlog's flush */
+		cs_pacing_share_catching_up(&st.pacing, seen_lsn());
 	}
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
 		(st.pacing.drained || now >= wakeup_time(WAKEUP_GROUP_COMMIT)))

@@ -258,7 +258,8 @@ connect_redacted(const CsArchiveConfig *config, const char *conninfo,
 
 /*
  * cs_connect
- *	  Open the logical replication connection, run IDENTIFY_SYSTEM and pin
+ *	  Open the logical replication connection of config (its conninfo and
+ *	  database: build_conninfo()), run IDENTIFY_SYSTEM and pin
  *	  DateStyle, IntervalStyle, TimeZone and extra_float_digits for the
  *	  walsender session.  Raises connection_failure with a hint when the
  *	  server cannot be reached, connection_exception when a command fails.
@@ -308,7 +309,7 @@ cs_disconnect(WalReceiverConn *conn)
 
 /*
  * cs_get_slot
- *	  Look up changestream.slot_name in pg_replication_slots on the server.
+ *	  Look up config's slot in pg_replication_slots on the server.
  *	  Raises duplicate_object if a slot of that name exists but is
  *	  physical, or logical for another plugin or database.
  */
@@ -350,7 +351,7 @@ cs_get_slot(const CsArchiveConfig *config, WalReceiverConn *conn,
 
 /*
  * cs_drop_slot
- *	  DROP_REPLICATION_SLOT <slot_name>; used for an invalidated slot.
+ *	  DROP_REPLICATION_SLOT <config's slot>; used for an invalidated slot.
  */
 void
 cs_drop_slot(const CsArchiveConfig *config, WalReceiverConn *conn)
@@ -364,7 +365,7 @@ cs_drop_slot(const CsArchiveConfig *config, WalReceiverConn *conn)
 /*
  * cs_check_publication
  *	  Raises undefined_object, with the CREATE PUBLICATION to run,
- *	  when changestream.publication does not exist in the database.
+ *	  when config's publication does not exist in its database.
  */
 void
 cs_check_publication(const CsArchiveConfig *config, WalReceiverConn *conn)
@@ -386,8 +387,8 @@ cs_check_publication(const CsArchiveConfig *config, WalReceiverConn *conn)
 
 /*
  * cs_plugin_options
- *	  The pgoutput options the archiver streams with, as they appear in
- *	  START_REPLICATION and in the generation identity.
+ *	  The pgoutput options the archiver streams config's publication with,
+ *	  as they appear in START_REPLICATION and in the generation identity.
  *	  Returns const char * (static).
  */
 const char *
@@ -479,8 +480,8 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
 
 /*
  * cs_start_replication
- *	  START_REPLICATION SLOT <slot> LOGICAL <startpoint> with pgoutput
- *	  protocol version 1, text values and messages; with_ddl adds the
+ *	  START_REPLICATION SLOT <config's slot> LOGICAL <startpoint> with
+ *	  pgoutput protocol version 1, text values and messages; with_ddl adds the
  *	  extension's publication changestream_ddl to publication_names (the
  *	  generation identity keeps cs_plugin_options(), without it: the rows
  *	  of the published tables are the same either way).  The connection is
