@@ -32,13 +32,11 @@
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
-#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pmsignal.h"

@@ -34,11 +34,11 @@
 
 #include "access/xlog.h"
 #include "replication/walsender.h"
+#include "utils/timestamp.h"
 
 #include "compressor.h"
 #include "guc.h"
 #include "stream_pacing.h"
-#include "compat.h"
 
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
 /* the group commit window: see group_commit_ms() */
