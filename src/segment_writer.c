@@ -28,6 +28,7 @@
 
 #include "archive_dir.h"
 #include "archive_layout.h"
+#include "retention.h"
 #include "compressor.h"
 #include "generation.h"
 #include "generation_reader.h"
