@@ -60,6 +60,7 @@
 #include "utils/tuplestore.h"
 
 #include "archive_dir.h"
+#include "archive_layout.h"
 #include "generation.h"
 #include "guc.h"
 #include "segment_format.h"
@@ -486,10 +487,15 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	return m.data;
 }
 
+/*
+ * Copy the file in_path to the end of out.  in_path is a transient file of
+ * fd.c, closed on error too, so that a failed write leaks no descriptor
+ * however often the archiver retries.
+ */
 static void
 append_file(int out, const char *out_path, const char *in_path)
 {
-	int			in = open(in_path, O_RDONLY | PG_BINARY, 0);
+	int			in = OpenTransientFile(in_path, O_RDONLY | PG_BINARY);
 	char	   *buf = palloc(128 * 1024);
 	ssize_t		n;
 
@@ -497,19 +503,26 @@ append_file(int out, const char *out_path, const char *in_path)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", in_path)));
-	while ((n = read(in, buf, 128 * 1024)) > 0)
+	PG_TRY();
 	{
-		if (write(out, buf, n) != n)
+		while ((n = read(in, buf, 128 * 1024)) > 0)
+		{
+			if (write(out, buf, n) != n)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not write file \"%s\": %m", out_path)));
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (n < 0)
 			ereport(ERROR,
 					(errcode_for_file_access(),
-					 errmsg("could not write file \"%s\": %m", out_path)));
-		CHECK_FOR_INTERRUPTS();
+					 errmsg("could not read file \"%s\": %m", in_path)));
 	}
-	if (n < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": %m", in_path)));
-	close(in);
+	PG_FINALLY();
+	{
+		CloseTransientFile(in);
+	}
+	PG_END_TRY();
 	pfree(buf);
 }
 
@@ -689,12 +702,9 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 
 	report_replica_identity(tables);
 
-	snprintf(data_path, sizeof(data_path), "%s/%016llX.data.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(tmp_path, sizeof(tmp_path), "%s/%016llX.snapshot.gz.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(final_path, sizeof(final_path), "%s/%016llX.snapshot.gz", snapshots_dir,
-			 (unsigned long long) lsn);
+	strlcpy(data_path, cs_snapshot_data_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(tmp_path, cs_snapshot_tmp_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(final_path, cs_snapshot_path(snapshots_dir, lsn), MAXPGPATH);
 
 	strlcpy(open_data_path, data_path, MAXPGPATH);
 	strlcpy(open_tmp_path, tmp_path, MAXPGPATH);
@@ -760,7 +770,7 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 					LSN_FORMAT_ARGS(lsn), ntables, total,
 					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size,
 					(long) ((GetCurrentTimestamp() - when) / 1000)),
-			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
-					   (unsigned long long) lsn, (unsigned long long) generation)));
+			 errdetail("File snapshots/%s of generation %016llx.",
+					   cs_snapshot_file_name(lsn), (unsigned long long) generation)));
 	return lsn;
 }
