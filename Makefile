@@ -18,6 +18,8 @@ OBJS = \
 	src/reader_pins.o \
 	src/retention.o \
 	src/retention_horizon.o \
+	src/storage.o \
+	src/storage_posix.o \
 	src/archive_dir.o \
 	src/archive_layout.o \
 	src/generation_reader.o \

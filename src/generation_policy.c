@@ -29,6 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
+#include "retention.h"
 #include "generation.h"
 #include "generation_policy.h"
 #include "generation_reader.h"
@@ -171,27 +172,23 @@ cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
 TimestampTz
 cs_newest_snapshot_time(const char *directory, uint64 generation)
 {
-	char	   *dir = psprintf("%s/snapshots", cs_generation_path(directory, generation));
-	DIR		   *d = AllocateDir(dir);
-	struct dirent *de;
+	char	   *dir = cs_snapshots_dir_path(directory, generation);
+	bool		found;
+	List	   *names = cs_storage_list(dir, true, &found);
+	ListCell   *lc;
 	TimestampTz newest = 0;
 	CsIdentity	identity;
 
-	if (d != NULL)
+	foreach(lc, names)
 	{
-		while ((de = ReadDir(d, dir)) != NULL)
-		{
-			struct stat st;
-			char	   *path;
+		CsStorageInfo info;
 
-			if (strstr(de->d_name, ".snapshot.gz") == NULL ||
-				strstr(de->d_name, ".tmp") != NULL)
-				continue;
-			path = psprintf("%s/%s", dir, de->d_name);
-			if (stat(path, &st) == 0)
-				newest = Max(newest, time_t_to_timestamptz(st.st_mtime));
-		}
-		FreeDir(d);
+		if (!cs_is_snapshot_file_name(lfirst(lc)))
+			continue;
+		/* whole seconds, as the file's st_mtime */
+		if (cs_storage_stat(cs_file_in(dir, lfirst(lc)), true, &info) == 0 &&
+			info.type != CS_STORAGE_MISSING)
+			newest = Max(newest, info.mtime - info.mtime % USECS_PER_SEC);
 	}
 	if (newest == 0 && cs_read_identity(directory, generation, &identity))
 		newest = identity.created_at;
@@ -237,7 +234,7 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 		char	   *snapdir;
 
 		tmpdir = cs_generation_prepare(directory, &identity);
-		snapdir = psprintf("%s/snapshots", tmpdir);
+		snapdir = cs_gendir_snapshots_path(tmpdir);
 		if (create_slot)
 		{
 			cs_snapshot_take(config, conn, config->slot_name, false, snapdir,

@@ -29,6 +29,7 @@
 #include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
+#include "retention.h"
 #include "compressor.h"
 #include "generation.h"
 #include "generation_reader.h"
@@ -162,8 +163,8 @@ create_segment(int64 index, XLogRecPtr start_lsn)
 	char	   *name;
 
 	name = cs_segment_file_name(index, false);
-	snprintf(seg_path, sizeof(seg_path), "%s/%s", wal_dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", seg_path);
+	strlcpy(seg_path, cs_file_in(wal_dir, name), sizeof(seg_path));
+	strlcpy(tmp, cs_tmp_path(seg_path), sizeof(tmp));
 	pfree(name);
 
 	memset(&hdr, 0, sizeof(hdr));
@@ -274,7 +275,7 @@ rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail)
 	char	   *buf = palloc(64 * 1024);
 	int64		done = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	strlcpy(tmp, cs_tmp_path(path), sizeof(tmp));
 	out = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (out < 0)
 		ereport(ERROR,

@@ -60,6 +60,7 @@
 #include "utils/tuplestore.h"
 
 #include "archive_dir.h"
+#include "archive_layout.h"
 #include "generation.h"
 #include "archive_config.h"
 #include "guc.h"
@@ -475,10 +476,15 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	return m.data;
 }
 
+/*
+ * Copy the file in_path to the end of out.  in_path is a transient file of
+ * fd.c, closed on error too, so that a failed write leaks no descriptor
+ * however often the archiver retries.
+ */
 static void
 append_file(int out, const char *out_path, const char *in_path)
 {
-	int			in = open(in_path, O_RDONLY | PG_BINARY, 0);
+	int			in = OpenTransientFile(in_path, O_RDONLY | PG_BINARY);
 	char	   *buf = palloc(128 * 1024);
 	ssize_t		n;
 
@@ -486,19 +492,26 @@ append_file(int out, const char *out_path, const char *in_path)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", in_path)));
-	while ((n = read(in, buf, 128 * 1024)) > 0)
+	PG_TRY();
 	{
-		if (write(out, buf, n) != n)
+		while ((n = read(in, buf, 128 * 1024)) > 0)
+		{
+			if (write(out, buf, n) != n)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not write file \"%s\": %m", out_path)));
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (n < 0)
 			ereport(ERROR,
 					(errcode_for_file_access(),
-					 errmsg("could not write file \"%s\": %m", out_path)));
-		CHECK_FOR_INTERRUPTS();
+					 errmsg("could not read file \"%s\": %m", in_path)));
 	}
-	if (n < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": %m", in_path)));
-	close(in);
+	PG_FINALLY();
+	{
+		CloseTransientFile(in);
+	}
+	PG_END_TRY();
 	pfree(buf);
 }
 
@@ -760,12 +773,9 @@ cs_snapshot_take(const CsArchiveConfig *config, WalReceiverConn *conn,
 	when = GetCurrentTimestamp();
 
 	/* conn now stays idle: its next command would end the export */
-	snprintf(data_path, sizeof(data_path), "%s/%016llX.data.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(tmp_path, sizeof(tmp_path), "%s/%016llX.snapshot.gz.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(final_path, sizeof(final_path), "%s/%016llX.snapshot.gz", snapshots_dir,
-			 (unsigned long long) lsn);
+	strlcpy(data_path, cs_snapshot_data_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(tmp_path, cs_snapshot_tmp_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(final_path, cs_snapshot_path(snapshots_dir, lsn), MAXPGPATH);
 	memset(&copy, 0, sizeof(copy));
 	copy_tables(config, snapshot_name, data_path, &copy);
 	cs_walsender_forget();
@@ -788,7 +798,7 @@ cs_snapshot_take(const CsArchiveConfig *config, WalReceiverConn *conn,
 					LSN_FORMAT_ARGS(lsn), ntables, copy.rows,
 					ntables == 0 ? 0 : (ntables + copy.batch_size - 1) / copy.batch_size,
 					(long) ((GetCurrentTimestamp() - when) / 1000)),
-			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
-					   (unsigned long long) lsn, (unsigned long long) generation)));
+			 errdetail("File snapshots/%s of generation %016llx.",
+					   cs_snapshot_file_name(lsn), (unsigned long long) generation)));
 	return lsn;
 }

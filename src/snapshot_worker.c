@@ -134,8 +134,7 @@ changestream_snapshot_main(Datum main_arg)
 
 	PG_TRY();
 	{
-		snapshots_dir = psprintf("%s/snapshots",
-								 cs_generation_path(cs_require_directory(), generation));
+		snapshots_dir = cs_snapshots_dir_path(cs_require_directory(), generation);
 		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
 		conn = snapshot_conn = cs_connect(config, &sysid, &tli);
 		cs_check_publication(config, conn);
