@@ -36,11 +36,7 @@ cs_require_directory(void)
 {
 	CsArchiveConfig *config;
 
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
+	cs_status_require_loaded();
 	config = cs_archive_config_current();
 	if (!cs_archive_config_enabled(config))
 		ereport(ERROR,

@@ -62,8 +62,6 @@ extern char *cs_segment_path(const char *wal_dir, int64 index,
 							 bool compressed);
 extern char *cs_compressed_path(const char *raw_path);
 extern char *cs_compressed_tmp_path(const char *raw_path);
-extern bool cs_parse_segment_file_name(const char *name, int64 *index,
-									   bool *compressed);
 
 /* snapshots */
 extern char *cs_snapshot_file_name(XLogRecPtr lsn);

@@ -56,7 +56,6 @@
 #include "ddl_history.h"
 #include "generation.h"
 #include "generation_policy.h"
-#include "generation_reader.h"
 #include "guc.h"
 #include "guc_rejected.h"
 #include "log_once.h"
@@ -641,7 +640,7 @@ run_session(void)
 static void
 archiver_exit(int code, Datum arg)
 {
-	if (cs_status == NULL)
+	if (!cs_status_attached())
 		return;
 	cs_status_set_state(CS_STATE_STOPPING);
 	cs_stream_exit();

@@ -59,8 +59,9 @@ _PG_init(void)
 	/*
 	 * Loaded any other way (CREATE EXTENSION, LOAD) the library defines
 	 * nothing: changestream.database is PGC_POSTMASTER and cannot be
-	 * defined after startup.  The SQL functions then raise object_not_in_prerequisite_state with a
-	 * hint (cs_status is NULL).
+	 * defined after startup.  The SQL functions then raise
+	 * object_not_in_prerequisite_state with a hint
+	 * (cs_status_require_loaded()).
 	 */
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -71,7 +71,7 @@ struct CsDecoder
  *	  Errors: 42704 (undefined_object) when the archive has none; file
  *	  access SQLSTATEs when generations/ cannot be read.
  */
-uint64
+static uint64
 cs_newest_generation(const char *directory)
 {
 	List	   *gens = cs_list_generations(directory);

@@ -78,7 +78,6 @@ extern bool cs_decoder_stopped(CsDecoder *decoder);
 extern void cs_decoder_reached(CsDecoder *decoder, XLogRecPtr *position,
 							   TimestampTz *send_time);
 extern void cs_decoder_close(CsDecoder *decoder);
-extern uint64 cs_newest_generation(const char *directory);
 extern uint64 cs_resolve_generation(const char *directory,
 									 const char *gen_text);
 

@@ -26,7 +26,6 @@
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "generation.h"
-#include "generation_reader.h"
 #include "segment_format.h"
 #include "walsender_conn.h"
 

@@ -32,7 +32,6 @@
 #include "retention.h"
 #include "generation.h"
 #include "generation_policy.h"
-#include "generation_reader.h"
 #include "segment_reader.h"
 #include "segment_writer.h"
 #include "shmem_status.h"

@@ -747,13 +747,6 @@ cs_genreader_stopped(CsGenerationReader *gr)
 	return gr->stopped;
 }
 
-/* cs_genreader_skipped: how many sealed segments were skipped (int64). */
-int64
-cs_genreader_skipped(CsGenerationReader *gr)
-{
-	return gr->skipped;
-}
-
 /*
  * cs_genreader_close
  *	  Closes the open segment, if any, and frees the reader.  Its pin

@@ -37,7 +37,6 @@ extern void cs_genreader_set_time_bounds(CsGenerationReader *reader,
 extern void cs_genreader_set_stop_time(CsGenerationReader *reader,
 									   TimestampTz stop_time);
 extern bool cs_genreader_stopped(CsGenerationReader *reader);
-extern int64 cs_genreader_skipped(CsGenerationReader *reader);
 extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
 extern void cs_genreader_close(CsGenerationReader *reader);
 extern CsSegmentReader *cs_open_listed_segment(CsSegmentFile *sf);

@@ -20,7 +20,6 @@
 #include "postgres.h"
 
 
-#include "generation_reader.h"
 #include "pgoutput_parse.h"
 #include "wire.h"
 

@@ -573,7 +573,7 @@ same_type(CsDecoder *d, Oid relid, AttrNumber attnum, Oid remote_type,
  *	  Errors: those of the ALTER TABLE commands; XX001 when rel names a
  *	  type no Type message described.
  */
-void
+static void
 cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
 {
 	const int32 *typmods;

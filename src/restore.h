@@ -33,10 +33,6 @@ typedef struct CsRestoreTable
 	XLogRecPtr	pending_lsn;
 } CsRestoreTable;
 
-/* restore.c */
-extern void cs_restore_sync_table(CsRestoreTable *t, CsDecoder *decoder,
-								  LogicalRepRelation *rel);
-
 /* restore_apply.c */
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);
 extern void cs_apply_close(CsRestoreTable *t);

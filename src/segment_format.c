@@ -53,7 +53,6 @@
 #include "port/pg_crc32c.h"
 #include "utils/memutils.h"
 
-#include "generation_reader.h"
 #include "segment_format.h"
 #include "wire.h"
 

@@ -44,7 +44,6 @@
 #include "utils/memutils.h"
 
 #include "archive_layout.h"
-#include "generation_reader.h"
 #include "pgoutput_parse.h"
 #include "segment_format.h"
 #include "segment_reader.h"
@@ -252,13 +251,6 @@ const CsSegmentHeader *
 cs_reader_header(CsSegmentReader *r)
 {
 	return &r->header;
-}
-
-/* cs_reader_path: the path the reader was opened with. */
-const char *
-cs_reader_path(CsSegmentReader *r)
-{
-	return r->path;
 }
 
 /*
@@ -598,13 +590,6 @@ uint32
 cs_reader_entry_offset(CsSegmentReader *r)
 {
 	return r->entry_offset;
-}
-
-/* cs_reader_frame_done: has every entry of the current frame been read? */
-bool
-cs_reader_frame_done(CsSegmentReader *r)
-{
-	return r->entry_offset >= (uint32) r->body.len;
 }
 
 /*

@@ -39,14 +39,12 @@ typedef enum CsTailRule
 extern CsSegmentReader *cs_reader_open(const char *path, bool compressed,
 									   bool missing_ok);
 extern const CsSegmentHeader *cs_reader_header(CsSegmentReader *reader);
-extern const char *cs_reader_path(CsSegmentReader *reader);
 extern bool cs_reader_next_frame(CsSegmentReader *reader);
 extern bool cs_reader_next_entry(CsSegmentReader *reader, CsEntry *entry);
 extern bool cs_reader_finish(CsSegmentReader *reader, CsTailRule tail);
 extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
-extern bool cs_reader_frame_done(CsSegmentReader *reader);
 extern void cs_reader_close(CsSegmentReader *reader);
 
 /*

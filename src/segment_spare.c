@@ -65,7 +65,7 @@ static bool blocked_warned = false;
  *	  Size of a spare: changestream.segment_size rounded up to a multiple
  *	  of BLCKSZ.
  */
-int64
+static int64
 cs_spare_size(void)
 {
 	int64		bytes = (int64) cs_segment_size_kb * 1024;

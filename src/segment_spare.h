@@ -9,7 +9,6 @@
 #ifndef CS_SEGMENT_SPARE_H
 #define CS_SEGMENT_SPARE_H
 
-extern int64 cs_spare_size(void);
 extern bool cs_spare_step(const char *directory, int64 budget);
 extern void cs_spare_abort(void);
 extern void cs_spare_forget(void);

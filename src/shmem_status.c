@@ -32,7 +32,7 @@
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 
-CsStatus   *cs_status = NULL;
+static CsStatus *cs_status = NULL;
 
 /*
  * The compressor's status: scalars under its own spinlock, the error text
@@ -125,6 +125,32 @@ cs_state_name(CsWorkerState state)
 			return "stopping";
 	}
 	return "unknown";
+}
+
+/*
+ * cs_status_attached
+ *	  Whether this process is attached to changestream's shared memory,
+ *	  that is, whether the library was preloaded.
+ */
+bool
+cs_status_attached(void)
+{
+	return cs_status != NULL;
+}
+
+/*
+ * cs_status_require_loaded
+ *	  Raise 55000 (object_not_in_prerequisite_state) with a hint when the
+ *	  library was not preloaded; return otherwise.
+ */
+void
+cs_status_require_loaded(void)
+{
+	if (cs_status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("changestream is not loaded"),
+				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
 }
 
 /*

@@ -95,11 +95,11 @@ typedef struct CsStreamCounters
 	int			group_commit_ms;	/* the group commit window now, ms */
 } CsStreamCounters;
 
-extern CsStatus *cs_status;
-
 extern void cs_shmem_request(void);
 extern void cs_shmem_startup(void);
 extern const char *cs_state_name(CsWorkerState state);
+extern bool cs_status_attached(void);
+extern void cs_status_require_loaded(void);
 extern void cs_status_copy(CsStatus *copy);
 extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
 /* the archiver */

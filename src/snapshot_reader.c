@@ -267,12 +267,6 @@ cs_snapreader_manifest(CsSnapshotReader *r)
 	return r->manifest;
 }
 
-const char *
-cs_snapreader_path(CsSnapshotReader *r)
-{
-	return r->path;
-}
-
 /* Offset of the next unread byte in the decompressed stream. */
 int64
 cs_snapreader_offset(CsSnapshotReader *r)

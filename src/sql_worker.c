@@ -129,11 +129,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	bool		local = cs_archive_config_local(config);
 	XLogRecPtr	confirmed = InvalidXLogRecPtr;
 
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
+	cs_status_require_loaded();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -242,11 +238,7 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 				 errmsg("cannot call %s in a transaction that has written", fname),
 				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
 				 errhint("Call it in a transaction of its own.")));
-	if (cs_status == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("changestream is not loaded"),
-				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
+	cs_status_require_loaded();
 	cs_status_copy(s);
 	if (s->pid == 0 ||
 		!(s->state == CS_STATE_STREAMING ||

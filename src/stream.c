@@ -46,7 +46,6 @@
 #include "archiver.h"
 #include "compressor.h"
 #include "ddl_history.h"
-#include "generation_reader.h"
 #include "guc.h"
 #include "message_filter.h"
 #include "pgoutput_parse.h"
