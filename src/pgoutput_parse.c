@@ -56,7 +56,8 @@ parse_names(const char *data, uint32 len, CsMessageInfo *info)
  *	  Fill info from one pgoutput message (data starts at the type byte,
  *	  len bytes).  B: lsn = final LSN (the commit record's LSN), xid.  C:
  *	  flags, lsn = commit LSN, end_lsn = end LSN; B and C: commit_time.  M:
- *	  flags, lsn, transactional.  R, Y: oid, and nspname and relname when
+ *	  flags, lsn, transactional, and prefix when it is terminated inside
+ *	  the message.  R, Y: oid, and nspname and relname when
  *	  both strings are terminated inside the message.  This is the one
  *	  place that knows where these fields lie: the archiver parses each
  *	  message once and hands info down to the writer and the segment
@@ -93,6 +94,8 @@ cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
 			info->flags = (uint8) data[1];
 			info->transactional = (data[1] & 1) != 0;
 			info->lsn = cs_get64(data + 2);
+			if (memchr(data + 1 + 1 + 8, '\0', len - (1 + 1 + 8)) != NULL)
+				info->prefix = data + 1 + 1 + 8;
 			break;
 		case 'R':				/* Relation: OID, ... */
 		case 'Y':				/* Type: OID, ... */

@@ -30,6 +30,8 @@ typedef struct CsMessageInfo
 	Oid			oid;			/* R: relation OID; Y: type OID */
 	const char *nspname;		/* R, Y: namespace and name, into the */
 	const char *relname;		/* message; NULL unless both are terminated */
+	const char *prefix;			/* M: the prefix, into the message; NULL
+								 * unless terminated */
 } CsMessageInfo;
 
 extern bool cs_parse_pgoutput(const char *data, uint32 len,

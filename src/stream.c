@@ -524,7 +524,7 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 
 	st.received_lsn = Max(st.received_lsn, Max(data_start, wal_end));
 	/* changestream.message_prefixes (message_filter.c): not archived */
-	if (info.type == 'M' && !cs_message_archived(payload, plen))
+	if (info.type == 'M' && !cs_message_archived(info.prefix))
 		return;
 	if (info.type == 'R')
 	{
