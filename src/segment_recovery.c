@@ -121,11 +121,11 @@ rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail,
 /*
  * Cut the newest raw segment (path, in wal_dir) back to its last safe
  * point: after a torn write, and after a transaction that was never
- * completed (both hold nothing acknowledged: see cs_writer_recover()).  At a frame boundary a
- * single ftruncate() does it.  Inside a frame, the frame's complete
- * entries are re-framed: the kept bytes and the new frame go to a .tmp
- * copy that replaces the segment by rename, so a crash during the repair
- * leaves either the old file or the repaired one.
+ * completed (both hold nothing acknowledged: see cs_writer_recover()).
+ * At a frame boundary a single ftruncate() does it.  Inside a frame, the
+ * frame's complete entries are re-framed: the kept bytes and the new
+ * frame go to a .tmp copy that replaces the segment by rename, so a crash
+ * during the repair leaves either the old file or the repaired one.
  */
 static void
 cut_torn_tail(const char *path, const char *wal_dir, const CsSegmentScan *scan)
