@@ -13,10 +13,13 @@ MODULE_big = changestream
 OBJS = \
 	src/changestream.o \
 	src/guc.o \
+	src/archive_config.o \
 	src/shmem_status.o \
 	src/reader_pins.o \
 	src/retention.o \
 	src/retention_horizon.o \
+	src/storage.o \
+	src/storage_posix.o \
 	src/archive_dir.o \
 	src/archive_layout.o \
 	src/generation_reader.o \
@@ -34,6 +37,7 @@ OBJS = \
 	src/pgoutput_parse.o \
 	src/walsender_conn.o \
 	src/stream.o \
+	src/stream_pacing.o \
 	src/generation_policy.o \
 	src/archiver.o \
 	src/snapshot.o \

@@ -4,8 +4,9 @@
 #
 #   bash bench/read_side.sh
 #
-# Starts a throwaway cluster (temp directory, free port, wal_level=logical,
-# changestream preloaded, archiving on) with pgbench tables at SCALE, then
+# Starts a throwaway cluster through scripts/lib.sh (cs_cluster_init:
+# temp directory, free port, wal_level=logical, changestream preloaded;
+# archiving on) with pgbench tables at SCALE, then
 # measures, on the same data:
 #
 #   1. changes() against pg_logical_slot_peek_changes() with test_decoding
@@ -36,25 +37,28 @@
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PGBIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+# lib.sh takes PostgreSQL from PG_CONFIG: the one of PG_BINDIR
+PG_CONFIG=${PG_CONFIG:-${PG_BINDIR:-/usr/lib/postgresql/15/bin}/pg_config}
+# shellcheck source=../scripts/lib.sh
+. "$BENCH_DIR/../scripts/lib.sh"
+PGBIN=$PG_BINDIR
+export PGUSER=postgres			# cs_cluster_init's superuser
 : "${SCALE:=10}" "${TXNS:=20000}" "${ROUNDS:=3}" "${PARTS:=1 2 3}" "${KEEP:=0}"
 part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_pg() { cs_as_pg "$@"; }
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.${2:-3}f\", ($1) }"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) printf "%s", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-WORK=$(mktemp -d /tmp/cs-readbench.XXXXXX)
-chmod 755 "$WORK"
-chown postgres "$WORK" 2>/dev/null || true
-PORT=$(( 20000 + RANDOM % 20000 ))
+WORK=$(cs_mkwork cs-readbench)
+PORT=$(cs_free_port 55600)
 cleanup() {
 	if [ "$KEEP" = 1 ]; then
 		echo "cluster kept: psql -h $WORK -p $PORT; stop: $PGBIN/pg_ctl -D $WORK/data stop; rm -rf $WORK"
 		return
 	fi
-	as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$WORK"
+	cs_cluster_stop "$WORK" immediate; rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -71,22 +75,16 @@ restore_cpu() {
 }
 timed() { local t0 t1; t0=$(now); psql_ "$@" >/dev/null; t1=$(now); calc "$t1 - $t0"; }
 
-as_pg "$PGBIN/initdb" -D "$WORK/data" -A trust >/dev/null
-as_pg mkdir "$WORK/archive"
-cat >>"$WORK/data/postgresql.conf" <<CONF
-port = $PORT
-unix_socket_directories = '$WORK'
-listen_addresses = ''
-wal_level = logical
+cs_cluster_init "$WORK" "$PORT" <<CONF || cs_die "initdb failed"
 max_wal_senders = 10
 max_replication_slots = 10
 max_worker_processes = 16
 shared_buffers = 256MB
 max_wal_size = 4GB
-shared_preload_libraries = 'changestream'
 changestream.directory = '$WORK/archive'
 CONF
-as_pg "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/log" -w start >/dev/null
+as_pg mkdir "$WORK/archive"
+cs_cluster_start "$WORK" "$WORK/log"
 
 echo "==== setup: pgbench scale $SCALE, $TXNS transactions"
 as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -i -q -s "$SCALE" postgres >/dev/null 2>&1
@@ -170,7 +168,7 @@ if part 3; then
 	C_APPLY=$(calc "$(median "${ac[@]}") - $(median "${bc[@]}")")
 	TXAPPLIED=$(psql_ -d postgres -c "BEGIN; DROP SCHEMA IF EXISTS s CASCADE; SELECT transactions FROM changestream.restore('s', target_lsn => '$END_LSN'); ROLLBACK" | grep -E '^[0-9]+$')
 	t0=$(now)
-	psql_ -d sub -c "CREATE SUBSCRIPTION bench CONNECTION 'host=$WORK port=$PORT dbname=postgres' PUBLICATION changestream
+	psql_ -d sub -c "CREATE SUBSCRIPTION bench CONNECTION 'host=$WORK port=$PORT dbname=postgres user=postgres' PUBLICATION changestream
 		WITH (create_slot = false, slot_name = 'subslot', copy_data = false)"
 	until [ "$(psql_ -d postgres -c "SELECT confirmed_flush_lsn >= '$END_LSN' FROM pg_replication_slots WHERE slot_name = 'subslot'")" = t ]; do sleep 0.05; done
 	t1=$(now)

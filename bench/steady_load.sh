@@ -4,8 +4,9 @@
 #
 #   bash bench/steady_load.sh [SECONDS]      (default 600)
 #
-# Starts a throwaway cluster from PG_BINDIR (default the host's PostgreSQL
-# 15; point it at a private copy with the extension installed), with
+# Starts a throwaway cluster through scripts/lib.sh (cs_cluster_init) from
+# PG_BINDIR (default the host's PostgreSQL 15; point it at a private copy
+# with the extension installed), with
 # changestream preloaded and archiving the pgbench tables with default
 # settings, then runs pgbench (8 clients, 2 threads, scale 10) for SECONDS
 # and every SAMPLE seconds prints: elapsed seconds, raw segments (*.wal, the
@@ -22,43 +23,35 @@
 set -euo pipefail
 
 SECS=${1:-600}
-BIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# lib.sh takes PostgreSQL from PG_CONFIG: the one of PG_BINDIR
+PG_CONFIG=${PG_CONFIG:-${PG_BINDIR:-/usr/lib/postgresql/15/bin}/pg_config}
+# shellcheck source=../scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+BIN=$PG_BINDIR
 CLIENTS=${CLIENTS:-8}
 SCALE=${SCALE:-10}
 SAMPLE=${SAMPLE:-10}
-WORK=$(mktemp -d /tmp/cs-steady.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+WORK=$(cs_mkwork cs-steady)
+PORT=$(cs_free_port 55500)
 
-as_pg() {
-	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u postgres -- "$@"
-	else
-		"$@"
-	fi
-}
+as_pg() { cs_as_pg "$@"; }
 
-chmod 777 "$WORK"
 cleanup() {
 	[ -n "${LOG_COPY:-}" ] && cp "$WORK/postgres.log" "$LOG_COPY" 2>/dev/null
-	as_pg "$BIN/pg_ctl" -D "$WORK/data" -m fast -w stop >/dev/null 2>&1 || true
+	cs_cluster_stop "$WORK"
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-as_pg "$BIN/initdb" -D "$WORK/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-as_pg tee -a "$WORK/data/postgresql.conf" >/dev/null <<EOF
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$WORK'
-wal_level = logical
+cs_cluster_init "$WORK" "$PORT" <<EOF || cs_die "initdb failed"
 max_wal_size = 2GB
-shared_preload_libraries = 'changestream'
 changestream.database = 'postgres'
 changestream.directory = '$WORK/archive'
 ${SEGMENT_SIZE:+changestream.segment_size = '$SEGMENT_SIZE'}
 EOF
-as_pg "$BIN/pg_ctl" -D "$WORK/data" -l "$WORK/postgres.log" -w start >/dev/null
-PSQL=(as_pg "$BIN/psql" -h "$WORK" -p "$PORT" -U postgres -d postgres -qAtX)
+cs_cluster_start "$WORK" "$WORK/postgres.log"
+PSQL=(cs_cluster_psql "$WORK" "$PORT" -U postgres -qAt)
 as_pg "$BIN/pgbench" -h "$WORK" -p "$PORT" -U postgres -i -s "$SCALE" -q postgres >/dev/null 2>&1
 "${PSQL[@]}" -c "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" >/dev/null
 "${PSQL[@]}" -c "CREATE EXTENSION changestream" >/dev/null

@@ -1,16 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * archive_dir.c
- *	  The archive directory as a whole: creating directories, durable
- *	  renames, fsync of files and directories, the lock that keeps a second
- *	  writer out, and removal of leftover temporary files.
- *
- * Unlike PostgreSQL's fsync_fname(), which PANICs on failure because the
- * data directory cannot be trusted afterwards, a failed fsync here raises
- * ERROR (SQLSTATE 58030): the archiver stops reporting progress, so the
- * slot keeps every change, and the worker retries.  The archive is synced
- * whatever the server's own fsync setting: pg_fsync() would follow
- * fsync = off, and the archive's position of record must not.
+ *	  The archive directory as a whole: the configured directory, the lock
+ *	  that keeps a second writer out, and removal of leftover temporary
+ *	  files.  Files are reached through the storage interface (storage.h,
+ *	  where durable writes, renames and fsyncs now live); names come from
+ *	  the layout (archive_layout.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,8 +20,9 @@
 #include "miscadmin.h"
 #include "storage/fd.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
-#include "guc.h"
+#include "archive_layout.h"
 #include "shmem_status.h"
 
 /*
@@ -38,163 +34,20 @@
 const char *
 cs_require_directory(void)
 {
+	CsArchiveConfig *config;
+
 	if (cs_status == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("changestream is not loaded"),
 				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
-	if (cs_directory == NULL || cs_directory[0] == '\0')
+	config = cs_archive_config_current();
+	if (!cs_archive_config_enabled(config))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("changestream.directory is not set"),
 				 errhint("Set changestream.directory in postgresql.conf and reload.")));
-	return cs_directory;
-}
-
-/*
- * cs_fsync_fd(fd, path) -> void
- *	  fdatasync() an open file (path is for the message).  58030 on failure.
- */
-void
-cs_fsync_fd(int fd, const char *path)
-{
-	if (fdatasync(fd) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", path)));
-}
-
-/*
- * cs_fsync_path(path, isdir) -> void
- *	  Open path read-only and fsync it; directories need this after a file
- *	  in them is created, renamed or removed.  58030 on failure.
- */
-void
-cs_fsync_path(const char *path, bool isdir)
-{
-	int			fd;
-	int			save_errno;
-
-	fd = OpenTransientFile(path, isdir ? O_RDONLY : O_RDWR | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open \"%s\" for fsync: %m", path)));
-	if (fsync(fd) != 0)
-	{
-		save_errno = errno;
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync \"%s\": %m", path)));
-	}
-	CloseTransientFile(fd);
-}
-
-/*
- * cs_make_dir(path) -> void
- *	  mkdir with mode 0700 unless it exists; fsyncs the parent when it
- *	  creates.  58030 on failure, with a hint about permissions.
- */
-void
-cs_make_dir(const char *path)
-{
-	struct stat st;
-	char		parent[MAXPGPATH];
-
-	if (stat(path, &st) == 0)
-	{
-		if (!S_ISDIR(st.st_mode))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("\"%s\" exists but is not a directory", path)));
-		return;
-	}
-	if (MakePGDirectory(path) != 0 && errno != EEXIST)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create directory \"%s\": %m", path),
-				 errhint("The server's operating system user must be able to write changestream.directory.")));
-	strlcpy(parent, path, sizeof(parent));
-	get_parent_directory(parent);
-	if (parent[0] != '\0')
-		cs_fsync_path(parent, true);
-}
-
-/*
- * cs_durable_unlink(path, dir) -> bool
- *	  Remove the file path, if it is there, and fsync its directory dir so
- *	  that the removal survives a crash.  Returns whether a file was
- *	  removed (false, doing nothing, for ENOENT).
- *	  Errors: file access SQLSTATEs from unlink(2) or the fsync.
- */
-bool
-cs_durable_unlink(const char *path, const char *dir)
-{
-	if (unlink(path) != 0)
-	{
-		if (errno == ENOENT)
-			return false;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not remove file \"%s\": %m", path)));
-	}
-	cs_fsync_path(dir, true);
-	return true;
-}
-
-/*
- * cs_durable_rename(from, to, dir) -> void
- *	  fsync "from", rename it to "to", then fsync "dir" (the directory
- *	  holding both), as durable_rename() does but with ERROR, not PANIC.
- */
-void
-cs_durable_rename(const char *from, const char *to, const char *dir)
-{
-	cs_fsync_path(from, false);
-	if (rename(from, to) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m", from, to)));
-	cs_fsync_path(dir, true);
-}
-
-/*
- * cs_write_file_durably(path, dir, data, len) -> void
- *	  Replace the small file path (in directory dir) with len bytes of
- *	  data, durably: written to <path>.tmp, then cs_durable_rename() (fsync,
- *	  rename, fsync of dir).  A crash leaves the old file or the new one,
- *	  and at most a .tmp that cs_remove_tmp_files() removes.  Errors: file
- *	  access errors (class 58) as core's messages.
- */
-void
-cs_write_file_durably(const char *path, const char *dir, const char *data,
-					  size_t len)
-{
-	char	   *tmp = psprintf("%s.tmp", path);
-	int			fd;
-
-	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
-	errno = 0;
-	if (write(fd, data, len) != (ssize_t) len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", tmp)));
-	}
-	if (CloseTransientFile(fd) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not close file \"%s\": %m", tmp)));
-	cs_durable_rename(tmp, path, dir);
-	pfree(tmp);
+	return config->directory;
 }
 
 /*
@@ -202,13 +55,12 @@ cs_write_file_durably(const char *path, const char *dir, const char *data,
  * compressor; see cs_lock_archive().
  */
 static int
-lock_file(const char *directory, const char *name, bool compressor)
+lock_file(const char *directory, bool compressor)
 {
-	char		path[MAXPGPATH];
+	char	   *path = cs_lock_file_path(directory, compressor);
 	char		content[MAXPGPATH + 64];
 	int			fd;
 
-	snprintf(path, sizeof(path), "%s/%s", directory, name);
 	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
 			  S_IRUSR | S_IWUSR);
 	if (fd < 0)
@@ -276,7 +128,7 @@ int
 cs_lock_archive(const char *directory)
 {
 	cs_make_dir(directory);
-	return lock_file(directory, "changestream.lock", false);
+	return lock_file(directory, false);
 }
 
 /*
@@ -290,16 +142,7 @@ cs_lock_archive(const char *directory)
 int
 cs_lock_archive_compressor(const char *directory)
 {
-	return lock_file(directory, "changestream.compressor.lock", true);
-}
-
-static bool
-has_suffix(const char *name, const char *suffix)
-{
-	size_t		n = strlen(name);
-	size_t		s = strlen(suffix);
-
-	return n >= s && strcmp(name + n - s, suffix) == 0;
+	return lock_file(directory, true);
 }
 
 /* Remove *.tmp entries (files, or generation directories) below path. */
@@ -308,7 +151,7 @@ remove_tmp_below(const char *path, int depth)
 {
 	DIR		   *dir;
 	struct dirent *de;
-	char		child[MAXPGPATH];
+	char	   *child;
 
 	dir = AllocateDir(path);
 	if (dir == NULL)
@@ -329,34 +172,28 @@ remove_tmp_below(const char *path, int depth)
 	}
 	while ((de = ReadDir(dir, path)) != NULL)
 	{
-		struct stat st;
+		CsStorageInfo info;
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
-		if (lstat(child, &st) != 0)
+		child = cs_file_in(path, de->d_name);
+		if (cs_storage_stat(child, false, &info) != 0 ||
+			info.type == CS_STORAGE_MISSING)
 			continue;
-		if (has_suffix(de->d_name, ".wal.gz.tmp"))
+		if (cs_is_compressor_tmp_name(de->d_name))
 			continue;			/* the compressor's, which replaces it */
-		if (has_suffix(de->d_name, ".tmp"))
+		if (cs_is_tmp_name(de->d_name))
 		{
-			if (S_ISDIR(st.st_mode))
-			{
-				if (!rmtree(child, true))
-					ereport(ERROR,
-							(errcode_for_file_access(),
-							 errmsg("could not remove directory \"%s\"", child)));
-			}
-			else if (unlink(child) != 0)
-				ereport(ERROR,
-						(errcode_for_file_access(),
-						 errmsg("could not remove file \"%s\": %m", child)));
+			if (info.type == CS_STORAGE_DIR)
+				cs_remove_tree(child);
+			else
+				(void) cs_durable_unlink(child, path);
 			ereport(DEBUG1, (errmsg_internal("removed leftover \"%s\"", child)));
 		}
-		else if (S_ISDIR(st.st_mode) && depth < 3)
+		else if (info.type == CS_STORAGE_DIR && depth < 3)
 		{
 			/* a running snapshot worker owns the tmp files in snapshots/ */
-			if (strcmp(de->d_name, "snapshots") == 0 &&
+			if (cs_is_snapshots_dir_name(de->d_name) &&
 				cs_status_snapshot_running())
 				continue;
 			remove_tmp_below(child, depth + 1);
@@ -373,8 +210,5 @@ remove_tmp_below(const char *path, int depth)
 void
 cs_remove_tmp_files(const char *directory)
 {
-	char		path[MAXPGPATH];
-
-	snprintf(path, sizeof(path), "%s/generations", directory);
-	remove_tmp_below(path, 0);
+	remove_tmp_below(cs_generations_dir_path(directory), 0);
 }

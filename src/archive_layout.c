@@ -2,40 +2,50 @@
  *
  * archive_layout.c
  *	  The one owner of the archive directory's layout (docs/FORMAT.md,
- *	  section 3): the paths of generations, segments and snapshots, their
- *	  file names, the listings every reader and the writer use, and the one
- *	  way to open a file found in the archive.
+ *	  section 3), as xlog_internal.h owns WAL file names: every path and
+ *	  file name of the archive (generations, their identity, horizon and
+ *	  schema history files, segments raw and compressed, snapshots,
+ *	  temporary files, the spare segment, the locks) is made and parsed
+ *	  here, and the listings of what is on disk that every reader and the
+ *	  writer use.  Files are reached through the storage interface
+ *	  (storage.h); what the retention horizon hides is left to
+ *	  retention_horizon.c, above this file.
  *
  *	  Everything found on disk is untrusted.  A name that looks like an
  *	  archive file but is not a regular file (a FIFO, a socket, a device, a
  *	  directory, a symbolic link loop) is damage: it is reported as such
- *	  (XX001) instead of being opened, because opening a FIFO blocks in
- *	  open(2) where no interrupt can reach it.  Files are opened with
- *	  O_NONBLOCK and checked with fstat() before the first read.  Listings
- *	  come through AllocateDir(), so an error never leaks a directory
- *	  handle.
+ *	  (XX001) instead of being opened.  Listing a generation is linear in
+ *	  its number of segments: the names are sorted once and a raw segment
+ *	  is paired with its .gz in one pass.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <ctype.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "access/xact.h"
-#include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
-#include "retention.h"
 
+#define GENERATIONS_DIR		"generations"
+#define WAL_DIR				"wal"
+#define SNAPSHOTS_DIR		"snapshots"
+#define IDENTITY_FILE		"generation"
+#define SCHEMA_HISTORY_FILE	"schema_history"
+#define LOCK_FILE			"changestream.lock"
+#define COMPRESSOR_LOCK_FILE "changestream.compressor.lock"
+#define SPARE_FILE			"spare.wal"
+#define SPARE_PART_FILE		"spare.wal.part"
+#define TMP_SUFFIX			".tmp"
+#define GZ_SUFFIX			".gz"
+#define COMPRESSOR_TMP_SUFFIX ".wal.gz.tmp"
 #define SNAPSHOT_SUFFIX		".snapshot.gz"
+#define SNAPSHOT_DATA_SUFFIX ".data.tmp"
 
 /*
  * cs_parse_generation
@@ -67,6 +77,16 @@ cs_parse_generation(const char *text, uint64 *generation)
 }
 
 /*
+ * cs_generations_dir_path
+ *	  Returns a palloc'd "<directory>/generations".
+ */
+char *
+cs_generations_dir_path(const char *directory)
+{
+	return psprintf("%s/generations", directory);
+}
+
+/*
  * cs_generation_path
  *	  Returns a palloc'd "<directory>/generations/<16 hex digits>".
  */
@@ -74,6 +94,18 @@ char *
 cs_generation_path(const char *directory, uint64 generation)
 {
 	return psprintf("%s/generations/%016llx", directory,
+					(unsigned long long) generation);
+}
+
+/*
+ * cs_generation_tmp_path
+ *	  Returns a palloc'd "<directory>/generations/<generation>.tmp", where a
+ *	  generation is built before it exists and moved before it is deleted.
+ */
+char *
+cs_generation_tmp_path(const char *directory, uint64 generation)
+{
+	return psprintf("%s/generations/%016llx" TMP_SUFFIX, directory,
 					(unsigned long long) generation);
 }
 
@@ -100,6 +132,159 @@ cs_snapshots_dir_path(const char *directory, uint64 generation)
 }
 
 /*
+ * cs_gendir_wal_path
+ *	  Returns a palloc'd "<gendir>/wal" for a generation directory gendir
+ *	  (final, or its .tmp).
+ */
+char *
+cs_gendir_wal_path(const char *gendir)
+{
+	return psprintf("%s/" WAL_DIR, gendir);
+}
+
+/*
+ * cs_gendir_snapshots_path
+ *	  Returns a palloc'd "<gendir>/snapshots" for a generation directory
+ *	  gendir (final, or its .tmp).
+ */
+char *
+cs_gendir_snapshots_path(const char *gendir)
+{
+	return psprintf("%s/" SNAPSHOTS_DIR, gendir);
+}
+
+/*
+ * cs_is_snapshots_dir_name
+ *	  True for "snapshots", the name of a generation's snapshot directory.
+ */
+bool
+cs_is_snapshots_dir_name(const char *name)
+{
+	return strcmp(name, SNAPSHOTS_DIR) == 0;
+}
+
+/*
+ * cs_identity_path
+ *	  Returns a palloc'd "<gendir>/generation", the identity file of the
+ *	  generation directory gendir (final, or its .tmp).
+ */
+char *
+cs_identity_path(const char *gendir)
+{
+	return psprintf("%s/" IDENTITY_FILE, gendir);
+}
+
+/*
+ * cs_horizon_path
+ *	  Returns a palloc'd "<directory>/generations/<generation>/retention",
+ *	  the generation's retention horizon (docs/FORMAT.md 4.3).
+ */
+char *
+cs_horizon_path(const char *directory, uint64 generation)
+{
+	return psprintf("%s/generations/%016llx/" CS_HORIZON_FILE, directory,
+					(unsigned long long) generation);
+}
+
+/*
+ * cs_schema_history_path
+ *	  Returns a palloc'd
+ *	  "<directory>/generations/<generation>/schema_history".
+ */
+char *
+cs_schema_history_path(const char *directory, uint64 generation)
+{
+	return psprintf("%s/generations/%016llx/" SCHEMA_HISTORY_FILE, directory,
+					(unsigned long long) generation);
+}
+
+/*
+ * cs_lock_file_path
+ *	  Returns a palloc'd "<directory>/changestream.lock" (the archiver's
+ *	  lock) or, for the compressor, "<directory>/changestream.compressor.lock".
+ */
+char *
+cs_lock_file_path(const char *directory, bool compressor)
+{
+	return psprintf("%s/%s", directory,
+					compressor ? COMPRESSOR_LOCK_FILE : LOCK_FILE);
+}
+
+/*
+ * cs_spare_path
+ *	  Returns a palloc'd "<directory>/spare.wal", the compressor's
+ *	  zero-filled spare segment.
+ */
+char *
+cs_spare_path(const char *directory)
+{
+	return psprintf("%s/" SPARE_FILE, directory);
+}
+
+/*
+ * cs_spare_part_path
+ *	  Returns a palloc'd "<directory>/spare.wal.part", the spare segment
+ *	  while it is zero-filled.
+ */
+char *
+cs_spare_part_path(const char *directory)
+{
+	return psprintf("%s/" SPARE_PART_FILE, directory);
+}
+
+/*
+ * cs_file_in
+ *	  Returns a palloc'd "<dir>/<name>", for a name a listing of dir gave.
+ */
+char *
+cs_file_in(const char *dir, const char *name)
+{
+	return psprintf("%s/%s", dir, name);
+}
+
+/*
+ * cs_tmp_path
+ *	  Returns a palloc'd "<path>.tmp", where path is written before it is
+ *	  renamed into place.
+ */
+char *
+cs_tmp_path(const char *path)
+{
+	return psprintf("%s" TMP_SUFFIX, path);
+}
+
+static bool
+has_suffix(const char *name, const char *suffix)
+{
+	size_t		n = strlen(name);
+	size_t		s = strlen(suffix);
+
+	return n >= s && strcmp(name + n - s, suffix) == 0;
+}
+
+/*
+ * cs_is_tmp_name
+ *	  True for a name ending in ".tmp": a file or generation directory
+ *	  being written, which a crash leaves behind.
+ */
+bool
+cs_is_tmp_name(const char *name)
+{
+	return has_suffix(name, TMP_SUFFIX);
+}
+
+/*
+ * cs_is_compressor_tmp_name
+ *	  True for "*.wal.gz.tmp", the compressor's temporary file, which the
+ *	  compressor itself replaces.
+ */
+bool
+cs_is_compressor_tmp_name(const char *name)
+{
+	return has_suffix(name, COMPRESSOR_TMP_SUFFIX);
+}
+
+/*
  * cs_segment_file_name
  *	  Returns a palloc'd "<16 hex digits>.wal" or "<16 hex digits>.wal.gz".
  */
@@ -107,7 +292,40 @@ char *
 cs_segment_file_name(int64 index, bool compressed)
 {
 	return psprintf("%016llx.wal%s", (unsigned long long) index,
-					compressed ? ".gz" : "");
+					compressed ? GZ_SUFFIX : "");
+}
+
+/*
+ * cs_segment_path
+ *	  Returns a palloc'd "<wal_dir>/<16 hex digits>.wal[.gz]".
+ */
+char *
+cs_segment_path(const char *wal_dir, int64 index, bool compressed)
+{
+	return psprintf("%s/%016llx.wal%s", wal_dir, (unsigned long long) index,
+					compressed ? GZ_SUFFIX : "");
+}
+
+/*
+ * cs_compressed_path
+ *	  Returns a palloc'd "<raw_path>.gz", the compressed twin of a raw
+ *	  segment.
+ */
+char *
+cs_compressed_path(const char *raw_path)
+{
+	return psprintf("%s" GZ_SUFFIX, raw_path);
+}
+
+/*
+ * cs_compressed_tmp_path
+ *	  Returns a palloc'd "<raw_path>.gz.tmp", where the compressor writes a
+ *	  raw segment's .gz.
+ */
+char *
+cs_compressed_tmp_path(const char *raw_path)
+{
+	return psprintf("%s" GZ_SUFFIX TMP_SUFFIX, raw_path);
 }
 
 /*
@@ -129,12 +347,58 @@ cs_parse_segment_file_name(const char *name, int64 *index, bool *compressed)
 		return false;
 	if (strcmp(name + 16, ".wal") == 0)
 		*compressed = false;
-	else if (strcmp(name + 16, ".wal.gz") == 0)
+	else if (strcmp(name + 16, ".wal" GZ_SUFFIX) == 0)
 		*compressed = true;
 	else
 		return false;
 	*index = (int64) v;
 	return true;
+}
+
+/*
+ * cs_snapshot_file_name
+ *	  Returns a palloc'd "<16 uppercase hex digits>.snapshot.gz", the name
+ *	  of the durable snapshot at lsn (names sort in LSN order).
+ */
+char *
+cs_snapshot_file_name(XLogRecPtr lsn)
+{
+	return psprintf("%016llX" SNAPSHOT_SUFFIX, (unsigned long long) lsn);
+}
+
+/*
+ * cs_snapshot_path
+ *	  Returns a palloc'd "<snapshots_dir>/<LSN>.snapshot.gz".
+ */
+char *
+cs_snapshot_path(const char *snapshots_dir, XLogRecPtr lsn)
+{
+	return psprintf("%s/%016llX" SNAPSHOT_SUFFIX, snapshots_dir,
+					(unsigned long long) lsn);
+}
+
+/*
+ * cs_snapshot_tmp_path
+ *	  Returns a palloc'd "<snapshots_dir>/<LSN>.snapshot.gz.tmp", where the
+ *	  snapshot at lsn is written before it is renamed into place.
+ */
+char *
+cs_snapshot_tmp_path(const char *snapshots_dir, XLogRecPtr lsn)
+{
+	return psprintf("%s/%016llX" SNAPSHOT_SUFFIX TMP_SUFFIX, snapshots_dir,
+					(unsigned long long) lsn);
+}
+
+/*
+ * cs_snapshot_data_path
+ *	  Returns a palloc'd "<snapshots_dir>/<LSN>.data.tmp", the snapshot's
+ *	  table data before its manifest is written in front of it.
+ */
+char *
+cs_snapshot_data_path(const char *snapshots_dir, XLogRecPtr lsn)
+{
+	return psprintf("%s/%016llX" SNAPSHOT_DATA_SUFFIX, snapshots_dir,
+					(unsigned long long) lsn);
 }
 
 /*
@@ -158,6 +422,22 @@ cs_is_snapshot_file_name(const char *name)
 }
 
 /*
+ * cs_snapshot_name_lsn
+ *	  The LSN in a snapshot file name ("<16 hex digits>.snapshot.gz").
+ *	  Returns false for any other name.
+ */
+bool
+cs_snapshot_name_lsn(const char *name, XLogRecPtr *lsn)
+{
+	char	   *end;
+
+	if (!cs_is_snapshot_file_name(name))
+		return false;
+	*lsn = (XLogRecPtr) strtou64(name, &end, 16);
+	return end == name + 16;
+}
+
+/*
  * cs_file_mtime
  *	  A file's modification time as a timestamptz, with microseconds.
  */
@@ -178,28 +458,6 @@ cmp_uint64(const ListCell *a, const ListCell *b)
 }
 
 /*
- * Open a directory of the archive; NULL when it does not exist and
- * missing_ok, else an error with the file-access SQLSTATE of errno.
- */
-static DIR *
-open_dir(const char *path, bool missing_ok)
-{
-	DIR		   *dir = AllocateDir(path);
-
-	if (dir == NULL)
-	{
-		if (errno == ENOENT && missing_ok)
-			return NULL;
-		if (errno == ENOTDIR)
-			cs_file_damage(path, 0, "It is not a directory.");
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open directory \"%s\": %m", path)));
-	}
-	return dir;
-}
-
-/*
  * cs_list_generations
  *	  Returns the generations present as a List of palloc'd uint64, in
  *	  ascending (creation) order: directories named with 16 hex digits that
@@ -211,23 +469,22 @@ open_dir(const char *path, bool missing_ok)
 List *
 cs_list_generations(const char *directory)
 {
-	char	   *path = psprintf("%s/generations", directory);
-	DIR		   *dir = open_dir(path, true);
-	struct dirent *de;
+	char	   *path = cs_generations_dir_path(directory);
+	bool		found;
+	List	   *names = cs_storage_list(path, true, &found);
 	List	   *result = NIL;
+	ListCell   *lc;
 
-	if (dir == NULL)
-		return NIL;
-	while ((de = ReadDir(dir, path)) != NULL)
+	foreach(lc, names)
 	{
 		uint64		g;
-		struct stat st;
-		char		idpath[MAXPGPATH];
+		CsStorageInfo info;
 
-		if (!cs_parse_generation(de->d_name, &g))
+		if (!cs_parse_generation(lfirst(lc), &g))
 			continue;
-		snprintf(idpath, sizeof(idpath), "%s/%s/generation", path, de->d_name);
-		if (lstat(idpath, &st) == 0)
+		if (cs_storage_stat(cs_identity_path(cs_generation_path(directory, g)),
+							false, &info) == 0 &&
+			info.type != CS_STORAGE_MISSING)
 		{
 			uint64	   *p = palloc(sizeof(uint64));
 
@@ -235,18 +492,9 @@ cs_list_generations(const char *directory)
 			result = lappend(result, p);
 		}
 	}
-	FreeDir(dir);
+	list_free_deep(names);
 	list_sort(result, cmp_uint64);
 	return result;
-}
-
-static int
-cmp_segment(const ListCell *a, const ListCell *b)
-{
-	const CsSegmentFile *x = lfirst(a);
-	const CsSegmentFile *y = lfirst(b);
-
-	return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0);
 }
 
 /*
@@ -254,206 +502,90 @@ cmp_segment(const ListCell *a, const ListCell *b)
  * (compression removes raw segments), XX001 when it is not a regular file.
  */
 static bool
-stat_regular(const char *path, struct stat *st)
+stat_regular(const char *path, CsStorageInfo *info)
 {
-	if (stat(path, st) != 0)
+	if (cs_storage_stat(path, true, info) != 0)
 	{
-		if (errno == ENOENT)
-			return false;
 		if (errno == ELOOP)
 			cs_file_damage(path, 0, "It is a symbolic link loop, not a regular file.");
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
 	}
-	if (!S_ISREG(st->st_mode))
+	if (info->type == CS_STORAGE_MISSING)
+		return false;
+	if (info->type != CS_STORAGE_FILE)
 		cs_file_damage(path, 0, "It is not a regular file.");
 	return true;
 }
 
-/*
- * list_segments
- *	  Returns the segment files of a generation as a List of palloc'd
- *	  CsSegmentFile, by index.  Where a raw segment and its .gz both exist
- *	  (compression finishing: the .gz is renamed into place only once it is
- *	  durable) the .gz is listed.  A generation without wal/ gives NIL.
- *	  Errors: XX001 for an entry named like a segment that is not a regular
- *	  file; file access SQLSTATEs when wal/ cannot be read.
- */
-static List *
-list_segments(const char *directory, uint64 generation, bool all)
+/* Segment files by index, the raw one before its .gz. */
+static int
+cmp_segment(const void *a, const void *b)
 {
-	char	   *wal_dir = cs_wal_dir_path(directory, generation);
-	DIR		   *dir = open_dir(wal_dir, true);
-	struct dirent *de;
-	List	   *result = NIL;
-	CsHorizon	horizon;
+	const CsSegmentFile *x = a;
+	const CsSegmentFile *y = b;
 
-	if (dir == NULL)
-		return NIL;
-	while ((de = ReadDir(dir, wal_dir)) != NULL)
-	{
-		int64		idx;
-		bool		compressed;
-		CsSegmentFile *sf = NULL;
-		struct stat st;
-		char		path[MAXPGPATH];
-		ListCell   *lc;
-
-		if (!cs_parse_segment_file_name(de->d_name, &idx, &compressed))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", wal_dir, de->d_name);
-		if (!stat_regular(path, &st))
-			continue;
-		foreach(lc, result)
-		{
-			CsSegmentFile *o = lfirst(lc);
-
-			if (o->index == idx)
-				sf = o;
-		}
-		if (sf != NULL && !compressed)
-		{
-			sf->raw_twin = true;
-			continue;
-		}
-		if (sf == NULL)
-		{
-			sf = palloc0(sizeof(CsSegmentFile));
-			result = lappend(result, sf);
-		}
-		else
-			sf->raw_twin = true;	/* the raw one was listed first */
-		sf->index = idx;
-		sf->compressed = compressed;
-		strlcpy(sf->path, path, MAXPGPATH);
-		sf->size = st.st_size;
-		sf->mtime = cs_file_mtime(&st);
-	}
-	FreeDir(dir);
-	list_sort(result, cmp_segment);
-	if (!all && cs_read_horizon(directory, generation, &horizon))
-	{
-		/* below the retention horizon: being deleted, not read */
-		while (result != NIL &&
-			   ((CsSegmentFile *) linitial(result))->index < horizon.first_segment)
-			result = list_delete_first(result);
-	}
-	return result;
-}
-
-/* Do the (sorted) segments skip an index? */
-static bool
-has_gap(List *segments)
-{
-	int64		prev = -1;
-	ListCell   *lc;
-
-	foreach(lc, segments)
-	{
-		CsSegmentFile *sf = lfirst(lc);
-
-		if (prev >= 0 && sf->index != prev + 1)
-			return true;
-		prev = sf->index;
-	}
-	return false;
-}
-
-/*
- * cs_list_segments
- *	  The segment files of a generation, as list_segments() gives them,
- *	  without those below its retention horizon (docs/FORMAT.md 4.3).
- *	  Errors: as list_segments(); XX001 for a damaged horizon file.
- */
-List *
-cs_list_segments(const char *directory, uint64 generation)
-{
-	List	   *result = list_segments(directory, generation, false);
-
-	/*
-	 * The compressor replaces a raw segment by its .gz beside every reader:
-	 * a directory read that passed the .gz's place before it was created
-	 * and reached the raw name after it was removed sees neither.  Such a
-	 * gap is gone at the next read; a real one stays, and
-	 * cs_check_segment_sequence() reports it.
-	 */
-	for (int i = 0; i < 2 && has_gap(result); i++)
-	{
-		list_free_deep(result);
-		result = list_segments(directory, generation, false);
-	}
-	return result;
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	return (int) x->compressed - (int) y->compressed;
 }
 
 /*
  * cs_list_all_segments
- *	  As cs_list_segments(), including those below the retention horizon
- *	  (for retention, which deletes them).
+ *	  Returns the segment files of a generation as a List of palloc'd
+ *	  CsSegmentFile, by index, all that are on disk (the retention horizon
+ *	  is applied by cs_list_segments(), above).  Where a raw segment and its
+ *	  .gz both exist (compression finishing: the .gz is renamed into place
+ *	  only once it is durable) the .gz is listed, with raw_twin set.  A
+ *	  generation without wal/ gives NIL.  Linear in the number of files
+ *	  after one sort.
+ *	  Errors: XX001 for an entry named like a segment that is not a regular
+ *	  file; file access SQLSTATEs when wal/ cannot be read.
  */
 List *
 cs_list_all_segments(const char *directory, uint64 generation)
 {
-	return list_segments(directory, generation, true);
-}
-
-/*
- * cs_check_segment_sequence
- *	  Checks that a listing from cs_list_segments() has no gap: a missing
- *	  segment between two present ones loses the transactions it held.
- *	  Errors: XX001 naming the missing file.
- */
-void
-cs_check_segment_sequence(const char *directory, uint64 generation,
-						  List *segments)
-{
+	char	   *wal_dir = cs_wal_dir_path(directory, generation);
+	bool		found;
+	List	   *names = cs_storage_list(wal_dir, true, &found);
+	CsSegmentFile *files;
+	int			n = 0;
+	List	   *result = NIL;
 	ListCell   *lc;
-	int64		expect = -1;
-	CsHorizon	horizon;
 
-	if (!cs_read_horizon(directory, generation, &horizon))
+	files = palloc(sizeof(CsSegmentFile) * Max(list_length(names), 1));
+	foreach(lc, names)
 	{
-		if (segments == NIL)
-			return;				/* a new generation, before its first segment */
-		horizon.first_segment = 0;
+		CsSegmentFile *sf = &files[n];
+		CsStorageInfo info;
+
+		if (!cs_parse_segment_file_name(lfirst(lc), &sf->index, &sf->compressed))
+			continue;
+		snprintf(sf->path, MAXPGPATH, "%s/%s", wal_dir, (char *) lfirst(lc));
+		if (!stat_regular(sf->path, &info))
+			continue;
+		sf->raw_twin = false;
+		sf->size = info.size;
+		sf->mtime = info.mtime;
+		n++;
 	}
-	else if (segments == NIL)
+	list_free_deep(names);
+	qsort(files, n, sizeof(CsSegmentFile), cmp_segment);
+	for (int i = 0; i < n; i++)
 	{
-		/* retention never deletes the newest segment */
-		char	   *path = psprintf("%s/%s",
-									cs_wal_dir_path(directory, generation),
-									cs_segment_file_name(horizon.first_segment, false));
+		CsSegmentFile *sf;
 
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("changestream segment \"%s\" is missing", path),
-				 errdetail("The generation's retention horizon keeps segments from %lld on, but none is there.",
-						   (long long) horizon.first_segment),
-				 errhint(CS_DAMAGE_HINT)));
+		/* a raw segment followed by its .gz: the .gz is listed */
+		if (i + 1 < n && files[i + 1].index == files[i].index)
+			continue;
+		sf = palloc(sizeof(CsSegmentFile));
+		*sf = files[i];
+		sf->raw_twin = (i > 0 && files[i - 1].index == sf->index);
+		result = lappend(result, sf);
 	}
-	expect = horizon.first_segment;
-	foreach(lc, segments)
-	{
-		CsSegmentFile *sf = lfirst(lc);
-
-		if (expect >= 0 && sf->index != expect)
-		{
-			char	   *path = psprintf("%s/%s",
-										cs_wal_dir_path(directory, generation),
-										cs_segment_file_name(expect, false));
-
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("changestream segment \"%s\" is missing", path),
-					 expect == horizon.first_segment ?
-					 errdetail("The generation's segments start at %lld (its retention horizon, or 0 without one), but the first one found is %lld.",
-							   (long long) expect, (long long) sf->index) :
-					 errdetail("Segments %lld and %lld of the generation exist, so every segment between them must too.",
-							   (long long) (expect - 1), (long long) sf->index),
-					 errhint(CS_DAMAGE_HINT)));
-		}
-		expect = sf->index + 1;
-	}
+	pfree(files);
+	return result;
 }
 
 static int
@@ -463,206 +595,31 @@ cmp_name(const ListCell *a, const ListCell *b)
 }
 
 /*
- * cs_list_snapshots
+ * cs_list_all_snapshots
  *	  Returns the names of a generation's durable snapshot files as a List
- *	  of palloc'd strings in LSN order (their names are their LSNs in hex).
+ *	  of palloc'd strings in LSN order (their names are their LSNs in hex),
+ *	  all that are on disk (the retention horizon is applied by
+ *	  cs_list_snapshots(), above).
  *	  Errors: file access SQLSTATEs when snapshots/ cannot be read (a
  *	  generation always has it), never an empty result instead.
  */
 List *
-cs_list_snapshots(const char *directory, uint64 generation)
+cs_list_all_snapshots(const char *directory, uint64 generation)
 {
-	char	   *path = cs_snapshots_dir_path(directory, generation);
-	DIR		   *dir = open_dir(path, false);
-	struct dirent *de;
-	List	   *names = NIL;
+	bool		found;
+	List	   *names = cs_storage_list(cs_snapshots_dir_path(directory, generation),
+										false, &found);
+	List	   *result = NIL;
+	ListCell   *lc;
 
-	CsHorizon	horizon;
-	XLogRecPtr	lsn;
-
-	if (!cs_read_horizon(directory, generation, &horizon))
-		horizon.snapshot_lsn = InvalidXLogRecPtr;
-	while ((de = ReadDir(dir, path)) != NULL)
+	foreach(lc, names)
 	{
-		/* below the retention horizon: being deleted, not read */
-		if (cs_snapshot_name_lsn(de->d_name, &lsn) &&
-			lsn >= horizon.snapshot_lsn)
-			names = lappend(names, pstrdup(de->d_name));
+		if (cs_is_snapshot_file_name(lfirst(lc)))
+			result = lappend(result, lfirst(lc));
 	}
-	FreeDir(dir);
-	list_sort(names, cmp_name);
-	return names;
-}
-
-/*
- * cs_open_regular_file
- *	  Opens a file of the archive read-only without blocking and checks that
- *	  it is a regular file (a symbolic link to one is followed).  Returns
- *	  the file descriptor, which the caller closes, or -1 when the file does
- *	  not exist and missing_ok.  The descriptor is not tracked by fd.c:
- *	  callers account for it with AcquireExternalFD() or own it through a
- *	  memory context reset callback.
- *	  Errors: XX001 when it is not a regular file; file access SQLSTATEs
- *	  (42501, 58P01, ...) for other failures.
- */
-int
-cs_open_regular_file(const char *path, bool missing_ok)
-{
-	int			fd;
-	struct stat st;
-	int			flags;
-
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | PG_BINARY, 0);
-	if (fd < 0)
-	{
-		if (errno == ENOENT && missing_ok)
-			return -1;
-		if (errno == ELOOP || errno == ENXIO)
-			cs_file_damage(path, 0, "It is not a regular file.");
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	}
-	if (fstat(fd, &st) != 0)
-	{
-		int			save_errno = errno;
-
-		close(fd);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat file \"%s\": %m", path)));
-	}
-	if (!S_ISREG(st.st_mode))
-	{
-		close(fd);
-		cs_file_damage(path, 0, "It is not a regular file.");
-	}
-	/* regular files ignore O_NONBLOCK; clear it all the same */
-	flags = fcntl(fd, F_GETFL);
-	if (flags >= 0)
-		(void) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-	return fd;
-}
-
-/*
- * cs_open_counted_file
- *	  cs_open_regular_file(), with the descriptor counted by fd.c as an
- *	  external one (AcquireExternalFD()), for a descriptor that zlib or a
- *	  reader owns: the caller calls ReleaseExternalFD() after closing it.
- *	  Errors: as cs_open_regular_file(); 53000 when fd.c allows no more
- *	  files.
- */
-int
-cs_open_counted_file(const char *path, bool missing_ok)
-{
-	int			fd = cs_open_regular_file(path, missing_ok);
-
-	if (fd >= 0 && !AcquireExternalFD())
-	{
-		close(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not open file \"%s\": too many open files", path)));
-	}
-	return fd;
-}
-
-/*
- * cs_close_counted_file
- *	  Closes a descriptor from cs_open_counted_file(): through zlib when a
- *	  gzFile owns it (gzclose() closes it and frees zlib's buffers), else
- *	  directly, and tells fd.c it is gone.  fd < 0 (nothing open) is a
- *	  no-op.  Called from release callbacks and PG_FINALLY blocks: it never
- *	  raises.
- */
-void
-cs_close_counted_file(struct gzFile_s *gz, int fd)
-{
-	if (fd < 0)
-		return;
-	if (gz != NULL)
-		gzclose(gz);
-	else
-		close(fd);
-	ReleaseExternalFD();
-}
-
-/* Check that fd is a regular file of at most max_bytes, and read it into out. */
-static void
-read_regular_fd(int fd, const char *path, Size max_bytes, StringInfo out)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not stat file \"%s\": %m", path)));
-	if (!S_ISREG(st.st_mode))
-		cs_file_damage(path, 0, "It is not a regular file.");
-	if ((Size) st.st_size > max_bytes)
-		cs_file_damage(path, 0, "It is %lld bytes long, more than the %zu bytes such a file can hold.",
-					   (long long) st.st_size, max_bytes);
-	resetStringInfo(out);
-	enlargeStringInfo(out, st.st_size + 1);
-	for (;;)
-	{
-		ssize_t		n = read(fd, out->data + out->len, out->maxlen - out->len - 1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not read file \"%s\": %m", path)));
-		if (n == 0)
-			break;
-		out->len += n;
-		if ((Size) out->len >= max_bytes)
-			cs_file_damage(path, 0, "It grew past the %zu bytes such a file can hold.",
-						   max_bytes);
-		if (out->len >= out->maxlen - 1)
-			enlargeStringInfo(out, 1024);
-	}
-	out->data[out->len] = '\0';
-}
-
-/*
- * cs_read_small_file
- *	  Reads a whole small text file of the archive (an identity file, say)
- *	  into out, which is reset first; false when it does not exist and
- *	  missing_ok.  max_bytes bounds what is read: a larger file is damage.
- *	  The descriptor is a transient file, released on error.
- *	  Errors: XX001 when the file is not a regular file or is larger than
- *	  max_bytes; file access SQLSTATEs for I/O failures.
- */
-bool
-cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
-				   bool missing_ok)
-{
-	int			fd;
-
-	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
-	if (fd < 0)
-	{
-		if (errno == ENOENT && missing_ok)
-			return false;
-		if (errno == ELOOP || errno == ENXIO)
-			cs_file_damage(path, 0, "It is not a regular file.");
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
-	}
-	PG_TRY();
-	{
-		read_regular_fd(fd, path, max_bytes, out);
-	}
-	PG_FINALLY();
-	{
-		CloseTransientFile(fd);
-	}
-	PG_END_TRY();
-	return true;
+	list_free(names);
+	list_sort(result, cmp_name);
+	return result;
 }
 
 /*

@@ -1,19 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * archive_layout.h
- *	  The archive directory's layout: paths, file names, listings and the
- *	  one way to open a file found there.  See archive_layout.c.
+ *	  The archive directory's layout: every path and file name of the
+ *	  archive is made and parsed here, and the listings of what is on disk
+ *	  (docs/FORMAT.md section 3).  See archive_layout.c.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef CS_ARCHIVE_LAYOUT_H
 #define CS_ARCHIVE_LAYOUT_H
 
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 
+#include "storage.h"
+
 struct stat;
+
+/* a generation's retention horizon file (retention_horizon.c) */
+#define CS_HORIZON_FILE		"retention"
 
 /* One segment file of a generation, as listed. */
 typedef struct CsSegmentFile
@@ -26,53 +33,54 @@ typedef struct CsSegmentFile
 	TimestampTz mtime;
 } CsSegmentFile;
 
+/* directories */
+extern char *cs_generations_dir_path(const char *directory);
 extern bool cs_parse_generation(const char *text, uint64 *generation);
 extern char *cs_generation_path(const char *directory, uint64 generation);
+extern char *cs_generation_tmp_path(const char *directory, uint64 generation);
 extern char *cs_wal_dir_path(const char *directory, uint64 generation);
 extern char *cs_snapshots_dir_path(const char *directory, uint64 generation);
+extern char *cs_gendir_wal_path(const char *gendir);
+extern char *cs_gendir_snapshots_path(const char *gendir);
+extern bool cs_is_snapshots_dir_name(const char *name);
+
+/* files of a generation directory, of the archive directory */
+extern char *cs_identity_path(const char *gendir);
+extern char *cs_horizon_path(const char *directory, uint64 generation);
+extern char *cs_schema_history_path(const char *directory, uint64 generation);
+extern char *cs_lock_file_path(const char *directory, bool compressor);
+extern char *cs_spare_path(const char *directory);
+extern char *cs_spare_part_path(const char *directory);
+extern char *cs_file_in(const char *dir, const char *name);
+extern char *cs_tmp_path(const char *path);
+extern bool cs_is_tmp_name(const char *name);
+extern bool cs_is_compressor_tmp_name(const char *name);
+
+/* segments */
 extern char *cs_segment_file_name(int64 index, bool compressed);
+extern char *cs_segment_path(const char *wal_dir, int64 index,
+							 bool compressed);
+extern char *cs_compressed_path(const char *raw_path);
+extern char *cs_compressed_tmp_path(const char *raw_path);
 extern bool cs_parse_segment_file_name(const char *name, int64 *index,
 									   bool *compressed);
+
+/* snapshots */
+extern char *cs_snapshot_file_name(XLogRecPtr lsn);
+extern char *cs_snapshot_path(const char *snapshots_dir, XLogRecPtr lsn);
+extern char *cs_snapshot_tmp_path(const char *snapshots_dir, XLogRecPtr lsn);
+extern char *cs_snapshot_data_path(const char *snapshots_dir, XLogRecPtr lsn);
 extern bool cs_is_snapshot_file_name(const char *name);
+extern bool cs_snapshot_name_lsn(const char *name, XLogRecPtr *lsn);
+
 extern TimestampTz cs_file_mtime(const struct stat *st);
 
+/* listings of what is on disk (the retention horizon is applied above) */
 extern List *cs_list_generations(const char *directory);
-extern List *cs_list_segments(const char *directory, uint64 generation);
-extern void cs_check_segment_sequence(const char *directory, uint64 generation,
-									  List *segments);
-extern List *cs_list_snapshots(const char *directory, uint64 generation);
+extern List *cs_list_all_segments(const char *directory, uint64 generation);
+extern List *cs_list_all_snapshots(const char *directory, uint64 generation);
 
-extern int	cs_open_regular_file(const char *path, bool missing_ok);
-extern int	cs_open_counted_file(const char *path, bool missing_ok);
-struct gzFile_s;
-extern void cs_close_counted_file(struct gzFile_s *gz, int fd);
 extern ErrorData *cs_catch_damage(void (*fn) (void *arg), void *arg,
 								  MemoryContext cxt);
-extern bool cs_read_small_file(const char *path, Size max_bytes,
-							   StringInfo out, bool missing_ok);
-
-/*
- * Damage found in a file of the archive: XX001 (data_corrupted) naming the
- * file and the byte offset (in the uncompressed stream for *.gz files),
- * with the problem as errdetail.  Nothing is changed on disk.
- */
-#define CS_DAMAGE_HINT \
-	"The file is left as it is: restore it from a copy, or call changestream.new_generation() to start a new generation."
-
-#define cs_segment_damage(path, offset, ...) \
-	ereport(ERROR, \
-			(errcode(ERRCODE_DATA_CORRUPTED), \
-			 errmsg("changestream segment \"%s\" is damaged at offset %lld", \
-					(path), (long long) (offset)), \
-			 errdetail(__VA_ARGS__), \
-			 errhint(CS_DAMAGE_HINT)))
-
-#define cs_file_damage(path, offset, ...) \
-	ereport(ERROR, \
-			(errcode(ERRCODE_DATA_CORRUPTED), \
-			 errmsg("changestream file \"%s\" is damaged at offset %lld", \
-					(path), (long long) (offset)), \
-			 errdetail(__VA_ARGS__), \
-			 errhint(CS_DAMAGE_HINT)))
 
 #endif							/* CS_ARCHIVE_LAYOUT_H */

@@ -48,6 +48,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "archiver.h"
@@ -79,11 +80,14 @@ static int	lock_fd = -1;
 static MemoryContext session_cxt = NULL;
 static TimestampTz next_snapshot_attempt;
 
-/* the configuration the session runs with */
-static char *sess_directory = NULL;
-static char *sess_slot = NULL;
-static char *sess_publication = NULL;
-static char *sess_conninfo = NULL;
+/*
+ * The archive's configuration the session runs with (in session_cxt):
+ * taken before each session, passed down to everything it runs, and
+ * compared with the settings on reload.  start_config: the one the worker
+ * started with (its database, for startup_exit()).
+ */
+static CsArchiveConfig *sess_config = NULL;
+static CsArchiveConfig *start_config = NULL;
 
 /* across sessions: error log rate limiting and backoff */
 static CsLogOnce log_once;
@@ -237,7 +241,7 @@ ddl_publication_due(void)
 		return false;
 	if (ddl_wait_lsn != InvalidXLogRecPtr)
 		return cs_stream_position() >= ddl_wait_lsn;
-	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
+	if (!cs_archive_config_local(sess_config))
 		return false;			/* another server: looked at by each session start */
 	now = GetCurrentTimestamp();
 	if (!TimestampDifferenceExceeds(ddl_last_check, now, cs_status_interval_ms))
@@ -282,7 +286,7 @@ ddl_publication_for_session(XLogRecPtr position)
 		return false;
 	ddl_wait_lsn = InvalidXLogRecPtr;
 	/* readers take its rows as schema history by this OID only */
-	cs_ddl_trust_oid(sess_directory, cs_writer_generation(), history_oid);
+	cs_ddl_trust_oid(sess_config->directory, cs_writer_generation(), history_oid);
 	sess_trusted = lappend_oid(sess_trusted, history_oid);
 	return true;
 }
@@ -311,10 +315,10 @@ cs_archiver_history_relation(Oid relid)
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	ddl_checked_oids = lappend_oid(ddl_checked_oids, relid);
 	MemoryContextSwitchTo(old);
-	if ((cs_conninfo == NULL || cs_conninfo[0] == '\0') &&
+	if (cs_archive_config_local(sess_config) &&
 		ddl_history_oid_local(&lsn) == relid)
 	{
-		cs_ddl_trust_oid(sess_directory, cs_writer_generation(), relid);
+		cs_ddl_trust_oid(sess_config->directory, cs_writer_generation(), relid);
 		old = MemoryContextSwitchTo(session_cxt);
 		sess_trusted = lappend_oid(sess_trusted, relid);
 		MemoryContextSwitchTo(old);
@@ -323,13 +327,16 @@ cs_archiver_history_relation(Oid relid)
 	ddl_recheck = true;
 }
 
+/*
+ * Do the settings, re-read, still describe the session's archive?  (The
+ * copy taken to compare goes with the stream loop's per-iteration
+ * context.)
+ */
 static bool
 config_changed(void)
 {
-	return strcmp(sess_directory, cs_directory) != 0 ||
-		strcmp(sess_slot, cs_slot_name) != 0 ||
-		strcmp(sess_publication, cs_publication) != 0 ||
-		strcmp(sess_conninfo, cs_conninfo) != 0;
+	return !cs_archive_config_session_equal(sess_config,
+											cs_archive_config_current());
 }
 
 /* Does the configuration or an operator ask for a new session? */
@@ -422,7 +429,7 @@ stream_loop(void)
 		if (last_session_failed && cs_stream_made_durable())
 			note_recovered();
 		maybe_schedule_snapshot(now);
-		cs_ri_tick(now);		/* ri_monitor.c */
+		cs_ri_tick(sess_config, now);	/* ri_monitor.c */
 		MemoryContextReset(loop_cxt);
 		if (idle)
 			cs_stream_wait(fd, now);
@@ -464,13 +471,13 @@ require_slot_free(CsSlotInfo *slot)
 	for (i = 0; slot->exists && slot->active && i < SLOT_RELEASE_TRIES; i++)
 	{
 		sleep_ms(100);
-		cs_get_slot(conn, slot);
+		cs_get_slot(sess_config, conn, slot);
 	}
 	if (slot->exists && slot->active)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("replication slot \"%s\" is active for PID %d",
-						cs_slot_name, slot->active_pid),
+						sess_config->slot_name, slot->active_pid),
 				 errdetail("Another process is streaming from the slot."),
 				 errhint("Stop the other consumer of the slot, or set changestream.slot_name to a slot that only changestream uses.")));
 }
@@ -484,39 +491,40 @@ static const char *
 session_connect(uint64 *sysid, uint32 *tli, CsSlotInfo *slot)
 {
 	const char *slot_event = NULL;
+	const char *directory = sess_config->directory;
 
-	if (path_is_prefix_of_path(DataDir, sess_directory))
+	if (path_is_prefix_of_path(DataDir, directory))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("changestream.directory \"%s\" is inside the data directory",
-						sess_directory),
+						directory),
 				 errhint("Put the archive outside the data directory: base backups would copy it and it would share the cluster's fate.")));
-	lock_fd = cs_lock_archive(sess_directory);
-	cs_remove_tmp_files(sess_directory);
+	lock_fd = cs_lock_archive(directory);
+	cs_remove_tmp_files(directory);
 
-	conn = cs_connect(sysid, tli);
-	cs_check_publication(conn);
-	cs_check_replica_identity(conn);
-	cs_get_slot(conn, slot);
+	conn = cs_connect(sess_config, sysid, tli);
+	cs_check_publication(sess_config, conn);
+	cs_check_replica_identity(sess_config, conn);
+	cs_get_slot(sess_config, conn, slot);
 	require_slot_free(slot);
 	if (slot->exists && slot_undecodable)
 	{
-		cs_drop_slot(conn);
+		cs_drop_slot(sess_config, conn);
 		slot->exists = false;
 		slot_event = psprintf("replication slot \"%s\" could not decode past a point where publication \"%s\" did not exist (it was dropped and created again) and is recreated",
-							  cs_slot_name, cs_publication);
+							  sess_config->slot_name, sess_config->publication);
 	}
 	slot_undecodable = false;
 	if (slot->exists && slot->lost)
 	{
-		cs_drop_slot(conn);
+		cs_drop_slot(sess_config, conn);
 		slot->exists = false;
 		slot_event = psprintf("replication slot \"%s\" was invalidated (wal_status lost) and is recreated",
-							  cs_slot_name);
+							  sess_config->slot_name);
 	}
 	if (!slot->exists && slot_event == NULL)
 		slot_event = psprintf("replication slot \"%s\" did not exist and is created",
-							  cs_slot_name);
+							  sess_config->slot_name);
 	return slot_event;
 }
 
@@ -528,13 +536,14 @@ static XLogRecPtr
 choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 				  const char *slot_event)
 {
-	List	   *gens = cs_list_generations(sess_directory);
+	const char *directory = sess_config->directory;
+	List	   *gens = cs_list_generations(directory);
 	CsIdentity	identity;
 	const char *reason;
 	uint64		generation;
 	XLogRecPtr	position = InvalidXLogRecPtr;
 
-	reason = cs_new_generation_reason(sess_directory, gens, sysid, tli, slot,
+	reason = cs_new_generation_reason(sess_config, gens, sysid, tli, slot,
 									  slot_event,
 									  cs_status_new_generation_requested(false),
 									  &identity);
@@ -543,7 +552,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 		bool		sealed;
 
 		generation = *(uint64 *) llast(gens);
-		sealed = cs_writer_recover(sess_directory, generation,
+		sealed = cs_writer_recover(directory, generation,
 								   slot->confirmed_flush, &position);
 		cs_status_set_segment(cs_writer_segment_index());
 		if (sealed)
@@ -557,14 +566,14 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 		if (slot->confirmed_flush > position)
 		{
 			reason = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn " CS_LSN_FMT " is past the archived position " CS_LSN_FMT,
-							  cs_slot_name, LSN_FORMAT_ARGS(slot->confirmed_flush),
+							  sess_config->slot_name, LSN_FORMAT_ARGS(slot->confirmed_flush),
 							  LSN_FORMAT_ARGS(position));
 			cs_writer_reset();
 		}
 	}
 	if (reason != NULL)
 	{
-		generation = cs_open_generation(sess_directory, conn, !slot->exists,
+		generation = cs_open_generation(sess_config, conn, !slot->exists,
 										sysid, tli, reason, &position);
 		cs_status_new_generation_requested(true);	/* satisfied by this one */
 		ereport(LOG,
@@ -579,12 +588,17 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 				(errmsg("resuming generation %016llx at " CS_LSN_FMT,
 						(unsigned long long) generation,
 						LSN_FORMAT_ARGS(position))));
-		cs_status_set_last_snapshot(cs_newest_snapshot_time(sess_directory,
+		cs_status_set_last_snapshot(cs_newest_snapshot_time(directory,
 															generation));
 	}
 	return position;
 }
 
+/*
+ * One archiving session under sess_config (taken by the caller, in
+ * session_cxt): returns after a clean end, leaves by the worker's
+ * sigsetjmp after an error.
+ */
 static void
 run_session(void)
 {
@@ -598,15 +612,10 @@ run_session(void)
 	sess_with_ddl = false;
 	sess_trusted = NIL;
 	ddl_recheck = false;
-	MemoryContextReset(session_cxt);
 	MemoryContextSwitchTo(session_cxt);
-	sess_directory = pstrdup(cs_directory);
-	sess_slot = pstrdup(cs_slot_name);
-	sess_publication = pstrdup(cs_publication);
-	sess_conninfo = pstrdup(cs_conninfo);
 
 	cs_status_set_state(CS_STATE_CONNECTING);
-	cs_status_set_slot(cs_slot_name);
+	cs_status_set_slot(sess_config->slot_name);
 	cs_stream_reset();
 	cs_guc_require_accepted();	/* no silent default: guc_rejected.c */
 	cs_writer_reset();
@@ -616,10 +625,10 @@ run_session(void)
 	cs_stream_writer_opened(position);
 	cs_status_set_generation(cs_writer_generation());
 
-	sess_trusted = cs_ddl_trusted_oids(sess_directory, cs_writer_generation());
+	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cs_writer_generation());
 	sess_with_ddl = ddl_publication_for_session(position);
-	cs_start_replication(conn, position, sess_with_ddl);
-	cs_stream_started(conn);
+	cs_start_replication(sess_config, conn, position, sess_with_ddl);
+	cs_stream_started(sess_config, conn);
 	cs_status_set_state(CS_STATE_STREAMING);
 	session_start = position;
 
@@ -656,7 +665,7 @@ archiver_exit(int code, Datum arg)
 static void
 startup_exit(int code, Datum arg)
 {
-	cs_status_archiver_startup_failed(cs_database);
+	cs_status_archiver_startup_failed(start_config->database);
 }
 
 /*
@@ -675,13 +684,14 @@ note_stream_error(const char *message, bool was_streaming)
 
 	if (!was_streaming || message == NULL)
 		return;
-	needle = psprintf("publication \"%s\" does not exist", cs_publication);
+	needle = psprintf("publication \"%s\" does not exist",
+					  sess_config->publication);
 	if (strstr(message, needle) != NULL && strstr(message, "WAL stream") != NULL)
 	{
 		slot_undecodable = true;
 		ereport(LOG,
 				(errmsg("replication slot \"%s\" cannot decode past a change made while publication \"%s\" did not exist",
-						cs_slot_name, cs_publication),
+						sess_config->slot_name, sess_config->publication),
 				 errdetail("The next session recreates the slot and opens a new generation once the publication exists.")));
 	}
 	pfree(needle);
@@ -731,7 +741,7 @@ session_failed(void)
 	AtEOXact_Files(false);
 	session_cleanup();
 	MemoryContextReset(session_cxt);
-	sess_directory = sess_slot = sess_publication = sess_conninfo = NULL;
+	sess_config = NULL;
 	cs_status_set_error(edata->message);
 	FreeErrorData(edata);
 	MemoryContextSwitchTo(TopMemoryContext);
@@ -740,6 +750,22 @@ session_failed(void)
 	sleep_ms(backoff_ms);
 	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 	last_session_failed = true;
+}
+
+/*
+ * The configuration of the next session, from the current settings, in a
+ * fresh session_cxt.
+ */
+static void
+take_session_config(void)
+{
+	MemoryContext old;
+
+	sess_config = NULL;
+	MemoryContextReset(session_cxt);
+	old = MemoryContextSwitchTo(session_cxt);
+	sess_config = cs_archive_config_current();
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -758,9 +784,12 @@ changestream_archiver_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	cs_status_archiver_started(MyLatch, cs_database, cs_slot_name);
+	MemoryContextSwitchTo(TopMemoryContext);
+	start_config = cs_archive_config_current();
+	cs_status_archiver_started(MyLatch, start_config->database,
+							   start_config->slot_name);
 	before_shmem_exit(startup_exit, (Datum) 0);
-	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
+	BackgroundWorkerInitializeConnection(start_config->database, NULL, 0);
 	cs_status_set_state(CS_STATE_CONNECTING);
 	load_file("libpqwalreceiver", false);
 	before_shmem_exit(archiver_exit, (Datum) 0);
@@ -780,7 +809,8 @@ changestream_archiver_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (cs_directory == NULL || cs_directory[0] == '\0')
+		take_session_config();
+		if (!cs_archive_config_enabled(sess_config))
 		{
 			int			rc;
 

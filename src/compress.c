@@ -124,9 +124,9 @@ cs_compress_begin(const char *wal_dir, int64 index, int level)
 	int			fd;
 
 	strlcpy(job->wal_dir, wal_dir, MAXPGPATH);
-	snprintf(job->raw_path, MAXPGPATH, "%s/%s", wal_dir, name);
-	snprintf(job->gz_path, MAXPGPATH, "%s.gz", job->raw_path);
-	snprintf(job->tmp_path, MAXPGPATH, "%s.gz.tmp", job->raw_path);
+	strlcpy(job->raw_path, cs_file_in(wal_dir, name), MAXPGPATH);
+	strlcpy(job->gz_path, cs_compressed_path(job->raw_path), MAXPGPATH);
+	strlcpy(job->tmp_path, cs_compressed_tmp_path(job->raw_path), MAXPGPATH);
 	pfree(name);
 	job->in_fd = job->out_fd = -1;
 

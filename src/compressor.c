@@ -66,6 +66,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "guc.h"
@@ -90,6 +91,8 @@ typedef struct Candidate
 
 static MemoryContext job_cxt = NULL;	/* the job in progress and its scan */
 static MemoryContext retention_scratch = NULL;	/* one retention step */
+static MemoryContext config_cxt = NULL; /* config */
+static CsArchiveConfig *config = NULL;	/* the archive's configuration */
 static CsCompressJob *job = NULL;
 static int	lock_fd = -1;		/* changestream.compressor.lock */
 static char locked_dir[MAXPGPATH];	/* the directory it locks */
@@ -238,7 +241,7 @@ lock_directory(const char *directory)
  * (the caller does not sleep).
  */
 static bool
-compress_duty(void)
+compress_duty(const char *directory)
 {
 	Candidate	next;
 	MemoryContext old;
@@ -247,14 +250,14 @@ compress_duty(void)
 	{
 		int64		backlog;
 
-		if (!lock_directory(cs_directory))
+		if (!lock_directory(directory))
 		{
 			set_deferring(false, 0);	/* nothing to hold back */
 			return false;
 		}
 		MemoryContextReset(job_cxt);
 		old = MemoryContextSwitchTo(job_cxt);
-		backlog = find_work(cs_directory, &next);
+		backlog = find_work(directory, &next);
 		if (!update_deferring(backlog) && backlog > 0)
 			job = cs_compress_begin(next.wal_dir, next.index,
 									cs_compression_level);
@@ -288,11 +291,11 @@ compress_duty(void)
  * work remains.
  */
 static bool
-spare_duty(void)
+spare_duty(const char *directory)
 {
-	if (!lock_directory(cs_directory))
+	if (!lock_directory(directory))
 		return false;
-	return cs_spare_step(cs_directory, SPARE_SLICE);
+	return cs_spare_step(directory, SPARE_SLICE);
 }
 
 /*
@@ -305,17 +308,17 @@ spare_duty(void)
  * work remains.
  */
 static bool
-retention_duty(void)
+retention_duty(const char *directory)
 {
 	MemoryContext old;
 	volatile bool more = false;
 
-	if (!lock_directory(cs_directory))
+	if (!lock_directory(directory))
 		return false;
 	old = MemoryContextSwitchTo(retention_scratch);
 	PG_TRY();
 	{
-		more = cs_retention_step(cs_directory, GetCurrentTimestamp(),
+		more = cs_retention_step(directory, GetCurrentTimestamp(),
 								 job == NULL);
 	}
 	PG_CATCH();
@@ -408,6 +411,23 @@ compression_failed(void)
 	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 }
 
+/*
+ * The archive's configuration from the current settings, in config_cxt
+ * (the previous one is freed): taken at start and after each reload.
+ */
+static CsArchiveConfig *
+take_config(void)
+{
+	MemoryContext old;
+	CsArchiveConfig *taken;
+
+	MemoryContextReset(config_cxt);
+	old = MemoryContextSwitchTo(config_cxt);
+	taken = cs_archive_config_current();
+	MemoryContextSwitchTo(old);
+	return taken;
+}
+
 /* before_shmem_exit callback: the worker is gone from status(). */
 static void
 compressor_exit(int code, Datum arg)
@@ -440,6 +460,10 @@ changestream_compressor_main(Datum main_arg)
 	retention_scratch = AllocSetContextCreate(TopMemoryContext,
 											  "changestream retention step",
 											  ALLOCSET_DEFAULT_SIZES);
+	config_cxt = AllocSetContextCreate(TopMemoryContext,
+									   "changestream compressor configuration",
+									   ALLOCSET_SMALL_SIZES);
+	config = take_config();
 
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 		compression_failed();
@@ -454,13 +478,14 @@ changestream_compressor_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			config = take_config();
 			if (job != NULL)
 			{
 				/* the directory may have changed: start over */
 				cs_compress_abort();
 				job = NULL;
 			}
-			if (cs_directory == NULL || strcmp(cs_directory, locked_dir) != 0)
+			if (strcmp(config->directory, locked_dir) != 0)
 			{
 				if (locked_dir[0] != '\0')
 					cs_spare_discard(locked_dir);	/* no archiver takes it now */
@@ -470,17 +495,17 @@ changestream_compressor_main(Datum main_arg)
 				cs_retention_reset();	/* a run of another directory */
 			}
 		}
-		if (cs_directory == NULL || cs_directory[0] == '\0')
+		if (!cs_archive_config_enabled(config))
 		{
 			cs_compressor_status_set_backlog(-1);
 			set_deferring(false, 0);
 			wait_ms(-1, false);
 			continue;
 		}
-		more = compress_duty();
+		more = compress_duty(config->directory);
 		if (!more && !deferring)
-			more = spare_duty();
-		more = retention_duty() || more;
+			more = spare_duty(config->directory);
+		more = retention_duty(config->directory) || more;
 		if (!more)
 		{
 			long		retry = cs_retention_retry_ms();

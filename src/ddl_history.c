@@ -180,8 +180,7 @@ cs_ddl_is_history(const LogicalRepRelation *rel, const List *trusted)
 List *
 cs_ddl_trusted_oids(const char *directory, uint64 generation)
 {
-	char	   *path = psprintf("%s/%s", cs_generation_path(directory, generation),
-								CS_DDL_TRUST_FILE);
+	char	   *path = cs_schema_history_path(directory, generation);
 	StringInfoData text;
 	char	   *line;
 	char	   *next;
@@ -224,7 +223,7 @@ cs_ddl_trust_oid(const char *directory, uint64 generation, Oid oid)
 {
 	List	   *oids = cs_ddl_trusted_oids(directory, generation);
 	char	   *gendir = cs_generation_path(directory, generation);
-	char	   *path = psprintf("%s/%s", gendir, CS_DDL_TRUST_FILE);
+	char	   *path = cs_schema_history_path(directory, generation);
 	StringInfoData content;
 	ListCell   *lc;
 

@@ -23,7 +23,6 @@
  * had while the generation was written (FORMAT.md section 3.4).  Readers
  * take rows as schema history only from a relation of one of them.
  */
-#define CS_DDL_TRUST_FILE	"schema_history"
 
 /* One archived DDL record, checked (ddl_history.c). */
 typedef struct CsDdlRecord

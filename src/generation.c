@@ -65,12 +65,6 @@ cs_format_utc(TimestampTz t, char *buf, size_t len)
 			 tm.tm_sec, (int) fsec);
 }
 
-static void
-identity_path(const char *gendir, char *path)
-{
-	snprintf(path, MAXPGPATH, "%s/generation", gendir);
-}
-
 /*
  * Parse a time as cs_format_utc() writes it ("YYYY-MM-DDTHH:MM:SS.ffffffZ"),
  * without raising: a damaged identity file must be reported as such.
@@ -185,7 +179,8 @@ cs_read_identity(const char *directory, uint64 generation, CsIdentity *identity)
 	int			seen = 0;
 	int			lineno = 0;
 
-	identity_path(cs_generation_path(directory, generation), path);
+	strlcpy(path, cs_identity_path(cs_generation_path(directory, generation)),
+			MAXPGPATH);
 	memset(identity, 0, sizeof(*identity));
 	initStringInfo(&text);
 	if (!cs_read_small_file(path, 64 * 1024, &text, true))
@@ -285,10 +280,8 @@ cs_generation_prepare(const char *directory, CsIdentity *identity)
 	List	   *existing;
 	uint64		gen;
 	char	   *tmpdir;
-	char		path[MAXPGPATH];
 
-	snprintf(path, sizeof(path), "%s/generations", directory);
-	cs_make_dir(path);
+	cs_make_dir(cs_generations_dir_path(directory));
 
 	gen = (uint64) GetCurrentTimestamp();
 	existing = cs_list_generations(directory);
@@ -310,20 +303,11 @@ cs_generation_prepare(const char *directory, CsIdentity *identity)
 	identity->generation = gen;
 	identity->format_version = CS_FORMAT_VERSION;
 
-	tmpdir = psprintf("%s.tmp", cs_generation_path(directory, gen));
-	{
-		struct stat st;
-
-		if (stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not remove directory \"%s\"", tmpdir)));
-	}
+	tmpdir = cs_generation_tmp_path(directory, gen);
+	cs_remove_tree(tmpdir);
 	cs_make_dir(tmpdir);
-	snprintf(path, sizeof(path), "%s/wal", tmpdir);
-	cs_make_dir(path);
-	snprintf(path, sizeof(path), "%s/snapshots", tmpdir);
-	cs_make_dir(path);
+	cs_make_dir(cs_gendir_wal_path(tmpdir));
+	cs_make_dir(cs_gendir_snapshots_path(tmpdir));
 	return tmpdir;
 }
 
@@ -339,7 +323,6 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 					 const char *session_settings, const char *tmpdir)
 {
 	char	   *gendir = cs_generation_path(directory, identity->generation);
-	char		path[MAXPGPATH];
 	char		when[64];
 	char		lsn[32];
 	StringInfoData buf;
@@ -374,18 +357,9 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 					 session_settings,
 					 identity->encoding,
 					 lsn, when, identity->reason);
-	identity_path(tmpdir, path);
-	write_text_file(path, buf.data);
-	snprintf(path, sizeof(path), "%s/snapshots", tmpdir);
-	cs_fsync_path(path, true);
-	snprintf(path, sizeof(path), "%s/wal", tmpdir);
-	cs_fsync_path(path, true);
+	write_text_file(cs_identity_path(tmpdir), buf.data);
 	cs_fsync_path(tmpdir, true);
-
-	if (rename(tmpdir, gendir) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename \"%s\" to \"%s\": %m", tmpdir, gendir)));
-	snprintf(path, sizeof(path), "%s/generations", directory);
-	cs_fsync_path(path, true);
+	cs_fsync_path(cs_gendir_snapshots_path(tmpdir), true);
+	cs_fsync_path(cs_gendir_wal_path(tmpdir), true);
+	cs_durable_rename(tmpdir, gendir, cs_generations_dir_path(directory));
 }

@@ -29,10 +29,10 @@
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
+#include "retention.h"
 #include "generation.h"
 #include "generation_policy.h"
 #include "generation_reader.h"
-#include "guc.h"
 #include "segment_reader.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
@@ -107,21 +107,23 @@ holds_acknowledged_data(const char *directory, uint64 generation,
 /*
  * cs_new_generation_reason
  *	  Decide whether the newest of gens (a List of uint64 *, oldest first,
- *	  in directory) continues: returns the reason for a new generation (a
- *	  palloc'd or static string), or NULL with the newest generation's
- *	  identity in *identity.  slot_event is a reason already found with the
- *	  slot (created, recreated), or NULL; requested is an operator's
- *	  new_generation(), honoured before the newest generation is looked at.
+ *	  in config's directory) continues under config: returns the reason
+ *	  for a new generation (a palloc'd or static string), or NULL with the
+ *	  newest generation's identity in *identity.  slot_event is a reason
+ *	  already found with the slot (created, recreated), or NULL; requested
+ *	  is an operator's new_generation(), honoured before the newest
+ *	  generation is looked at.
  *	  Raises XX001 when the newest generation's identity file is damaged
  *	  but the generation holds acknowledged data, and what reading the
  *	  archive raises.
  */
 const char *
-cs_new_generation_reason(const char *directory, List *gens, uint64 sysid,
-						 uint32 tli, const CsSlotInfo *slot,
+cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
+						 uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 						 const char *slot_event, bool requested,
 						 CsIdentity *identity)
 {
+	const char *directory = config->directory;
 	uint64		newest;
 	const char *damage;
 
@@ -152,11 +154,11 @@ cs_new_generation_reason(const char *directory, List *gens, uint64 sysid,
 	if (identity->timeline != tli)
 		return psprintf("the timeline changed from %u to %u",
 						identity->timeline, tli);
-	if (strcmp(identity->slot, cs_slot_name) != 0 ||
-		strcmp(identity->database, cs_database) != 0)
+	if (strcmp(identity->slot, config->slot_name) != 0 ||
+		strcmp(identity->database, config->database) != 0)
 		return psprintf("the slot or database changed (was slot \"%s\" of database \"%s\")",
 						identity->slot, identity->database);
-	if (strcmp(identity->plugin_options, cs_plugin_options()) != 0)
+	if (strcmp(identity->plugin_options, cs_plugin_options(config)) != 0)
 		return psprintf("the plugin options changed (were %s)",
 						identity->plugin_options);
 	return NULL;
@@ -170,27 +172,23 @@ cs_new_generation_reason(const char *directory, List *gens, uint64 sysid,
 TimestampTz
 cs_newest_snapshot_time(const char *directory, uint64 generation)
 {
-	char	   *dir = psprintf("%s/snapshots", cs_generation_path(directory, generation));
-	DIR		   *d = AllocateDir(dir);
-	struct dirent *de;
+	char	   *dir = cs_snapshots_dir_path(directory, generation);
+	bool		found;
+	List	   *names = cs_storage_list(dir, true, &found);
+	ListCell   *lc;
 	TimestampTz newest = 0;
 	CsIdentity	identity;
 
-	if (d != NULL)
+	foreach(lc, names)
 	{
-		while ((de = ReadDir(d, dir)) != NULL)
-		{
-			struct stat st;
-			char	   *path;
+		CsStorageInfo info;
 
-			if (strstr(de->d_name, ".snapshot.gz") == NULL ||
-				strstr(de->d_name, ".tmp") != NULL)
-				continue;
-			path = psprintf("%s/%s", dir, de->d_name);
-			if (stat(path, &st) == 0)
-				newest = Max(newest, time_t_to_timestamptz(st.st_mtime));
-		}
-		FreeDir(d);
+		if (!cs_is_snapshot_file_name(lfirst(lc)))
+			continue;
+		/* whole seconds, as the file's st_mtime */
+		if (cs_storage_stat(cs_file_in(dir, lfirst(lc)), true, &info) == 0 &&
+			info.type != CS_STORAGE_MISSING)
+			newest = Max(newest, info.mtime - info.mtime % USECS_PER_SEC);
 	}
 	if (newest == 0 && cs_read_identity(directory, generation, &identity))
 		newest = identity.created_at;
@@ -199,7 +197,8 @@ cs_newest_snapshot_time(const char *directory, uint64 generation)
 
 /*
  * cs_open_generation
- *	  Open a new generation in directory with its opening snapshot, and
+ *	  Open a new generation in config's directory with its opening
+ *	  snapshot (connections and slot of config), and
  *	  make its segment 0 the active segment.  With create_slot the
  *	  snapshot is the new slot's own (created on conn, SNAPSHOT 'use');
  *	  otherwise a temporary slot on a second connection gives a snapshot at
@@ -210,10 +209,11 @@ cs_newest_snapshot_time(const char *directory, uint64 generation)
  *	  generation's .tmp directory removed.
  */
 uint64
-cs_open_generation(const char *directory, WalReceiverConn *conn,
+cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 				   bool create_slot, uint64 sysid, uint32 tli,
 				   const char *reason, XLogRecPtr *start_lsn)
 {
+	const char *directory = config->directory;
 	CsIdentity	identity;
 	CsSnapshotResult result;
 	char	   *volatile tmpdir = NULL;
@@ -222,10 +222,10 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 	memset(&identity, 0, sizeof(identity));
 	identity.system_identifier = sysid;
 	identity.timeline = tli;
-	strlcpy(identity.database, cs_database, NAMEDATALEN);
-	strlcpy(identity.slot, cs_slot_name, NAMEDATALEN);
+	strlcpy(identity.database, config->database, NAMEDATALEN);
+	strlcpy(identity.slot, config->slot_name, NAMEDATALEN);
 	strlcpy(identity.plugin, "pgoutput", NAMEDATALEN);
-	strlcpy(identity.plugin_options, cs_plugin_options(),
+	strlcpy(identity.plugin_options, cs_plugin_options(config),
 			sizeof(identity.plugin_options));
 	strlcpy(identity.reason, reason, sizeof(identity.reason));
 
@@ -234,14 +234,14 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 		char	   *snapdir;
 
 		tmpdir = cs_generation_prepare(directory, &identity);
-		snapdir = psprintf("%s/snapshots", tmpdir);
+		snapdir = cs_gendir_snapshots_path(tmpdir);
 		if (create_slot)
 		{
-			cs_snapshot_take(conn, cs_slot_name, false, snapdir,
+			cs_snapshot_take(config, conn, config->slot_name, false, snapdir,
 							 identity.generation, CS_PROGRESS_ARCHIVER, &result);
 			ereport(LOG,
 					(errmsg("created replication slot \"%s\" at " CS_LSN_FMT,
-							cs_slot_name, LSN_FORMAT_ARGS(result.lsn))));
+							config->slot_name, LSN_FORMAT_ARGS(result.lsn))));
 		}
 		else
 		{
@@ -251,8 +251,8 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 
 			snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d",
 					 MyProcPid);
-			snap_conn = cs_connect(&sysid2, &tli2);
-			cs_snapshot_take(snap_conn, slot_name, true, snapdir,
+			snap_conn = cs_connect(config, &sysid2, &tli2);
+			cs_snapshot_take(config, snap_conn, slot_name, true, snapdir,
 							 identity.generation, CS_PROGRESS_ARCHIVER, &result);
 			cs_disconnect(snap_conn);
 			snap_conn = NULL;
@@ -268,7 +268,7 @@ cs_open_generation(const char *directory, WalReceiverConn *conn,
 		struct stat st;
 
 		/* a walsender still creating the slot would linger: end it */
-		cs_walsender_reap(snap_conn);
+		cs_walsender_reap(config, snap_conn);
 		if (tmpdir != NULL && stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
 			ereport(WARNING,
 					(errmsg("could not remove directory \"%s\"", tmpdir)));

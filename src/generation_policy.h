@@ -13,12 +13,14 @@
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
+#include "archive_config.h"
 #include "generation.h"
 #include "walsender_conn.h"
 
 struct WalReceiverConn;
 
-extern const char *cs_new_generation_reason(const char *directory, List *gens,
+extern const char *cs_new_generation_reason(const CsArchiveConfig *config,
+											List *gens,
 											uint64 sysid, uint32 tli,
 											const CsSlotInfo *slot,
 											const char *slot_event,
@@ -26,7 +28,7 @@ extern const char *cs_new_generation_reason(const char *directory, List *gens,
 											CsIdentity *identity);
 extern TimestampTz cs_newest_snapshot_time(const char *directory,
 										   uint64 generation);
-extern uint64 cs_open_generation(const char *directory,
+extern uint64 cs_open_generation(const CsArchiveConfig *config,
 								 struct WalReceiverConn *conn,
 								 bool create_slot, uint64 sysid, uint32 tli,
 								 const char *reason, XLogRecPtr *start_lsn);

@@ -273,7 +273,7 @@ choose_snapshot(RestoreState *rs)
 		not_archived(rs, psprintf("LSN " CS_LSN_FMT, LSN_FORMAT_ARGS(rs->target_lsn)));
 	foreach(lc, names)
 	{
-		char	   *path = psprintf("%s/%s", dir, (char *) lfirst(lc));
+		char	   *path = cs_file_in(dir, (char *) lfirst(lc));
 		CsSnapshotReader *r = cs_snapreader_open(path);
 		XLogRecPtr	lsn = cs_snapreader_lsn(r);
 		TimestampTz t = cs_snapreader_time(r);

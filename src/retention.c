@@ -139,14 +139,14 @@ enqueue_dir(const char *dir)
 		return;
 	while ((de = ReadDir(d, dir)) != NULL)
 	{
-		if (get_dirent_type(psprintf("%s/%s", dir, de->d_name), de, false,
+		if (get_dirent_type(cs_file_in(dir, de->d_name), de, false,
 							LOG) == PGFILETYPE_REG)
 			names = lappend(names, pstrdup(de->d_name));
 	}
 	FreeDir(d);
 	list_sort(names, cmp_names);
 	foreach(lc, names)
-		enqueue(ITEM_FILE, psprintf("%s/%s", dir, (char *) lfirst(lc)), dir);
+		enqueue(ITEM_FILE, cs_file_in(dir, (char *) lfirst(lc)), dir);
 	enqueue(ITEM_DIR, dir, dir);
 }
 
@@ -181,7 +181,7 @@ dir_bytes(const char *dir)
 		return 0;
 	while ((de = ReadDir(d, dir)) != NULL)
 	{
-		if (lstat(psprintf("%s/%s", dir, de->d_name), &st) == 0 &&
+		if (lstat(cs_file_in(dir, de->d_name), &st) == 0 &&
 			S_ISREG(st.st_mode))
 			bytes += st.st_size;
 	}
@@ -229,20 +229,15 @@ plan_old_generation(const char *directory, uint64 generation,
 	{
 		/* a reader holds it: it stays whole, and the run says so */
 		note_hold(pid, InvalidXLogRecPtr,
-				  dir_bytes(psprintf("%s/wal", gendir)) +
-				  dir_bytes(psprintf("%s/snapshots", gendir)));
+				  dir_bytes(cs_gendir_wal_path(gendir)) +
+				  dir_bytes(cs_gendir_snapshots_path(gendir)));
 		return;
 	}
-	tmp = psprintf("%s.tmp", gendir);
-	parent = psprintf("%s/generations", directory);
-	if (rename(gendir, tmp) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not rename file \"%s\" to \"%s\": %m",
-						gendir, tmp)));
-	cs_fsync_path(parent, true);
-	enqueue_dir(psprintf("%s/wal", tmp));
-	enqueue_dir(psprintf("%s/snapshots", tmp));
+	tmp = cs_generation_tmp_path(directory, generation);
+	parent = cs_generations_dir_path(directory);
+	cs_durable_rename(gendir, tmp, parent);
+	enqueue_dir(cs_gendir_wal_path(tmp));
+	enqueue_dir(cs_gendir_snapshots_path(tmp));
 	enqueue(ITEM_TREE, tmp, parent);
 	run.generations++;
 }
@@ -279,8 +274,7 @@ choose_horizon(const char *directory, uint64 generation,
 
 	foreach(lc, names)
 	{
-		CsSnapshotReader *r = cs_snapreader_open(psprintf("%s/%s", dir,
-														  (char *) lfirst(lc)));
+		CsSnapshotReader *r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
 		XLogRecPtr	lsn = cs_snapreader_lsn(r);
 		TimestampTz t = cs_snapreader_time(r);
 
@@ -342,7 +336,7 @@ bytes_between(const char *directory, uint64 generation,
 
 		if (cs_snapshot_name_lsn(lfirst(lc), &lsn) && lsn >= from_lsn &&
 			lsn < to->snapshot_lsn &&
-			stat(psprintf("%s/%s", snap_dir, (char *) lfirst(lc)), &st) == 0)
+			stat(cs_file_in(snap_dir, (char *) lfirst(lc)), &st) == 0)
 			bytes += st.st_size;
 	}
 	return bytes;
@@ -369,8 +363,7 @@ enqueue_below_horizon(const char *directory, uint64 generation,
 		{
 			/* a raw twin of a compressed segment goes too */
 			if (sf->compressed)
-				enqueue(ITEM_FILE, psprintf("%s/%s", wal_dir,
-											cs_segment_file_name(sf->index, false)),
+				enqueue(ITEM_FILE, cs_segment_path(wal_dir, sf->index, false),
 						wal_dir);
 			enqueue(ITEM_FILE, sf->path, wal_dir);
 		}
@@ -387,7 +380,7 @@ enqueue_below_horizon(const char *directory, uint64 generation,
 		FreeDir(d);
 	list_sort(names, cmp_names);
 	foreach(lc, names)
-		enqueue(ITEM_FILE, psprintf("%s/%s", snap_dir, (char *) lfirst(lc)),
+		enqueue(ITEM_FILE, cs_file_in(snap_dir, (char *) lfirst(lc)),
 				snap_dir);
 }
 

@@ -16,13 +16,13 @@
 #include "nodes/pg_list.h"
 #include "utils/elog.h"
 
+#include "archive_layout.h"
+
 /* ---------- guc.c ---------- */
 
 extern int	cs_retention_s;		/* changestream.retention, 0 = keep all */
 
 /* ---------- retention_horizon.c ---------- */
-
-#define CS_HORIZON_FILE		"retention"
 
 /*
  * A generation's retention horizon (generations/<gen>/retention): what
@@ -40,11 +40,10 @@ extern bool cs_read_horizon(const char *directory, uint64 generation,
 							CsHorizon *horizon);
 extern void cs_write_horizon(const char *directory, uint64 generation,
 							 const CsHorizon *horizon);
-extern bool cs_snapshot_name_lsn(const char *name, XLogRecPtr *lsn);
-
-/* archive_layout.c: every segment file, also those below the horizon */
-extern List *cs_list_all_segments(const char *directory,
-								  uint64 generation);
+extern List *cs_list_segments(const char *directory, uint64 generation);
+extern void cs_check_segment_sequence(const char *directory, uint64 generation,
+									  List *segments);
+extern List *cs_list_snapshots(const char *directory, uint64 generation);
 
 /* ---------- reader_pins.c ---------- */
 

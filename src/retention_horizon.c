@@ -7,37 +7,17 @@
  *	  read it and ignore what lies below it, so that a crash in the middle
  *	  of a deletion leaves an archive every reader finds sound (retention
  *	  rule 6 of docs/DESIGN.md; the file is specified in docs/FORMAT.md
- *	  section 4.3).
+ *	  section 4.3).  The horizon is applied here, above the layout, which
+ *	  lists what is on disk: cs_list_segments(), cs_list_snapshots() and
+ *	  cs_check_segment_sequence() are the readers' view of a generation.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include "storage/fd.h"
-
-#include "archive_dir.h"
 #include "archive_layout.h"
 #include "generation.h"
 #include "retention.h"
-
-/*
- * cs_snapshot_name_lsn
- *	  The LSN in a snapshot file name ("<16 hex digits>.snapshot.gz").
- *	  Returns false for any other name.
- */
-bool
-cs_snapshot_name_lsn(const char *name, XLogRecPtr *lsn)
-{
-	char	   *end;
-
-	if (!cs_is_snapshot_file_name(name))
-		return false;
-	*lsn = (XLogRecPtr) strtou64(name, &end, 16);
-	return end == name + 16;
-}
 
 /* Parse one "key = value" line of the horizon file into horizon. */
 static int
@@ -88,8 +68,7 @@ parse_line(const char *path, char *line, CsHorizon *horizon)
 bool
 cs_read_horizon(const char *directory, uint64 generation, CsHorizon *horizon)
 {
-	char	   *path = psprintf("%s/%s", cs_generation_path(directory, generation),
-								CS_HORIZON_FILE);
+	char	   *path = cs_horizon_path(directory, generation);
 	StringInfoData text;
 	char	   *line;
 	char	   *next;
@@ -123,7 +102,7 @@ cs_write_horizon(const char *directory, uint64 generation,
 				 const CsHorizon *horizon)
 {
 	char	   *gendir = cs_generation_path(directory, generation);
-	char	   *path = psprintf("%s/%s", gendir, CS_HORIZON_FILE);
+	char	   *path = cs_horizon_path(directory, generation);
 	char		when[64];
 	char	   *content;
 
@@ -137,4 +116,147 @@ cs_write_horizon(const char *directory, uint64 generation,
 					   LSN_FORMAT_ARGS(horizon->snapshot_lsn),
 					   horizon->snapshot_time, when);
 	cs_write_file_durably(path, gendir, content, strlen(content));
+}
+
+/* Do the (sorted) segments skip an index? */
+static bool
+has_gap(List *segments)
+{
+	int64		prev = -1;
+	ListCell   *lc;
+
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (prev >= 0 && sf->index != prev + 1)
+			return true;
+		prev = sf->index;
+	}
+	return false;
+}
+
+/* cs_list_all_segments() without the segments below the horizon. */
+static List *
+list_kept_segments(const char *directory, uint64 generation)
+{
+	List	   *result = cs_list_all_segments(directory, generation);
+	CsHorizon	horizon;
+	int			below = 0;
+
+	if (!cs_read_horizon(directory, generation, &horizon))
+		return result;
+	/* below the retention horizon: being deleted, not read */
+	while (below < list_length(result) &&
+		   ((CsSegmentFile *) list_nth(result, below))->index < horizon.first_segment)
+		below++;
+	return list_delete_first_n(result, below);
+}
+
+/*
+ * cs_list_segments
+ *	  The segment files of a generation, as cs_list_all_segments() gives
+ *	  them (a List of CsSegmentFile by index), without those below its
+ *	  retention horizon (docs/FORMAT.md 4.3).
+ *	  Errors: as cs_list_all_segments(); XX001 for a damaged horizon file.
+ */
+List *
+cs_list_segments(const char *directory, uint64 generation)
+{
+	List	   *result = list_kept_segments(directory, generation);
+
+	/*
+	 * The compressor replaces a raw segment by its .gz beside every reader:
+	 * a directory read that passed the .gz's place before it was created
+	 * and reached the raw name after it was removed sees neither.  Such a
+	 * gap is gone at the next read; a real one stays, and
+	 * cs_check_segment_sequence() reports it.
+	 */
+	for (int i = 0; i < 2 && has_gap(result); i++)
+	{
+		list_free_deep(result);
+		result = list_kept_segments(directory, generation);
+	}
+	return result;
+}
+
+/*
+ * cs_check_segment_sequence
+ *	  Checks that a listing from cs_list_segments() has no gap: a missing
+ *	  segment between two present ones loses the transactions it held.
+ *	  Errors: XX001 naming the missing file.
+ */
+void
+cs_check_segment_sequence(const char *directory, uint64 generation,
+						  List *segments)
+{
+	ListCell   *lc;
+	int64		expect = -1;
+	CsHorizon	horizon;
+	char	   *wal_dir = cs_wal_dir_path(directory, generation);
+
+	if (!cs_read_horizon(directory, generation, &horizon))
+	{
+		if (segments == NIL)
+			return;				/* a new generation, before its first segment */
+		horizon.first_segment = 0;
+	}
+	else if (segments == NIL)
+	{
+		/* retention never deletes the newest segment */
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream segment \"%s\" is missing",
+						cs_segment_path(wal_dir, horizon.first_segment, false)),
+				 errdetail("The generation's retention horizon keeps segments from %lld on, but none is there.",
+						   (long long) horizon.first_segment),
+				 errhint(CS_DAMAGE_HINT)));
+	}
+	expect = horizon.first_segment;
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (expect >= 0 && sf->index != expect)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("changestream segment \"%s\" is missing",
+							cs_segment_path(wal_dir, expect, false)),
+					 expect == horizon.first_segment ?
+					 errdetail("The generation's segments start at %lld (its retention horizon, or 0 without one), but the first one found is %lld.",
+							   (long long) expect, (long long) sf->index) :
+					 errdetail("Segments %lld and %lld of the generation exist, so every segment between them must too.",
+							   (long long) (expect - 1), (long long) sf->index),
+					 errhint(CS_DAMAGE_HINT)));
+		expect = sf->index + 1;
+	}
+}
+
+/*
+ * cs_list_snapshots
+ *	  Returns the names of a generation's durable snapshot files as a List
+ *	  of palloc'd strings in LSN order, without those below its retention
+ *	  horizon (being deleted, not read).
+ *	  Errors: as cs_list_all_snapshots(); XX001 for a damaged horizon file.
+ */
+List *
+cs_list_snapshots(const char *directory, uint64 generation)
+{
+	List	   *names;
+	List	   *result = NIL;
+	ListCell   *lc;
+	CsHorizon	horizon;
+	XLogRecPtr	lsn;
+
+	if (!cs_read_horizon(directory, generation, &horizon))
+		horizon.snapshot_lsn = InvalidXLogRecPtr;
+	names = cs_list_all_snapshots(directory, generation);
+	foreach(lc, names)
+	{
+		if (cs_snapshot_name_lsn(lfirst(lc), &lsn) &&
+			lsn >= horizon.snapshot_lsn)
+			result = lappend(result, lfirst(lc));
+	}
+	list_free(names);
+	return result;
 }

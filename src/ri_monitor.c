@@ -36,6 +36,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "archive_config.h"
 #include "guc.h"
 #include "shmem_status.h"
 #include "ri_monitor.h"
@@ -59,13 +60,13 @@ static TimestampTz last_check = 0;
 
 /*
  * cs_ri_report
- *	  Publish missing (published tables without a replica identity,
- *	  "schema.table, ..."; "" for none) in status(), and warn in the log
+ *	  Publish missing (tables of config's publication without a replica
+ *	  identity, "schema.table, ..."; "" for none) in status(), and warn in the log
  *	  when the list is not empty and differs from the last one warned
  *	  about.  Raises nothing of its own.
  */
 void
-cs_ri_report(const char *missing)
+cs_ri_report(const CsArchiveConfig *config, const char *missing)
 {
 	cs_status_set_no_replica_identity(missing);
 	if (missing[0] != '\0' &&
@@ -74,7 +75,7 @@ cs_ri_report(const char *missing)
 				(errmsg("published tables without a replica identity: %s",
 						missing),
 				 errdetail("UPDATE and DELETE on them fail while publication \"%s\" publishes those actions.",
-						   cs_publication),
+						   config->publication),
 				 errhint("Add a primary key, or set REPLICA IDENTITY FULL or USING INDEX.")));
 	strlcpy(last_warned, missing, sizeof(last_warned));
 }
@@ -92,7 +93,7 @@ cs_ri_signal(void)
 
 /* the list from the local catalogs, through SPI, in its own transaction */
 static void
-refresh_local(void)
+refresh_local(const CsArchiveConfig *config)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
@@ -103,7 +104,7 @@ refresh_local(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	args[0] = CStringGetTextDatum(cs_publication);
+	args[0] = CStringGetTextDatum(config->publication);
 	if (SPI_execute_with_args(LACKING_SQL, 1, argtypes, args, NULL, true, 1) !=
 		SPI_OK_SELECT)
 		elog(ERROR, "could not list published tables without a replica identity");
@@ -118,19 +119,20 @@ refresh_local(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller_cxt);
-	cs_ri_report(missing);
+	cs_ri_report(config, missing);
 }
 
 /*
  * cs_ri_tick
- *	  Called from the archiver's stream loop (no transaction open): after
+ *	  Called from the archiver's stream loop with the session's
+ *	  configuration (no transaction open): after
  *	  a Relation message (at most once a second), or when changestream.status_interval has passed
  *	  since the last refresh, re-read the list (local server only) and
  *	  report it.  Errors: those of the catalog query (class XX or 53),
  *	  which end the session like any other.
  */
 void
-cs_ri_tick(TimestampTz now)
+cs_ri_tick(const CsArchiveConfig *config, TimestampTz now)
 {
 	/* after a Relation message, but at most once a second */
 	if (!(signalled && TimestampDifferenceExceeds(last_check, now, 1000)) &&
@@ -138,9 +140,9 @@ cs_ri_tick(TimestampTz now)
 		return;
 	signalled = false;
 	last_check = now;
-	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
+	if (!cs_archive_config_local(config))
 		return;					/* another server: its catalogs are not ours */
 	pgstat_report_activity(STATE_RUNNING, "changestream: checking replica identities");
-	refresh_local();
+	refresh_local(config);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }

@@ -11,8 +11,10 @@
 
 #include "datatype/timestamp.h"
 
-extern void cs_ri_report(const char *missing);
+#include "archive_config.h"
+
+extern void cs_ri_report(const CsArchiveConfig *config, const char *missing);
 extern void cs_ri_signal(void);
-extern void cs_ri_tick(TimestampTz now);
+extern void cs_ri_tick(const CsArchiveConfig *config, TimestampTz now);
 
 #endif							/* CS_RI_MONITOR_H */

@@ -22,12 +22,13 @@
 #include "nodes/pg_list.h"
 #include "storage/fd.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "generation.h"
 #include "generation_reader.h"
-#include "guc.h"
 #include "pgoutput_parse.h"
+#include "retention.h"
 #include "segment_format.h"
 #include "segment_reader.h"
 #include "segment_recovery.h"
@@ -94,7 +95,7 @@ rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail,
 	char	   *buf = palloc(64 * 1024);
 	int64		done = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	strlcpy(tmp, cs_tmp_path(path), sizeof(tmp));
 	out = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (out < 0)
 		ereport(ERROR,
@@ -195,7 +196,8 @@ check_cut_allowed(const char *path, const CsSegmentScan *scan,
 			 errmsg("changestream segment \"%s\" is damaged at offset %lld",
 					path, (long long) scan->valid_end),
 			 errdetail("Its last complete transaction ends at " CS_LSN_FMT ", but replication slot \"%s\" has confirmed " CS_LSN_FMT ": cutting the bytes that do not validate would lose transactions the server will not send again.",
-					   LSN_FORMAT_ARGS(scan->position), cs_slot_name,
+					   LSN_FORMAT_ARGS(scan->position),
+					   cs_archive_config_current()->slot_name,
 					   LSN_FORMAT_ARGS(confirmed_flush)),
 			 errhint(CS_DAMAGE_HINT)));
 }

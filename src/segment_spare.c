@@ -43,11 +43,10 @@
 #include "storage/fd.h"
 
 #include "archive_dir.h"
+#include "archive_layout.h"
 #include "guc.h"
 #include "segment_spare.h"
 
-#define SPARE_NAME		"spare.wal"
-#define SPARE_PART_NAME	"spare.wal.part"
 #define ZERO_CHUNK		(64 * 1024)
 
 static const char zeros[ZERO_CHUNK];
@@ -136,7 +135,7 @@ name_blocked(const char *path)
 static void
 begin_part(const char *directory)
 {
-	snprintf(part_path, sizeof(part_path), "%s/%s", directory, SPARE_PART_NAME);
+	strlcpy(part_path, cs_spare_part_path(directory), sizeof(part_path));
 	/* a leftover part (or anything under its name) is not trusted */
 	(void) unlink(part_path);
 	part_fd = OpenTransientFile(part_path,
@@ -185,7 +184,7 @@ finish_part(const char *directory)
 	cs_fsync_fd(part_fd, part_path);
 	CloseTransientFile(part_fd);
 	part_fd = -1;
-	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
 	if (rename(part_path, spare) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -219,13 +218,13 @@ cs_spare_step(const char *directory, int64 budget)
 	char		spare[MAXPGPATH];
 	int			verdict;
 
-	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
 	if (!cs_preallocate_segments)
 	{
 		char		part[MAXPGPATH];
 
 		cs_spare_abort();
-		snprintf(part, sizeof(part), "%s/%s", directory, SPARE_PART_NAME);
+		strlcpy(part, cs_spare_part_path(directory), sizeof(part));
 		(void) cs_durable_unlink(part, directory); /* a crashed compressor's */
 		(void) cs_durable_unlink(spare, directory);
 		return false;
@@ -234,7 +233,7 @@ cs_spare_step(const char *directory, int64 budget)
 	{
 		char		part[MAXPGPATH];
 
-		snprintf(part, sizeof(part), "%s/%s", directory, SPARE_PART_NAME);
+		strlcpy(part, cs_spare_part_path(directory), sizeof(part));
 		if (name_blocked(spare) || name_blocked(part))
 			return false;
 		blocked_warned = false;
@@ -294,9 +293,9 @@ cs_spare_discard(const char *directory)
 
 	cs_spare_abort();
 	blocked_warned = false;
-	snprintf(path, sizeof(path), "%s/%s", directory, SPARE_PART_NAME);
+	strlcpy(path, cs_spare_part_path(directory), sizeof(path));
 	(void) unlink(path);
-	snprintf(path, sizeof(path), "%s/%s", directory, SPARE_NAME);
+	strlcpy(path, cs_spare_path(directory), sizeof(path));
 	if (unlink(path) == 0)
 		ereport(DEBUG1,
 				(errmsg_internal("removed spare changestream segment \"%s\" of a former changestream.directory",
@@ -341,7 +340,7 @@ cs_spare_take(const char *directory, const char *dest)
 
 	if (!cs_preallocate_segments)
 		return -1;
-	snprintf(spare, sizeof(spare), "%s/%s", directory, SPARE_NAME);
+	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
 	/* only a regular file is moved (the compressor deals with the rest) */
 	if (lstat(spare, &st) != 0 || !S_ISREG(st.st_mode))
 		return -1;

@@ -183,8 +183,8 @@ cs_writer_create_segment(int64 index, XLogRecPtr start_lsn)
 	char	   *name;
 
 	name = cs_segment_file_name(index, false);
-	snprintf(wr.path, sizeof(wr.path), "%s/%s", wr.wal_dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", wr.path);
+	strlcpy(wr.path, cs_file_in(wr.wal_dir, name), sizeof(wr.path));
+	strlcpy(tmp, cs_tmp_path(wr.path), sizeof(tmp));
 	pfree(name);
 
 	memset(&hdr, 0, sizeof(hdr));

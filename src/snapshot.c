@@ -60,7 +60,9 @@
 #include "utils/tuplestore.h"
 
 #include "archive_dir.h"
+#include "archive_layout.h"
 #include "generation.h"
+#include "archive_config.h"
 #include "guc.h"
 #include "segment_format.h"
 #include "shmem_status.h"
@@ -139,13 +141,10 @@ set_progress(const char *table, int64 rows, const char *waiting_for)
 static void
 note_running_transactions(WalReceiverConn *conn)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *rows;
 	char	  **row;
 	StringInfoData msg;
 
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	rows = cs_exec_rows(conn,
 						"SELECT (SELECT count(*) FROM pg_catalog.pg_stat_activity "
 						"        WHERE backend_xid IS NOT NULL "
@@ -156,8 +155,6 @@ note_running_transactions(WalReceiverConn *conn)
 						"  (SELECT count(*) FROM pg_catalog.pg_prepared_xacts)::text, "
 						"  (SELECT min(gid) FROM pg_catalog.pg_prepared_xacts)", 4);
 	row = linitial(rows);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 
 	initStringInfo(&msg);
 	appendStringInfoString(&msg, "replication slot creation: waiting for ");
@@ -187,7 +184,7 @@ note_running_transactions(WalReceiverConn *conn)
  * the changestream_ddl publication, and restore() never restores it.
  */
 static List *
-published_tables(WalReceiverConn *conn)
+published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
 	char	   *sql;
 	List	   *rows;
@@ -220,7 +217,7 @@ published_tables(WalReceiverConn *conn)
 				   "  AND d.objid = c.oid AND d.deptype = 'e' "
 				   "  AND e.extname = 'changestream') "
 				   "ORDER BY 2, 3",
-				   quote_literal_cstr(cs_publication));
+				   quote_literal_cstr(config->publication));
 	rows = cs_exec_rows(conn, sql, 9);
 	foreach(lc, rows)
 	{
@@ -247,7 +244,7 @@ published_tables(WalReceiverConn *conn)
  * (ri_monitor.c).
  */
 static void
-report_replica_identity(List *tables)
+report_replica_identity(const CsArchiveConfig *config, List *tables)
 {
 	StringInfoData missing;
 	ListCell   *lc;
@@ -261,29 +258,22 @@ report_replica_identity(List *tables)
 			appendStringInfo(&missing, "%s%s.%s", missing.len ? ", " : "",
 							 t->schema, t->name);
 	}
-	cs_ri_report(missing.data);
+	cs_ri_report(config, missing.data);
 	pfree(missing.data);
 }
 
 /*
  * cs_check_replica_identity
- *	  Look up the publication's tables on an idle replication connection
+ *	  Look up the tables of config's publication on an idle replication
+ *	  connection
  *	  and report those without a replica identity (status() and the log).
  *	  The caller holds no transaction.  Raises connection_exception if the
  *	  query fails.
  */
 void
-cs_check_replica_identity(WalReceiverConn *conn)
+cs_check_replica_identity(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
-	List	   *tables;
-
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
-	tables = published_tables(conn);
-	report_replica_identity(tables);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
+	report_replica_identity(config, published_tables(config, conn));
 }
 
 /*
@@ -486,10 +476,15 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 	return m.data;
 }
 
+/*
+ * Copy the file in_path to the end of out.  in_path is a transient file of
+ * fd.c, closed on error too, so that a failed write leaks no descriptor
+ * however often the archiver retries.
+ */
 static void
 append_file(int out, const char *out_path, const char *in_path)
 {
-	int			in = open(in_path, O_RDONLY | PG_BINARY, 0);
+	int			in = OpenTransientFile(in_path, O_RDONLY | PG_BINARY);
 	char	   *buf = palloc(128 * 1024);
 	ssize_t		n;
 
@@ -497,19 +492,26 @@ append_file(int out, const char *out_path, const char *in_path)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", in_path)));
-	while ((n = read(in, buf, 128 * 1024)) > 0)
+	PG_TRY();
 	{
-		if (write(out, buf, n) != n)
+		while ((n = read(in, buf, 128 * 1024)) > 0)
+		{
+			if (write(out, buf, n) != n)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not write file \"%s\": %m", out_path)));
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (n < 0)
 			ereport(ERROR,
 					(errcode_for_file_access(),
-					 errmsg("could not write file \"%s\": %m", out_path)));
-		CHECK_FOR_INTERRUPTS();
+					 errmsg("could not read file \"%s\": %m", in_path)));
 	}
-	if (n < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": %m", in_path)));
-	close(in);
+	PG_FINALLY();
+	{
+		CloseTransientFile(in);
+	}
+	PG_END_TRY();
 	pfree(buf);
 }
 
@@ -542,15 +544,10 @@ begin_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name)
 static void
 set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	char	  **row;
 
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	row = linitial(cs_exec_rows(copy_conn,
 								"SELECT pg_catalog.getdatabaseencoding()::text", 1));
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	strlcpy(encoding, row[0] ? row[0] : "", NAMEDATALEN);
 	walrcv_clear_result(cs_exec(copy_conn,
 								strcmp(encoding, "SQL_ASCII") == 0 ?
@@ -564,22 +561,17 @@ set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
  * catalog) and how many tables a batch may lock.
  */
 static List *
-list_in_snapshot(WalReceiverConn *copy_conn, const char *snapshot_name,
-				 int *batch_size)
+list_in_snapshot(const CsArchiveConfig *config, WalReceiverConn *copy_conn,
+				 const char *snapshot_name, int *batch_size)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *tables;
 	char	  **row;
 	int			max_locks;
 
 	begin_in_snapshot(copy_conn, snapshot_name);
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
-	tables = published_tables(copy_conn);
+	tables = published_tables(config, copy_conn);
 	row = linitial(cs_exec_rows(copy_conn,
 								"SELECT pg_catalog.current_setting('max_locks_per_transaction')", 1));
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
 
 	max_locks = row[0] ? atoi(row[0]) : 64;
@@ -596,7 +588,6 @@ static int64
 copy_batch(WalReceiverConn *copy_conn, const char *snapshot_name,
 		   List *tables, int first, int count, gzFile gz, const char *path)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *batch = NIL;
 	int64		rows = 0;
 	int			i;
@@ -604,12 +595,7 @@ copy_batch(WalReceiverConn *copy_conn, const char *snapshot_name,
 	for (i = first; i < first + count; i++)
 		batch = lappend(batch, list_nth(tables, i));
 	begin_in_snapshot(copy_conn, snapshot_name);
-	/* catalog access for the result types only; results outlive it */
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	lock_and_check_tables(copy_conn, batch);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	for (i = 0; i < count; i++)
 	{
 		SnapTable  *t = list_nth(batch, i);
@@ -623,81 +609,64 @@ copy_batch(WalReceiverConn *copy_conn, const char *snapshot_name,
 }
 
 /*
- * cs_snapshot_take
- *	  Create slot_name (temporary or the archiver's permanent slot) on conn
- *	  with SNAPSHOT 'export', copy every table of changestream.publication
- *	  in that snapshot over a second connection, in batches of
- *	  max_locks_per_transaction / 4 tables each in its own transaction
- *	  (SET TRANSACTION SNAPSHOT), and write
- *	  <snapshots_dir>/<C>.snapshot.gz durably, in UTF-8.  conn must be idle
- *	  (not streaming) and stays idle until this returns; the caller must
- *	  hold no transaction.  Fills *result (consistent point, counts, the
- *	  source database's encoding) and returns the consistent point C (an
- *	  XLogRecPtr).
- *	  Raises connection_exception if a command fails on the server,
- *	  errcode_for_file_access() codes on I/O errors,
- *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
- *	  between the slot's snapshot and the lock this function takes on it:
- *	  its rows would be invisible to the snapshot.  Progress (table, rows,
- *	  what slot creation waits for) is published in status() in
- *	  CsStatus.progress[progress].
+ * Create slot_name on conn with SNAPSHOT 'export' (what it waits for is
+ * published first, and its walsender remembered: slot creation may wait,
+ * see walsender_reap.c).  Returns the exported snapshot's name; *lsn is
+ * the slot's consistent point.
  */
-XLogRecPtr
-cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
-				 const char *snapshots_dir, uint64 generation,
-				 int progress, CsSnapshotResult *result)
+static char *
+create_export_slot(const CsArchiveConfig *config, WalReceiverConn *conn,
+				   const char *slot_name, bool temporary, XLogRecPtr *lsn)
 {
-	XLogRecPtr	lsn = InvalidXLogRecPtr;
-	List	   *tables;
-	char		data_path[MAXPGPATH];
-	char		tmp_path[MAXPGPATH];
-	char		final_path[MAXPGPATH];
-	gzFile		gz;
-	int			out;
-	int64		total = 0;
-	TimestampTz when;
-	char	   *manifest;
 	char	   *snapshot_name;
-	char		encoding[NAMEDATALEN];
-	int			batch_size;
-	int			ntables;
-	int			i;
-	WalReceiverConn *copy_conn;
-	uint64		sysid;
-	uint32		tli;
 
-	Assert(!IsTransactionState());
-	progress_slot = progress;
 	note_running_transactions(conn);
-	cs_walsender_remember(conn);	/* slot creation may wait: see
-									 * walsender_reap.c */
+	cs_walsender_remember(config, conn);
 	snapshot_name = cs_walrcv_create_slot(conn, slot_name, temporary,
-										  CRS_EXPORT_SNAPSHOT, &lsn);
+										  CRS_EXPORT_SNAPSHOT, lsn);
 	if (snapshot_name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("replication slot \"%s\" was created without an exported snapshot",
 						slot_name)));
-	when = GetCurrentTimestamp();
 	set_progress(NULL, 0, "");
+	return snapshot_name;
+}
 
-	/* conn now stays idle: its next command would end the export */
-	copy_conn = open_copy_conn = cs_connect(&sysid, &tli);
-	set_copy_encoding(copy_conn, encoding);
-	tables = list_in_snapshot(copy_conn, snapshot_name, &batch_size);
-	ntables = list_length(tables);
+/* What copy_tables() copied, for the manifest and the log. */
+typedef struct SnapCopy
+{
+	List	   *tables;			/* SnapTable *, with their row counts */
+	int64		rows;			/* rows of all tables */
+	int			batch_size;		/* tables per transaction */
+	char		encoding[NAMEDATALEN];	/* source database's encoding */
+} SnapCopy;
 
-	report_replica_identity(tables);
+/*
+ * Copy every published table in the exported snapshot, over a copy
+ * connection of config, in batches, as COPY sections into the gzip file
+ * data_path.  Fills *copy.
+ */
+static void
+copy_tables(const CsArchiveConfig *config, const char *snapshot_name,
+			const char *data_path, SnapCopy *copy)
+{
+	WalReceiverConn *copy_conn;
+	uint64		sysid;
+	uint32		tli;
+	gzFile		gz;
+	int			ntables;
+	int			i;
 
-	snprintf(data_path, sizeof(data_path), "%s/%016llX.data.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(tmp_path, sizeof(tmp_path), "%s/%016llX.snapshot.gz.tmp", snapshots_dir,
-			 (unsigned long long) lsn);
-	snprintf(final_path, sizeof(final_path), "%s/%016llX.snapshot.gz", snapshots_dir,
-			 (unsigned long long) lsn);
+	copy_conn = open_copy_conn = cs_connect(config, &sysid, &tli);
+	set_copy_encoding(copy_conn, copy->encoding);
+	copy->tables = list_in_snapshot(config, copy_conn, snapshot_name,
+									&copy->batch_size);
+	ntables = list_length(copy->tables);
+
+	report_replica_identity(config, copy->tables);
 
 	strlcpy(open_data_path, data_path, MAXPGPATH);
-	strlcpy(open_tmp_path, tmp_path, MAXPGPATH);
 	gz = open_gz = gzopen(data_path, "wb");
 	if (gz == NULL)
 		ereport(ERROR,
@@ -705,9 +674,11 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				 errmsg("could not create file \"%s\": %m", data_path)));
 	gzbuffer(gz, 256 * 1024);
 	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
-	for (i = 0; i < ntables; i += batch_size)
-		total += copy_batch(copy_conn, snapshot_name, tables, i,
-							Min(batch_size, ntables - i), gz, data_path);
+	copy->rows = 0;
+	for (i = 0; i < ntables; i += copy->batch_size)
+		copy->rows += copy_batch(copy_conn, snapshot_name, copy->tables, i,
+								 Min(copy->batch_size, ntables - i), gz,
+								 data_path);
 	open_gz = NULL;
 	if (gzclose(gz) != Z_OK)
 		ereport(ERROR,
@@ -715,10 +686,22 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 				 errmsg("could not write file \"%s\": %m", data_path)));
 	open_copy_conn = NULL;
 	cs_disconnect(copy_conn);
-	cs_walsender_forget();
+}
 
-	/* manifest member, then the table data member, as one file */
-	manifest = build_manifest(generation, lsn, when, tables, total, encoding);
+/*
+ * Write the snapshot file final_path durably: the manifest member, then
+ * the table data member (data_path, removed afterwards), as one file
+ * written as tmp_path and renamed in snapshots_dir.
+ */
+static void
+write_snapshot_file(const char *manifest, const char *data_path,
+					const char *tmp_path, const char *final_path,
+					const char *snapshots_dir)
+{
+	int			out;
+	gzFile		gz;
+
+	strlcpy(open_tmp_path, tmp_path, MAXPGPATH);
 	out = open_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
 	if (out < 0)
 		ereport(ERROR,
@@ -746,21 +729,76 @@ cs_snapshot_take(WalReceiverConn *conn, const char *slot_name, bool temporary,
 	open_tmp_path[0] = '\0';
 	unlink(data_path);
 	open_data_path[0] = '\0';
+}
+
+/*
+ * cs_snapshot_take
+ *	  Create slot_name (temporary or the archiver's permanent slot) on conn
+ *	  with SNAPSHOT 'export', copy every table of config's publication
+ *	  in that snapshot over a second connection of config, in batches of
+ *	  max_locks_per_transaction / 4 tables each in its own transaction
+ *	  (SET TRANSACTION SNAPSHOT), and write
+ *	  <snapshots_dir>/<C>.snapshot.gz durably, in UTF-8.  conn must be idle
+ *	  (not streaming) and stays idle until this returns; the caller must
+ *	  hold no transaction.  Fills *result (consistent point, counts, the
+ *	  source database's encoding) and returns the consistent point C (an
+ *	  XLogRecPtr).
+ *	  Raises connection_exception if a command fails on the server,
+ *	  errcode_for_file_access() codes on I/O errors,
+ *	  serialization_failure if a table was rewritten (ALTER TABLE, TRUNCATE, VACUUM FULL)
+ *	  between the slot's snapshot and the lock this function takes on it:
+ *	  its rows would be invisible to the snapshot.  Progress (table, rows,
+ *	  what slot creation waits for) is published in status() in
+ *	  CsStatus.progress[progress].
+ */
+XLogRecPtr
+cs_snapshot_take(const CsArchiveConfig *config, WalReceiverConn *conn,
+				 const char *slot_name, bool temporary,
+				 const char *snapshots_dir, uint64 generation,
+				 int progress, CsSnapshotResult *result)
+{
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
+	char		data_path[MAXPGPATH];
+	char		tmp_path[MAXPGPATH];
+	char		final_path[MAXPGPATH];
+	TimestampTz when;
+	char	   *snapshot_name;
+	SnapCopy	copy;
+	int			ntables;
+
+	Assert(!IsTransactionState());
+	progress_slot = progress;
+	snapshot_name = create_export_slot(config, conn, slot_name, temporary,
+									   &lsn);
+	when = GetCurrentTimestamp();
+
+	/* conn now stays idle: its next command would end the export */
+	strlcpy(data_path, cs_snapshot_data_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(tmp_path, cs_snapshot_tmp_path(snapshots_dir, lsn), MAXPGPATH);
+	strlcpy(final_path, cs_snapshot_path(snapshots_dir, lsn), MAXPGPATH);
+	memset(&copy, 0, sizeof(copy));
+	copy_tables(config, snapshot_name, data_path, &copy);
+	cs_walsender_forget();
+	ntables = list_length(copy.tables);
+
+	write_snapshot_file(build_manifest(generation, lsn, when, copy.tables,
+									   copy.rows, copy.encoding),
+						data_path, tmp_path, final_path, snapshots_dir);
 
 	set_progress(NULL, 0, "");
 	if (result)
 	{
 		result->lsn = lsn;
-		result->tables = list_length(tables);
-		result->rows = total;
-		strlcpy(result->encoding, encoding, sizeof(result->encoding));
+		result->tables = ntables;
+		result->rows = copy.rows;
+		strlcpy(result->encoding, copy.encoding, sizeof(result->encoding));
 	}
 	ereport(LOG,
 			(errmsg("snapshot at " CS_LSN_FMT " written: %d tables, " INT64_FORMAT " rows in %d transactions, %ld ms after the slot's consistent point",
-					LSN_FORMAT_ARGS(lsn), ntables, total,
-					ntables == 0 ? 0 : (ntables + batch_size - 1) / batch_size,
+					LSN_FORMAT_ARGS(lsn), ntables, copy.rows,
+					ntables == 0 ? 0 : (ntables + copy.batch_size - 1) / copy.batch_size,
 					(long) ((GetCurrentTimestamp() - when) / 1000)),
-			 errdetail("File snapshots/%016llX.snapshot.gz of generation %016llx.",
-					   (unsigned long long) lsn, (unsigned long long) generation)));
+			 errdetail("File snapshots/%s of generation %016llx.",
+					   cs_snapshot_file_name(lsn), (unsigned long long) generation)));
 	return lsn;
 }

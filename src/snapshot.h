@@ -11,6 +11,8 @@
 
 #include "access/xlogdefs.h"
 
+#include "archive_config.h"
+
 /*
  * Version of the snapshot file (manifest and COPY sections, docs/FORMAT.md
  * 3.2).  Segment formats 2 and 3 changed only segments, so snapshots stay
@@ -28,12 +30,14 @@ typedef struct CsSnapshotResult
 	char		encoding[NAMEDATALEN];	/* source database's encoding */
 } CsSnapshotResult;
 
-extern XLogRecPtr cs_snapshot_take(struct WalReceiverConn *conn,
+extern XLogRecPtr cs_snapshot_take(const CsArchiveConfig *config,
+								   struct WalReceiverConn *conn,
 								   const char *slot_name, bool temporary,
 								   const char *snapshots_dir, uint64 generation,
 								   int progress_slot, CsSnapshotResult *result);
 extern void cs_snapshot_cleanup(void);
-extern void cs_check_replica_identity(struct WalReceiverConn *conn);
+extern void cs_check_replica_identity(const CsArchiveConfig *config,
+									  struct WalReceiverConn *conn);
 
 struct stat;
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,

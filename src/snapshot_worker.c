@@ -28,7 +28,7 @@
 
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "guc.h"
+#include "archive_config.h"
 #include "shmem_status.h"
 #include "compressor.h"
 #include "snapshot.h"
@@ -82,6 +82,9 @@ snapshot_exit(int code, Datum arg)
 /* the worker's replication connection, for snapshot_abandon() */
 static struct WalReceiverConn *snapshot_conn = NULL;
 
+/* the archive's configuration, taken at the worker's start */
+static CsArchiveConfig *config = NULL;
+
 /*
  * On the way out after an error, or after SIGTERM (a cancelled
  * take_snapshot()), whose FATAL does not pass through PG_CATCH: end the
@@ -96,7 +99,7 @@ snapshot_abandon(int code, Datum arg)
 	struct WalReceiverConn *conn = snapshot_conn;
 
 	snapshot_conn = NULL;
-	cs_walsender_reap(conn);
+	cs_walsender_reap(config, conn);
 }
 
 /*
@@ -115,24 +118,27 @@ changestream_snapshot_main(Datum main_arg)
 	struct WalReceiverConn *conn;
 	uint64		sysid;
 	uint32		tli;
+	MemoryContext old;
 
 	memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
 
-	BackgroundWorkerInitializeConnection(cs_database, NULL, 0);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	config = cs_archive_config_current();
+	MemoryContextSwitchTo(old);
+	BackgroundWorkerInitializeConnection(config->database, NULL, 0);
 	load_file("libpqwalreceiver", false);
 	before_shmem_exit(snapshot_abandon, (Datum) 0);
 
 	PG_TRY();
 	{
-		snapshots_dir = psprintf("%s/snapshots",
-								 cs_generation_path(cs_require_directory(), generation));
+		snapshots_dir = cs_snapshots_dir_path(cs_require_directory(), generation);
 		snprintf(slot_name, sizeof(slot_name), "changestream_snapshot_%d", MyProcPid);
-		conn = snapshot_conn = cs_connect(&sysid, &tli);
-		cs_check_publication(conn);
-		cs_snapshot_take(conn, slot_name, true, snapshots_dir, generation,
+		conn = snapshot_conn = cs_connect(config, &sysid, &tli);
+		cs_check_publication(config, conn);
+		cs_snapshot_take(config, conn, slot_name, true, snapshots_dir, generation,
 						 CS_PROGRESS_SNAPSHOT, &result);
 		snapshot_conn = NULL;
 		cs_disconnect(conn);

@@ -74,7 +74,7 @@ du(const char *path, int64 *bytes, TimestampTz *newest, int *count_snapshots)
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+		strlcpy(child, cs_file_in(path, de->d_name), sizeof(child));
 		if (lstat(child, &st) != 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
@@ -114,7 +114,7 @@ generation_end(const char *directory, uint64 generation, List *segments,
 						 &scan, NULL, NULL))
 	{
 		/* compressed and removed since it was listed */
-		char	   *gz = psprintf("%s.gz", last->path);
+		char	   *gz = cs_compressed_path(last->path);
 
 		if (last->compressed || !cs_scan_segment(gz, true, CS_TAIL_SEALED, &scan, NULL, NULL))
 			ereport(ERROR,
@@ -208,7 +208,7 @@ restorable_from(const char *directory, uint64 generation, int snapshots,
 
 		if (!cs_snapshot_name_lsn(lfirst(lc), &lsn) || lsn < identity->start_lsn)
 			continue;
-		r = cs_snapreader_open(psprintf("%s/%s", dir, (char *) lfirst(lc)));
+		r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
 		values[9] = LSNGetDatum(cs_snapreader_lsn(r));
 		nulls[9] = false;
 		values[10] = TimestampTzGetDatum(cs_snapreader_time(r));
@@ -558,7 +558,7 @@ changestream_snapshots(PG_FUNCTION_ARGS)
 	foreach(lc, names)
 	{
 		char	   *name = lfirst(lc);
-		char	   *path = psprintf("%s/%s", dir, name);
+		char	   *path = cs_file_in(dir, name);
 		struct stat st;
 		XLogRecPtr	lsn;
 		int			tables;

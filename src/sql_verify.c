@@ -241,7 +241,7 @@ verify_generation(VerifyState *vs)
 	names = cs_list_snapshots(vs->directory, vs->generation);
 	foreach(lc, names)
 	{
-		char	   *path = psprintf("%s/%s", dir, (char *) lfirst(lc));
+		char	   *path = cs_file_in(dir, (char *) lfirst(lc));
 
 		(void) run_check(vs, check_snapshot, path);
 	}

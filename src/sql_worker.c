@@ -24,7 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "compressor.h"
-#include "guc.h"
+#include "archive_config.h"
 #include "retention.h"
 #include "shmem_status.h"
 #include "snapshot_worker.h"
@@ -106,8 +106,8 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  commit_rate: transactions archived a second over the archiver's last
  *	  period of measurement (at least 100 ms); group_commit_ms: the group
  *	  commit window it sizes, in ms (flush_interval while catching up); both
- *	  NULL until an archiving session has published them (stream.c,
- *	  update_commit_rate(), group_commit_ms()).  retention_held: the last
+ *	  NULL until an archiving session has published them (stream_pacing.c,
+ *	  cs_pacing_update_commit_rate(), cs_pacing_group_commit_ms()).  retention_held: the last
  *	  retention run kept files the window would let go because a reader
  *	  pinned them; retention_held_since when that began (runs held back
  *	  ever since), retention_held_bytes what the last run could not free
@@ -125,7 +125,8 @@ changestream_status(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[STATUS_COLS];
 	bool		nulls[STATUS_COLS];
-	bool		local = (cs_conninfo == NULL || cs_conninfo[0] == '\0');
+	CsArchiveConfig *config = cs_archive_config_current();
+	bool		local = cs_archive_config_local(config);
 	XLogRecPtr	confirmed = InvalidXLogRecPtr;
 
 	if (cs_status == NULL)
@@ -146,8 +147,8 @@ changestream_status(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(s.pid);
 	nulls[0] = s.pid == 0;
 	values[1] = CStringGetTextDatum(cs_state_name(s.state));
-	values[2] = CStringGetTextDatum(s.database[0] ? s.database : cs_database);
-	values[3] = CStringGetTextDatum(s.slot[0] ? s.slot : cs_slot_name);
+	values[2] = CStringGetTextDatum(s.database[0] ? s.database : config->database);
+	values[3] = CStringGetTextDatum(s.slot[0] ? s.slot : config->slot_name);
 	if (s.has_generation)
 		values[4] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) s.generation));
 	else

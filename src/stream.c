@@ -16,18 +16,11 @@
  *	  Sealed segments are compressed beside it by the compressor worker
  *	  (compressor.c).
  *
- *	  While catching up with a backlog the stream batches (issue 13): a
- *	  consumer that empties its socket and sleeps on it makes the
- *	  walsender wake it for every few messages, and those wakeups are
- *	  what the walsender's CPU follows.  So once the archiver is far
- *	  behind the server, an empty socket is met with a short nap on a
- *	  timer, sized to find a few dozen messages waiting, instead of a wait
- *	  on the socket; a few empty polls in a row end it.  The same state
- *	  stretches the group commit window to flush_interval and keeps status
- *	  updates to status_interval, and its end (the backlog is drained)
- *	  makes what arrived durable at once.  A busy stream that keeps up
- *	  naps too, up to 2 ms after each batch, so that the walsender does
- *	  not wake the worker for every transaction (update_trailing()).
+ *	  When it flushes, reports and waits is paced by stream_pacing.c
+ *	  (batching while catching up, trailing naps, the group commit window,
+ *	  the pace of status updates); the deadlines those give are one table
+ *	  here (StreamWakeup), as walreceiver.c's wakeup[].  What is durable
+ *	  and what may be reported is decided here alone.
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -39,13 +32,11 @@
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "replication/walreceiver.h"
-#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
@@ -64,31 +55,12 @@
 #include "segment_writer.h"
 #include "shmem_status.h"
 #include "stream.h"
+#include "stream_pacing.h"
 #include "walsender_conn.h"
 #include "compat.h"
 
-#define CATCHUP_BYTES		(4 * 1024 * 1024)
 #define MAX_BATCH_MESSAGES	10000
-/* the group commit window: see group_commit_ms() */
-#define GROUP_COMMIT_MS		5	/* the window of a quiet stream */
-#define GROUP_COMMIT_BUSY_MS	20	/* the window of a busy one */
-#define QUIET_COMMIT_RATE	1200	/* commits/s up to which it is quiet */
-#define BUSY_COMMIT_RATE	3000	/* commits/s from which it is busy */
-#define RATE_PERIOD_MS		100 /* the commit rate is measured over this */
 #define PUBLISH_MS			100 /* status() is refreshed this often */
-#define STATUS_PACE_MS		20	/* see report_flushed() */
-
-/* batching while catching up: see update_batching() */
-#define NAP_BEHIND_BYTES	(256 * 1024)
-#define NAP_TARGET_MESSAGES	64
-#define NAP_START_US		150
-#define NAP_MIN_US			50
-#define NAP_MAX_US			300 /* the walsender fills the socket in ~600 us */
-#define NAP_EMPTY_POLLS		3
-
-/* the trailing nap of a busy stream: see update_trailing() */
-#define TRAIL_MAX_US		2000	/* 1 ms cost the worker 11% more CPU */
-#define TRAIL_FULL_BYTES	(64 * 1024) /* a quarter of a socket buffer */
 
 /* XLogData: 'w', dataStart, walEnd, sendTime, then the payload */
 #define XLOGDATA_HEADER_LEN		(1 + 3 * sizeof(int64))
@@ -111,19 +83,8 @@ typedef struct StreamState
 	bool		skipping;
 	bool		made_durable;	/* a flush succeeded in this session */
 
-	int			last_batch;		/* messages the last receive handled */
-	int64		last_batch_bytes;	/* and their bytes */
-	bool		napping;		/* batching while catching up */
-	int			nap_us;			/* the current nap */
-	int			empty_polls;	/* naps in a row that found nothing */
-	bool		trailing;		/* nap after a batch: update_trailing() */
-	int			trail_us;		/* the current trailing nap */
-	bool		drained;		/* batching ended: the backlog is drained */
-	bool		shared_catching_up; /* as the compressor was last told */
+	CsPacing	pacing;			/* when to flush, report, nap: stream_pacing.c */
 	bool		report_owed;	/* a durable position not yet reported */
-	double		commit_rate;	/* commits/s archived: update_commit_rate() */
-	uint64		rate_base;		/* counters.transactions at rate_since */
-	TimestampTz rate_since;		/* start of the rate period; 0: none yet */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
@@ -136,127 +97,92 @@ typedef struct StreamState
 static StreamState st;
 
 /*
- * Is the archiver more than bytes of WAL behind the local server's flush
- * position?  Only known for the local server (changestream.conninfo
- * empty).
+ * The stream's deadlines, as walreceiver.c's wakeup[]: each is a time
+ * computed from the session's state by wakeup_time(), and armed
+ * (wakeup_armed()) while something waits for it.  The duties of
+ * cs_stream_periodic() and batch_duties() run once their deadline has
+ * passed; the idle stream waits until the earliest armed one
+ * (idle_timeout()).
  */
-static bool
-behind_by(uint64 bytes)
+typedef enum StreamWakeup
 {
-	XLogRecPtr	head;
-	XLogRecPtr	seen;
+	WAKEUP_STATUS,				/* a status update keeps the connection alive */
+	WAKEUP_REPORT,				/* an owed report of a durable position */
+	WAKEUP_KEEPALIVE_RECORD,	/* the next keepalive position record */
+	WAKEUP_FLUSH,				/* flush_interval since the oldest unsynced
+								 * data */
+	WAKEUP_GROUP_COMMIT,		/* the group commit window after a flush */
+	NUM_STREAM_WAKEUPS
+} StreamWakeup;
 
-	if (cs_conninfo[0] != '\0' || RecoveryInProgress())
-		return false;
-	head = GetFlushRecPtr(NULL);
-	seen = Max(st.received_lsn, st.keepalive_lsn);	/* keepalives cover WAL
-													 * of unpublished tables */
-	return head > seen && head - seen > bytes;
+/* The highest WAL position seen: XLogData, or a keepalive's walEnd. */
+static XLogRecPtr
+seen_lsn(void)
+{
+	return Max(st.received_lsn, st.keepalive_lsn);
 }
 
-/*
- * Catching up with a backlog: more than CATCHUP_BYTES behind, or
- * batching (which ends only once the stream is quiet).
- */
-static bool
-catching_up(void)
-{
-	return st.napping || behind_by(CATCHUP_BYTES);
-}
-
-/*
- * Tell the compressor when catching_up() changes: while the archiver
- * catches up, compression waits, within a bound (compressor.c), so that
- * the walsender and the archiver have the CPUs.  When catching up ends,
- * the commit rate is measured afresh: the drain's is not a commit rate.
- */
-static void
-share_catching_up(void)
-{
-	bool		now = catching_up();
-
-	if (now == st.shared_catching_up)
-		return;
-	st.shared_catching_up = now;
-	cs_compressor_status_set_catching_up(now);
-	if (!now)
-	{
-		st.commit_rate = 0;
-		st.rate_since = 0;
-	}
-}
-
-/*
- * Measure the rate, in commits a second, at which transactions are
- * archived: over the time since the last measurement, once that is at
- * least RATE_PERIOD_MS (a quiet stream's period ends at its next
- * cs_stream_periodic() call, at most status_interval later).  The first
- * period starts at 0 commits a second, after a session starts, after a
- * backlog is drained (the drain's rate is not the commit rate) and after
- * the clock went back.  group_commit_ms() sizes its window by it.
- */
-static void
-update_commit_rate(TimestampTz now)
-{
-	long		ms;
-
-	if (st.rate_since == 0 || now < st.rate_since)
-	{
-		st.commit_rate = 0;
-		st.rate_since = now;
-		st.rate_base = st.counters.transactions;
-		return;
-	}
-	ms = TimestampDifferenceMilliseconds(st.rate_since, now);
-	if (ms < RATE_PERIOD_MS)
-		return;
-	st.commit_rate = (st.counters.transactions - st.rate_base) * 1000.0 / ms;
-	st.rate_since = now;
-	st.rate_base = st.counters.transactions;
-}
-
-/*
- * The group commit interval, in ms: the least time between two flushes of
- * complete transactions once the stream is idle.  It is counted from the
- * last flush, not from the first transaction waiting: a commit that
- * arrives after a quiet spell is made durable at once, and only commits
- * arriving within the interval after a flush wait for the next one,
- * sharing its fsync and status update.
- *
- * Its length follows the commit rate (update_commit_rate()), as
- * PostgreSQL's commit_delay applies only once commit_siblings transactions
- * are active: GROUP_COMMIT_MS up to QUIET_COMMIT_RATE commits a second,
- * GROUP_COMMIT_BUSY_MS from BUSY_COMMIT_RATE on, linear in between, and
- * never more than flush_interval.  So the group commit fsyncs are at most
- * 200 a second on a quiet stream and 50 on a busy one, and a complete
- * transaction waits at most the window (5 to 20 ms) plus a trailing nap
- * (update_trailing(), at most TRAIL_MAX_US); the rate it follows is at
- * most one period (RATE_PERIOD_MS) old when it is busy.  Why: a busy primary
- * flushes its own WAL thousands of times a second on the same disk, and
- * the archive's fdatasyncs delay those flushes, and so its commits.
- * Measured on the benchmark machine (README, Benchmarks): each archive
- * fdatasync took 0.18 ms (median) at 1,000 tps but 0.56 ms under a
- * saturating pgbench, and a 20 ms window there raised the primary's TPS
- * by 13% (median of 4 interleaved rounds) over a 5 ms one.
- *
- * While catching up with a backlog the lulls are the walsender decoding,
- * not the end of the stream: then flush_interval applies, and the
- * walsender is spared a status update every few ms.
- */
+/* The group commit window, in ms (stream_pacing.c). */
 static long
 group_commit_ms(void)
 {
-	double		share;
-	long		window;
+	return cs_pacing_group_commit_ms(&st.pacing, seen_lsn());
+}
 
-	if (catching_up())
-		return cs_flush_interval_ms;
-	share = (st.commit_rate - QUIET_COMMIT_RATE) /
-		(BUSY_COMMIT_RATE - QUIET_COMMIT_RATE);
-	share = Max(0.0, Min(1.0, share));
-	window = GROUP_COMMIT_MS +
-		(long) (share * (GROUP_COMMIT_BUSY_MS - GROUP_COMMIT_MS));
-	return Min(cs_flush_interval_ms, window);
+/* The least time, in ms, between two reports (stream_pacing.c). */
+static int
+report_pace_ms(void)
+{
+	return cs_pacing_report_pace_ms(&st.pacing, seen_lsn());
+}
+
+/* The time of a deadline (see StreamWakeup). */
+static TimestampTz
+wakeup_time(StreamWakeup which)
+{
+	switch (which)
+	{
+		case WAKEUP_STATUS:
+			return TimestampTzPlusMilliseconds(st.last_status_sent,
+											   cs_pacing_alive_status_ms());
+		case WAKEUP_REPORT:
+			return TimestampTzPlusMilliseconds(st.last_status_sent,
+											   report_pace_ms());
+		case WAKEUP_KEEPALIVE_RECORD:
+			return TimestampTzPlusMilliseconds(st.last_position_record,
+											   cs_status_interval_ms);
+		case WAKEUP_FLUSH:
+			return TimestampTzPlusMilliseconds(st.unsynced_since,
+											   cs_flush_interval_ms);
+		case WAKEUP_GROUP_COMMIT:
+			return TimestampTzPlusMilliseconds(st.counters.last_flush_at,
+											   group_commit_ms());
+		case NUM_STREAM_WAKEUPS:
+			break;
+	}
+	return DT_NOEND;
+}
+
+/* Does something wait for a deadline (see StreamWakeup)? */
+static bool
+wakeup_armed(StreamWakeup which)
+{
+	switch (which)
+	{
+		case WAKEUP_STATUS:
+			return true;
+		case WAKEUP_REPORT:
+			return st.report_owed;
+		case WAKEUP_KEEPALIVE_RECORD:
+			return st.unrecorded_keepalive > st.pending_position && !st.in_txn;
+		case WAKEUP_FLUSH:
+			return st.unsynced_since != 0;
+		case WAKEUP_GROUP_COMMIT:
+			return st.unsynced_since != 0 && !st.in_txn;
+		case NUM_STREAM_WAKEUPS:
+			break;
+	}
+	return false;
 }
 
 /* Show the session's progress in status(). */
@@ -265,7 +191,7 @@ publish(TimestampTz now)
 {
 	st.counters.received_lsn = Max(st.received_lsn, st.keepalive_lsn);
 	st.counters.flushed_lsn = st.position;
-	st.counters.commit_rate = st.commit_rate;
+	st.counters.commit_rate = st.pacing.commit_rate;
 	st.counters.group_commit_ms = (int) group_commit_ms();
 	cs_status_publish_progress(&st.counters);
 	st.last_published = now;
@@ -287,51 +213,6 @@ send_status(TimestampTz now)
 	st.report_owed = false;
 }
 
-/*
- * status_interval, in ms, but at most wal_sender_timeout / parts.  Without
- * a reply within that timeout the walsender ends the connection
- * (WalSndCheckTimeOut() in walsender.c), and its keepalive asking for a
- * reply may sit behind megabytes of data in the socket, so the worker's
- * own reports must keep the connection alive.  The timeout is this
- * process's own setting: the local server's.
- */
-static int
-status_ms_within_timeout(int parts)
-{
-	if (wal_sender_timeout > 0)
-		return Min(cs_status_interval_ms, wal_sender_timeout / parts);
-	return cs_status_interval_ms;
-}
-
-/*
- * How often, in ms, flushes are reported while catching up: at least four
- * times per wal_sender_timeout.  Catching up is only detected against the
- * local server (behind_by()).
- */
-static int
-catchup_status_ms(void)
-{
-	return status_ms_within_timeout(4);
-}
-
-/* The longest time, in ms, without any status update. */
-static int
-alive_status_ms(void)
-{
-	return status_ms_within_timeout(2);
-}
-
-/*
- * The least time, in ms, between two reports of a new durable position:
- * STATUS_PACE_MS, or catchup_status_ms() while catching up.
- */
-static int
-report_pace_ms(void)
-{
-	if (catching_up())
-		return catchup_status_ms();
-	return STATUS_PACE_MS;
-}
 
 /*
  * Report a new durable position, at once if the last status update is at
@@ -347,7 +228,7 @@ report_pace_ms(void)
 static void
 report_flushed(TimestampTz now)
 {
-	if (TimestampDifferenceExceeds(st.last_status_sent, now, report_pace_ms()))
+	if (now >= wakeup_time(WAKEUP_REPORT))
 		send_status(now);
 	else
 		st.report_owed = true;
@@ -378,8 +259,7 @@ flush_and_report(TimestampTz now)
 static void
 flush_if_due(TimestampTz now)
 {
-	if (st.unsynced_since == 0 ||
-		!TimestampDifferenceExceeds(st.unsynced_since, now, cs_flush_interval_ms))
+	if (!wakeup_armed(WAKEUP_FLUSH) || now < wakeup_time(WAKEUP_FLUSH))
 		return;
 	if (st.in_txn)
 	{
@@ -547,11 +427,9 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 static void
 record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
 {
-	if (st.in_txn || st.unrecorded_keepalive <= st.pending_position)
+	if (!wakeup_armed(WAKEUP_KEEPALIVE_RECORD))
 		return;
-	if (!force &&
-		!TimestampDifferenceExceeds(st.last_position_record, now,
-									cs_status_interval_ms))
+	if (!force && now < wakeup_time(WAKEUP_KEEPALIVE_RECORD))
 		return;
 	add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, st.unrecorded_keepalive,
 			  send_time, NULL, 0, NULL, now);
@@ -628,7 +506,7 @@ static void
 batch_duties(TimestampTz now)
 {
 	flush_if_due(now);
-	if (TimestampDifferenceExceeds(st.last_status_sent, now, alive_status_ms()))
+	if (now >= wakeup_time(WAKEUP_STATUS))
 		send_status(now);
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
@@ -711,15 +589,17 @@ cs_stream_made_durable(void)
 
 /*
  * cs_stream_started
- *	  START_REPLICATION succeeded on conn: from now on status updates go to
- *	  it.  Publishes the position and sends a first status update.
+ *	  START_REPLICATION succeeded on conn, a connection of config: from now
+ *	  on status updates go to it.  Publishes the position and sends a
+ *	  first status update.
  */
 void
-cs_stream_started(WalReceiverConn *conn)
+cs_stream_started(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
 	st.conn = conn;
+	st.pacing.local_server = cs_archive_config_local(config);
 	publish(now);
 	send_status(now);
 	st.last_position_record = now;
@@ -740,13 +620,13 @@ cs_stream_receive(pgsocket *fd)
 	TimestampTz now = GetCurrentTimestamp();
 	int			n = 0;
 
-	st.last_batch_bytes = 0;
+	st.pacing.last_batch_bytes = 0;
 	for (;;)
 	{
 		char	   *buf;
 		int			len = walrcv_receive(st.conn, &buf, fd);
 
-		st.last_batch = n;
+		st.pacing.last_batch = n;
 		if (len == 0)
 			return true;
 		if (len < 0)
@@ -756,7 +636,7 @@ cs_stream_receive(pgsocket *fd)
 					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
 		if ((++n & 31) == 0)
 			now = GetCurrentTimestamp();
-		st.last_batch_bytes += len;
+		st.pacing.last_batch_bytes += len;
 		dispatch(buf, len, now);
 
 		if ((n & 31) == 0)
@@ -765,113 +645,13 @@ cs_stream_receive(pgsocket *fd)
 			CHECK_FOR_INTERRUPTS();
 			if (n >= MAX_BATCH_MESSAGES || ConfigReloadPending)
 			{
-				st.last_batch = n;
+				st.pacing.last_batch = n;
 				return false;
 			}
 		}
 	}
 }
 
-/*
- * The next nap, in us, after one of us: a quarter shorter (at least
- * NAP_MIN_US) when the poll found too much, a quarter longer (at most
- * max_us) when it found too little, else the same.  Serves both naps,
- * update_batching()'s and update_trailing()'s.
- */
-static int
-adapt_nap(int us, bool too_full, bool too_empty, int max_us)
-{
-	if (too_full)
-		return Max(us - us / 4, NAP_MIN_US);
-	if (too_empty)
-		return Min(us + us / 4, max_us);
-	return us;
-}
-
-/*
- * Batching while catching up, decided after each batch that emptied the
- * socket from what that batch held.  It starts when a batch found
- * messages and the archiver is more than NAP_BEHIND_BYTES behind the
- * server (never at a steady 1,000 tps, which keeps it a few kB behind).
- * The nap is adapted, within NAP_MIN_US and NAP_MAX_US, so that a poll
- * finds about NAP_TARGET_MESSAGES.  Batching ends after NAP_EMPTY_POLLS
- * empty polls in a row (if no longer behind, the backlog is drained:
- * st.drained), or when
- * polls find few messages and the archiver is no longer behind (a steady
- * stream it keeps up with).
- */
-static void
-update_batching(void)
-{
-	int			n = st.last_batch;
-
-	if (!st.napping)
-	{
-		if (n > 0 && behind_by(NAP_BEHIND_BYTES))
-		{
-			st.napping = true;
-			st.nap_us = NAP_START_US;
-			st.empty_polls = 0;
-		}
-		return;
-	}
-	if (n == 0)
-	{
-		if (++st.empty_polls >= NAP_EMPTY_POLLS)
-		{
-			/* a lull of the walsender is not the end of the backlog */
-			st.napping = false;
-			st.drained = !behind_by(NAP_BEHIND_BYTES);
-		}
-		return;
-	}
-	st.empty_polls = 0;
-	if (n < NAP_TARGET_MESSAGES / 4 && !behind_by(NAP_BEHIND_BYTES))
-		st.napping = false;
-	else
-		st.nap_us = adapt_nap(st.nap_us, n > NAP_TARGET_MESSAGES * 2,
-							  n < NAP_TARGET_MESSAGES / 2, NAP_MAX_US);
-}
-
-/*
- * The trailing nap of a busy stream, decided after each batch that
- * emptied the socket, outside batching while catching up.  A batch that
- * found messages is followed by a nap of st.trail_us, at most
- * TRAIL_MAX_US, and a poll, instead of a wait on the socket; a poll that
- * finds nothing ends it.  A consumer asleep on its socket is woken by the
- * walsender's send() of the first message of every transaction, at a cost
- * to both processes (about 1.3 wakeups per transaction at 3,000 tps); one
- * that naps is not on the socket's wait queue, and wakes on its timer at
- * most once per TRAIL_MAX_US to take what has arrived.  The nap starts at
- * NAP_MAX_US; it is made shorter when a poll finds more than
- * 2 * NAP_TARGET_MESSAGES or TRAIL_FULL_BYTES (the socket must not fill:
- * large rows fill it with few messages, and with a remote conninfo, where
- * catching up is never detected, this nap is the only one), and longer, up
- * to TRAIL_MAX_US, when it finds fewer than NAP_TARGET_MESSAGES / 2 and
- * less than TRAIL_FULL_BYTES / 4.  What is due (a group commit's flush, a status
- * update) is done before the nap, so a commit's durability waits for the
- * nap only when it arrives during one: at most TRAIL_MAX_US more.
- */
-static void
-update_trailing(void)
-{
-	int			n = st.last_batch;
-	int64		bytes = st.last_batch_bytes;
-
-	if (st.napping || n == 0)
-	{
-		st.trailing = false;
-		return;
-	}
-	if (st.trail_us == 0)
-		st.trail_us = NAP_MAX_US;
-	else if (st.trailing)
-		st.trail_us = adapt_nap(st.trail_us,
-								n > NAP_TARGET_MESSAGES * 2 || bytes > TRAIL_FULL_BYTES,
-								n < NAP_TARGET_MESSAGES / 2 && bytes < TRAIL_FULL_BYTES / 4,
-								TRAIL_MAX_US);
-	st.trailing = true;
-}
 
 /*
  * cs_stream_periodic
@@ -886,76 +666,52 @@ update_trailing(void)
 void
 cs_stream_periodic(TimestampTz now, bool idle)
 {
-	update_commit_rate(now);
+	cs_pacing_update_commit_rate(&st.pacing, now, st.counters.transactions);
 	if (idle)
 	{
-		update_batching();
-		update_trailing();
-		share_catching_up();	/* before the drained backlog's flush */
+		cs_pacing_after_idle_batch(&st.pacing, seen_lsn());
+		/* before the drained backlog's flush */
+		cs_pacing_share_catching_up(&st.pacing, seen_lsn());
 	}
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
-		(st.drained ||
-		 TimestampDifferenceExceeds(st.counters.last_flush_at, now,
-									group_commit_ms())))
+		(st.pacing.drained || now >= wakeup_time(WAKEUP_GROUP_COMMIT)))
 		flush_and_report(now);
 	else
 		flush_if_due(now);
 	if (st.report_owed && st.conn != NULL &&
-		(st.drained ||
-		 TimestampDifferenceExceeds(st.last_status_sent, now, report_pace_ms())))
+		(st.pacing.drained || now >= wakeup_time(WAKEUP_REPORT)))
 		send_status(now);		/* the last flush's report was paced */
-	st.drained = false;
+	st.pacing.drained = false;
 	maybe_rotate(now);
-	if (TimestampDifferenceExceeds(st.last_status_sent, now, alive_status_ms()))
+	if (now >= wakeup_time(WAKEUP_STATUS))
 		send_status(now);
 	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
 		publish(now);
 	record_keepalive_position(now, now, false);
-	share_catching_up();
+	cs_pacing_share_catching_up(&st.pacing, seen_lsn());
 }
 
 /*
- * How long the idle stream may wait (ms): until status_interval, an owed
- * report of a durable position (report_flushed()), the next keepalive
- * position record or the end of the flush window.
+ * How long the idle stream may wait (ms): until the earliest armed
+ * deadline (an owed report of a durable position, the next keepalive
+ * position record, the end of the flush window), at least 1 ms, and
+ * never longer than the longest time without a status update, counted
+ * from now.
  */
 static long
 idle_timeout(TimestampTz now)
 {
-	long		timeout = alive_status_ms();
+	long		timeout = cs_pacing_alive_status_ms();
+	int			w;
 
-	if (st.report_owed)
+	for (w = 0; w < NUM_STREAM_WAKEUPS; w++)
 	{
-		long		left = report_pace_ms() -
-			TimestampDifferenceMilliseconds(st.last_status_sent, now);
+		long		left;
 
+		if (w == WAKEUP_STATUS || !wakeup_armed(w))
+			continue;
+		left = (long) ((wakeup_time(w) - now) / 1000);
 		timeout = Min(timeout, Max(left, 1));
-	}
-
-	if (st.unrecorded_keepalive > st.pending_position && !st.in_txn)
-	{
-		long		left = cs_status_interval_ms -
-			TimestampDifferenceMilliseconds(st.last_position_record, now);
-
-		timeout = Min(timeout, Max(left, 1));
-	}
-	if (st.unsynced_since != 0)
-	{
-		long		window;
-		long		elapsed;
-
-		if (st.in_txn)
-		{
-			window = cs_flush_interval_ms;
-			elapsed = TimestampDifferenceMilliseconds(st.unsynced_since, now);
-		}
-		else
-		{
-			window = group_commit_ms();
-			elapsed = TimestampDifferenceMilliseconds(st.counters.last_flush_at,
-													  now);
-		}
-		timeout = Min(timeout, Max(window - elapsed, 1));
 	}
 	return timeout;
 }
@@ -1000,9 +756,9 @@ cs_stream_wait(pgsocket fd, TimestampTz now)
 	WaitEvent	event;
 	int			rc;
 
-	if (st.napping || st.trailing)
+	if (cs_pacing_nap_us(&st.pacing) > 0)
 	{
-		nap(st.napping ? st.nap_us : st.trail_us);
+		nap(cs_pacing_nap_us(&st.pacing));
 		return;
 	}
 	timeout = idle_timeout(now);
@@ -1035,7 +791,7 @@ cs_stream_finish(void)
 		send_status(now);		/* not paced: the session ends */
 	cs_writer_close();
 	st.writer_open = false;
-	st.shared_catching_up = false;
+	st.pacing.shared_catching_up = false;
 	cs_compressor_status_set_catching_up(false);
 }
 

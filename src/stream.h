@@ -12,11 +12,14 @@
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
+#include "archive_config.h"
+
 struct WalReceiverConn;
 
 extern void cs_stream_reset(void);
 extern void cs_stream_writer_opened(XLogRecPtr position);
-extern void cs_stream_started(struct WalReceiverConn *conn);
+extern void cs_stream_started(const CsArchiveConfig *config,
+							  struct WalReceiverConn *conn);
 extern bool cs_stream_is_streaming(void);
 extern bool cs_stream_made_durable(void);
 extern XLogRecPtr cs_stream_position(void);

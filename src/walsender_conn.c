@@ -34,7 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "guc.h"
+#include "archive_config.h"
 #include "walsender_conn.h"
 #include "compat.h"
 #include "conninfo_secret.h"
@@ -92,15 +92,14 @@ append_conn_value(StringInfo buf, const char *key, const char *value)
  * used as given.
  */
 static char *
-build_conninfo(void)
+build_conninfo(const CsArchiveConfig *config)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	if (cs_conninfo != NULL &&
-		(strncmp(cs_conninfo, "postgres://", 11) == 0 ||
-		 strncmp(cs_conninfo, "postgresql://", 13) == 0))
-		return pstrdup(cs_conninfo);
+	if (strncmp(config->conninfo, "postgres://", 11) == 0 ||
+		strncmp(config->conninfo, "postgresql://", 13) == 0)
+		return pstrdup(config->conninfo);
 
 	/*
 	 * The local server's socket, port and bootstrap superuser first;
@@ -122,9 +121,9 @@ build_conninfo(void)
 	StartTransactionCommand();
 	append_conn_value(&buf, "user", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false));
 	CommitTransactionCommand();
-	if (cs_conninfo != NULL && cs_conninfo[0] != '\0')
-		appendStringInfo(&buf, " %s", cs_conninfo);
-	append_conn_value(&buf, "dbname", cs_database);
+	if (!cs_archive_config_local(config))
+		appendStringInfo(&buf, " %s", config->conninfo);
+	append_conn_value(&buf, "dbname", config->database);
 	return buf.data;
 }
 
@@ -152,15 +151,12 @@ cs_exec(WalReceiverConn *conn, const char *sql, int expect)
 }
 
 /*
- * cs_exec_rows
- *	  Run a query of ncols columns on a replication connection and return
- *	  its rows: a List of char *[ncols], every column as text (NULL for
- *	  SQL NULL), palloc'd in the current memory context.  The result reader
- *	  for every query changestream runs, as libpqrcv_processTuples() is
- *	  libpqwalreceiver's.  Raises as cs_exec().
+ * The rows of a query of ncols text columns on conn, in the current memory
+ * context; the caller holds a transaction (libpqwalreceiver builds the
+ * result's tuple descriptor from the catalogs).
  */
-List *
-cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
+static List *
+read_rows(WalReceiverConn *conn, const char *sql, int ncols)
 {
 	Oid		   *types = palloc(sizeof(Oid) * ncols);
 	WalRcvExecResult *res;
@@ -198,13 +194,41 @@ cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
 }
 
 /*
+ * cs_exec_rows
+ *	  Run a query of ncols columns on a replication connection and return
+ *	  its rows: a List of char *[ncols], every column as text (NULL for
+ *	  SQL NULL), palloc'd in the caller's memory context.  The result
+ *	  reader for every query changestream runs, as libpqrcv_processTuples()
+ *	  is libpqwalreceiver's.  The caller holds no transaction: the catalog
+ *	  lookups of the result's types run in a transaction of their own, as
+ *	  get_subscription_list() in src/backend/replication/logical/launcher.c
+ *	  reads the catalog and returns its result in the caller's context.
+ *	  Raises as cs_exec().
+ */
+List *
+cs_exec_rows(WalReceiverConn *conn, const char *sql, int ncols)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	List	   *rows;
+
+	Assert(!IsTransactionState());
+	StartTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	rows = read_rows(conn, sql, ncols);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller_cxt);
+	return rows;
+}
+
+/*
  * walrcv_connect(), with its own errors re-raised with any password of
  * changestream.conninfo masked: libpqwalreceiver raises some libpq errors
  * itself (with libpq's text, which may quote the connection string, in
  * errdetail) instead of returning them in *err.
  */
 static WalReceiverConn *
-connect_redacted(const char *conninfo, char **err)
+connect_redacted(const CsArchiveConfig *config, const char *conninfo,
+				 char **err)
 {
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	WalReceiverConn *conn = NULL;
@@ -223,9 +247,9 @@ connect_redacted(const char *conninfo, char **err)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not open a replication connection: %s",
-						cs_redact_password(edata->message, cs_conninfo)),
+						cs_redact_password(edata->message, config->conninfo)),
 				 edata->detail ?
-				 errdetail_internal("%s", cs_redact_password(edata->detail, cs_conninfo)) : 0,
+				 errdetail_internal("%s", cs_redact_password(edata->detail, config->conninfo)) : 0,
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 	}
 	PG_END_TRY();
@@ -234,28 +258,30 @@ connect_redacted(const char *conninfo, char **err)
 
 /*
  * cs_connect
- *	  Open the logical replication connection, run IDENTIFY_SYSTEM and pin
+ *	  Open the logical replication connection of config (its conninfo and
+ *	  database: build_conninfo()), run IDENTIFY_SYSTEM and pin
  *	  DateStyle, IntervalStyle, TimeZone and extra_float_digits for the
  *	  walsender session.  Raises connection_failure with a hint when the
  *	  server cannot be reached, connection_exception when a command fails.
  *	  Returns WalReceiverConn *.
  */
 WalReceiverConn *
-cs_connect(uint64 *system_identifier, uint32 *timeline)
+cs_connect(const CsArchiveConfig *config, uint64 *system_identifier,
+		   uint32 *timeline)
 {
-	char	   *conninfo = build_conninfo();
+	char	   *conninfo = build_conninfo(config);
 	char	   *err = NULL;
 	WalReceiverConn *conn;
 	char	   *sysid;
 	TimeLineID	tli;
 	int			i;
 
-	conn = connect_redacted(conninfo, &err);
+	conn = connect_redacted(config, conninfo, &err);
 	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not open a replication connection: %s",
-						cs_redact_password(err ? err : "unknown error", cs_conninfo)),
+						cs_redact_password(err ? err : "unknown error", config->conninfo)),
 				 errhint("Check changestream.conninfo, and that pg_hba.conf allows \"replication\" connections for the connecting user.")));
 
 	sysid = cs_walrcv_identify_system(conn, &tli);
@@ -283,34 +309,34 @@ cs_disconnect(WalReceiverConn *conn)
 
 /*
  * cs_get_slot
- *	  Look up changestream.slot_name in pg_replication_slots on the server.
+ *	  Look up config's slot in pg_replication_slots on the server.
  *	  Raises duplicate_object if a slot of that name exists but is
  *	  physical, or logical for another plugin or database.
  */
 void
-cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
+cs_get_slot(const CsArchiveConfig *config, WalReceiverConn *conn,
+			CsSlotInfo *info)
 {
 	List	   *rows;
 	char	  **row;
 
 	memset(info, 0, sizeof(*info));
-	StartTransactionCommand();
 	rows = cs_exec_rows(conn,
 						psprintf("SELECT slot_type, coalesce(plugin, ''), coalesce(database::text, ''), "
 								 "coalesce(confirmed_flush_lsn::text, '0/0'), coalesce(wal_status, ''), "
 								 "active::text, coalesce(active_pid, 0)::text "
 								 "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
-								 quote_literal_cstr(cs_slot_name)),
+								 quote_literal_cstr(config->slot_name)),
 						7);
 	if (rows != NIL)
 	{
 		row = linitial(rows);
 		if (strcmp(row[0], "logical") != 0 || strcmp(row[1], "pgoutput") != 0 ||
-			strcmp(row[2], cs_database) != 0)
+			strcmp(row[2], config->database) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
 					 errmsg("replication slot \"%s\" exists but is not a pgoutput slot of database \"%s\"",
-							cs_slot_name, cs_database),
+							config->slot_name, config->database),
 					 errdetail("It is a %s slot, plugin \"%s\", database \"%s\".",
 							   row[0], row[1], row[2]),
 					 errhint("Drop it, or set changestream.slot_name to another name.")));
@@ -321,17 +347,17 @@ cs_get_slot(WalReceiverConn *conn, CsSlotInfo *info)
 		info->confirmed_flush = DatumGetLSN(DirectFunctionCall1(pg_lsn_in,
 																CStringGetDatum(row[3])));
 	}
-	CommitTransactionCommand();
 }
 
 /*
  * cs_drop_slot
- *	  DROP_REPLICATION_SLOT <slot_name>; used for an invalidated slot.
+ *	  DROP_REPLICATION_SLOT <config's slot>; used for an invalidated slot.
  */
 void
-cs_drop_slot(WalReceiverConn *conn)
+cs_drop_slot(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
-	char	   *sql = psprintf("DROP_REPLICATION_SLOT %s", quote_identifier(cs_slot_name));
+	char	   *sql = psprintf("DROP_REPLICATION_SLOT %s",
+							   quote_identifier(config->slot_name));
 
 	walrcv_clear_result(cs_exec(conn, sql, WALRCV_OK_COMMAND));
 }
@@ -339,39 +365,37 @@ cs_drop_slot(WalReceiverConn *conn)
 /*
  * cs_check_publication
  *	  Raises undefined_object, with the CREATE PUBLICATION to run,
- *	  when changestream.publication does not exist in the database.
+ *	  when config's publication does not exist in its database.
  */
 void
-cs_check_publication(WalReceiverConn *conn)
+cs_check_publication(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
 	bool		found;
 
-	StartTransactionCommand();
 	found = cs_exec_rows(conn,
 						 psprintf("SELECT pubname::text FROM pg_catalog.pg_publication WHERE pubname = %s",
-								  quote_literal_cstr(cs_publication)),
+								  quote_literal_cstr(config->publication)),
 						 1) != NIL;
-	CommitTransactionCommand();
 	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("publication \"%s\" does not exist in database \"%s\"",
-						cs_publication, cs_database),
+						config->publication, config->database),
 				 errhint("Create it, for example: CREATE PUBLICATION %s FOR TABLE <table>, ...; changestream retries until it exists.",
-						 quote_identifier(cs_publication))));
+						 quote_identifier(config->publication))));
 }
 
 /*
  * cs_plugin_options
- *	  The pgoutput options the archiver streams with, as they appear in
- *	  START_REPLICATION and in the generation identity.
+ *	  The pgoutput options the archiver streams config's publication with,
+ *	  as they appear in START_REPLICATION and in the generation identity.
  *	  Returns const char * (static).
  */
 const char *
-cs_plugin_options(void)
+cs_plugin_options(const CsArchiveConfig *config)
 {
 	static char buf[NAMEDATALEN * 2 + 128];
-	char	   *pub = quote_literal_cstr(quote_identifier(cs_publication));
+	char	   *pub = quote_literal_cstr(quote_identifier(config->publication));
 
 	snprintf(buf, sizeof(buf),
 			 "proto_version '1', publication_names %s, messages 'true'", pub);
@@ -440,9 +464,7 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
 {
 	List	   *rows;
 	char	  **row;
-	MemoryContext cxt = CurrentMemoryContext;
 
-	StartTransactionCommand();
 	rows = cs_exec_rows(conn, cs_ddl_publication_sql(), 2);
 	if (list_length(rows) != 1)
 		ereport(ERROR,
@@ -453,15 +475,13 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
 	*history_oid = cs_ddl_oid_in(row[0]);
 	*server_lsn = row[1] == NULL ? InvalidXLogRecPtr :
 		DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(row[1])));
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(cxt);	/* the commit left TopMemoryContext current */
 	return OidIsValid(*history_oid);
 }
 
 /*
  * cs_start_replication
- *	  START_REPLICATION SLOT <slot> LOGICAL <startpoint> with pgoutput
- *	  protocol version 1, text values and messages; with_ddl adds the
+ *	  START_REPLICATION SLOT <config's slot> LOGICAL <startpoint> with
+ *	  pgoutput protocol version 1, text values and messages; with_ddl adds the
  *	  extension's publication changestream_ddl to publication_names (the
  *	  generation identity keeps cs_plugin_options(), without it: the rows
  *	  of the published tables are the same either way).  The connection is
@@ -470,8 +490,8 @@ cs_ddl_publication_exists(WalReceiverConn *conn, XLogRecPtr *server_lsn,
  *	  process).
  */
 void
-cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint,
-					 bool with_ddl)
+cs_start_replication(const CsArchiveConfig *config, WalReceiverConn *conn,
+					 XLogRecPtr startpoint, bool with_ddl)
 {
 	char	   *sql;
 	char	   *options;
@@ -479,12 +499,12 @@ cs_start_replication(WalReceiverConn *conn, XLogRecPtr startpoint,
 	if (with_ddl)
 		options = psprintf("proto_version '1', publication_names %s, messages 'true'",
 						   quote_literal_cstr(psprintf("%s,%s",
-													   quote_identifier(cs_publication),
+													   quote_identifier(config->publication),
 													   CS_DDL_PUBLICATION)));
 	else
-		options = pstrdup(cs_plugin_options());
+		options = pstrdup(cs_plugin_options(config));
 	sql = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (%s)",
-				   quote_identifier(cs_slot_name),
+				   quote_identifier(config->slot_name),
 				   LSN_FORMAT_ARGS(startpoint), options);
 	walrcv_clear_result(cs_exec(conn, sql, WALRCV_OK_COPY_BOTH));
 }

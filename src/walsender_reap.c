@@ -31,12 +31,11 @@
 
 #include <signal.h>
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "replication/walreceiver.h"
 #include "storage/procarray.h"
 
-#include "guc.h"
+#include "archive_config.h"
 #include "walsender_conn.h"
 #include "walsender_reap.h"
 
@@ -48,22 +47,18 @@ static bool walsender_local = false;
  * cs_walsender_remember
  *	  Remember the pid of conn's walsender (SELECT pg_backend_pid() on
  *	  that connection) before a command that may wait on the server for a
- *	  long time.  The caller holds no transaction.  Raises
+ *	  long time, and whether it runs on the local server (config).  The
+ *	  caller holds no transaction.  Raises
  *	  connection_exception (class 08) if the query fails.
  */
 void
-cs_walsender_remember(WalReceiverConn *conn)
+cs_walsender_remember(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	List	   *rows;
 
-	StartTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	rows = cs_exec_rows(conn, "SELECT pg_catalog.pg_backend_pid()::text", 1);
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(caller_cxt);
 	walsender_pid = (int) strtol(((char **) linitial(rows))[0], NULL, 10);
-	walsender_local = (cs_conninfo == NULL || cs_conninfo[0] == '\0');
+	walsender_local = cs_archive_config_local(config);
 }
 
 /*
@@ -83,7 +78,7 @@ cs_walsender_forget(void)
  * raises (it runs on the way out of a failing process).
  */
 static void
-terminate_remote(int pid)
+terminate_remote(const CsArchiveConfig *config, int pid)
 {
 	WalReceiverConn *volatile conn2 = NULL;
 	uint64		sysid;
@@ -91,7 +86,7 @@ terminate_remote(int pid)
 
 	PG_TRY();
 	{
-		conn2 = cs_connect(&sysid, &tli);
+		conn2 = cs_connect(config, &sysid, &tli);
 		walrcv_clear_result(cs_exec(conn2,
 									psprintf("DO $cs$BEGIN PERFORM pg_catalog.pg_terminate_backend(pid) "
 											 "FROM pg_catalog.pg_stat_activity "
@@ -115,11 +110,12 @@ terminate_remote(int pid)
 /*
  * cs_walsender_reap
  *	  Abandon conn (may be NULL: already closed): if a walsender was
- *	  remembered and not forgotten, terminate it, then close conn.  Safe on
+ *	  remembered and not forgotten, terminate it (on another server through
+ *	  a connection of config), then close conn.  Safe on
  *	  the way out of a process (before_shmem_exit): never raises.
  */
 void
-cs_walsender_reap(WalReceiverConn *conn)
+cs_walsender_reap(const CsArchiveConfig *config, WalReceiverConn *conn)
 {
 	int			pid = walsender_pid;
 
@@ -135,5 +131,5 @@ cs_walsender_reap(WalReceiverConn *conn)
 	if (conn != NULL)
 		cs_disconnect(conn);
 	if (pid != 0 && !walsender_local)
-		terminate_remote(pid);
+		terminate_remote(config, pid);
 }

@@ -9,10 +9,14 @@
 #ifndef CS_WALSENDER_REAP_H
 #define CS_WALSENDER_REAP_H
 
+#include "archive_config.h"
+
 struct WalReceiverConn;
 
-extern void cs_walsender_remember(struct WalReceiverConn *conn);
+extern void cs_walsender_remember(const CsArchiveConfig *config,
+								  struct WalReceiverConn *conn);
 extern void cs_walsender_forget(void);
-extern void cs_walsender_reap(struct WalReceiverConn *conn);
+extern void cs_walsender_reap(const CsArchiveConfig *config,
+							  struct WalReceiverConn *conn);
 
 #endif							/* CS_WALSENDER_REAP_H */

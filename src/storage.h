@@ -1,0 +1,114 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage.h
+ *	  The storage seam: the one layer through which the archive's files are
+ *	  listed, examined, opened, read, written, renamed and removed.  A
+ *	  driver (CsStorageDriver) implements it; the local directory is the
+ *	  one driver today (storage_posix.c), chosen in storage.c.  Paths are
+ *	  made by the layout (archive_layout.c), never here.  See storage.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_STORAGE_H
+#define CS_STORAGE_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+
+/* What a path names, as cs_storage_stat() finds it. */
+typedef enum CsStorageType
+{
+	CS_STORAGE_MISSING,			/* nothing there */
+	CS_STORAGE_FILE,			/* a regular file */
+	CS_STORAGE_DIR,				/* a directory */
+	CS_STORAGE_OTHER			/* a FIFO, socket, device, link, ... */
+} CsStorageType;
+
+typedef struct CsStorageInfo
+{
+	CsStorageType type;
+	int64		size;			/* bytes */
+	TimestampTz mtime;			/* last modification, microseconds */
+} CsStorageInfo;
+
+/*
+ * A storage driver.  Every function raises ERROR with the file-access
+ * SQLSTATE of the failure (class 58, 42501, ...) unless it says otherwise;
+ * none PANICs.  "dir" arguments name the directory holding a path, whose
+ * entry must be made durable too.
+ */
+typedef struct CsStorageDriver
+{
+	const char *name;
+	/* names in a directory (palloc'd strings, unordered; no "." or "..") */
+	List	   *(*list) (const char *path, bool missing_ok, bool *found);
+	/* what path names (follow: through a symbolic link); 0 or an errno */
+	int			(*stat) (const char *path, bool follow, CsStorageInfo *info);
+	/* a regular file open read-only; -1 when missing and missing_ok */
+	int			(*open_read) (const char *path, bool missing_ok);
+	/* a whole small file into out; false when missing and missing_ok */
+	bool		(*read_small) (const char *path, Size max_bytes,
+							   StringInfo out, bool missing_ok);
+	/* replace path with data, durably */
+	void		(*write) (const char *path, const char *dir,
+						  const char *data, size_t len);
+	/* rename from to to (both in dir), durably */
+	void		(*rename) (const char *from, const char *to, const char *dir);
+	/* remove a file, durably; false when there was none */
+	bool		(*remove) (const char *path, const char *dir);
+	/* remove a directory and everything below it (not durable) */
+	void		(*remove_tree) (const char *path);
+	/* create a directory (parent made durable); nothing if it exists */
+	void		(*make_dir) (const char *path);
+	/* make a file's or a directory's contents durable */
+	void		(*sync) (const char *path, bool isdir);
+} CsStorageDriver;
+
+extern const CsStorageDriver cs_storage_posix;
+
+/*
+ * Damage found in a file of the archive: XX001 (data_corrupted) naming the
+ * file and the byte offset (in the uncompressed stream for *.gz files),
+ * with the problem as errdetail.  Nothing is changed on disk.
+ */
+#define CS_DAMAGE_HINT \
+	"The file is left as it is: restore it from a copy, or call changestream.new_generation() to start a new generation."
+
+#define cs_segment_damage(path, offset, ...) \
+	ereport(ERROR, \
+			(errcode(ERRCODE_DATA_CORRUPTED), \
+			 errmsg("changestream segment \"%s\" is damaged at offset %lld", \
+					(path), (long long) (offset)), \
+			 errdetail(__VA_ARGS__), \
+			 errhint(CS_DAMAGE_HINT)))
+
+#define cs_file_damage(path, offset, ...) \
+	ereport(ERROR, \
+			(errcode(ERRCODE_DATA_CORRUPTED), \
+			 errmsg("changestream file \"%s\" is damaged at offset %lld", \
+					(path), (long long) (offset)), \
+			 errdetail(__VA_ARGS__), \
+			 errhint(CS_DAMAGE_HINT)))
+
+/* storage.c: the interface, through the archive's driver */
+extern List *cs_storage_list(const char *path, bool missing_ok, bool *found);
+extern int	cs_storage_stat(const char *path, bool follow,
+							CsStorageInfo *info);
+extern int	cs_open_regular_file(const char *path, bool missing_ok);
+extern int	cs_open_counted_file(const char *path, bool missing_ok);
+struct gzFile_s;
+extern void cs_close_counted_file(struct gzFile_s *gz, int fd);
+extern bool cs_read_small_file(const char *path, Size max_bytes,
+							   StringInfo out, bool missing_ok);
+extern void cs_write_file_durably(const char *path, const char *dir,
+								  const char *data, size_t len);
+extern void cs_durable_rename(const char *from, const char *to,
+							  const char *dir);
+extern bool cs_durable_unlink(const char *path, const char *dir);
+extern void cs_remove_tree(const char *path);
+extern void cs_make_dir(const char *path);
+extern void cs_fsync_path(const char *path, bool isdir);
+extern void cs_fsync_fd(int fd, const char *path);
+
+#endif							/* CS_STORAGE_H */
