@@ -27,6 +27,7 @@ OBJS = \
 	src/generation.o \
 	src/segment_format.o \
 	src/segment_writer.o \
+	src/segment_recovery.o \
 	src/segment_schema.o \
 	src/segment_reader.o \
 	src/compress.o \

@@ -60,6 +60,7 @@
 #include "guc_rejected.h"
 #include "log_once.h"
 #include "ri_monitor.h"
+#include "segment_recovery.h"
 #include "segment_writer.h"
 #include "shmem_status.h"
 #include "snapshot.h"
@@ -76,7 +77,6 @@
 static WalReceiverConn *conn = NULL;
 static int	lock_fd = -1;
 static MemoryContext session_cxt = NULL;
-static uint64 cur_generation;
 static TimestampTz next_snapshot_attempt;
 
 /*
@@ -166,7 +166,8 @@ maybe_schedule_snapshot(TimestampTz now)
 	if (running ||
 		!TimestampDifferenceExceeds(last, now, cs_snapshot_interval_s * 1000))
 		return;
-	if (cs_launch_snapshot_worker(cur_generation, 0, &handle) != CS_LAUNCH_OK)
+	if (cs_launch_snapshot_worker(cs_writer_generation(), 0,
+								  &handle) != CS_LAUNCH_OK)
 	{
 		ereport(LOG,
 				(errmsg("could not start a scheduled snapshot"),
@@ -284,7 +285,7 @@ ddl_publication_for_session(XLogRecPtr position)
 		return false;
 	ddl_wait_lsn = InvalidXLogRecPtr;
 	/* readers take its rows as schema history by this OID only */
-	cs_ddl_trust_oid(sess_config->directory, cur_generation, history_oid);
+	cs_ddl_trust_oid(sess_config->directory, cs_writer_generation(), history_oid);
 	sess_trusted = lappend_oid(sess_trusted, history_oid);
 	return true;
 }
@@ -316,7 +317,7 @@ cs_archiver_history_relation(Oid relid)
 	if (cs_archive_config_local(sess_config) &&
 		ddl_history_oid_local(&lsn) == relid)
 	{
-		cs_ddl_trust_oid(sess_config->directory, cur_generation, relid);
+		cs_ddl_trust_oid(sess_config->directory, cs_writer_generation(), relid);
 		old = MemoryContextSwitchTo(session_cxt);
 		sess_trusted = lappend_oid(sess_trusted, relid);
 		MemoryContextSwitchTo(old);
@@ -538,6 +539,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	List	   *gens = cs_list_generations(directory);
 	CsIdentity	identity;
 	const char *reason;
+	uint64		generation;
 	XLogRecPtr	position = InvalidXLogRecPtr;
 
 	reason = cs_new_generation_reason(sess_config, gens, sysid, tli, slot,
@@ -546,9 +548,14 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 									  &identity);
 	if (reason == NULL)
 	{
-		cur_generation = *(uint64 *) llast(gens);
-		cs_writer_recover(directory, cur_generation, slot->confirmed_flush,
-						  &position);
+		bool		sealed;
+
+		generation = *(uint64 *) llast(gens);
+		sealed = cs_writer_recover(directory, generation,
+								   slot->confirmed_flush, &position);
+		cs_status_set_segment(cs_writer_segment_index());
+		if (sealed)
+			cs_compressor_wake();	/* it compresses the sealed segment */
 
 		/*
 		 * Recovery found the archive intact: a slot past its position of
@@ -565,12 +572,12 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	}
 	if (reason != NULL)
 	{
-		cur_generation = cs_open_generation(sess_config, conn, !slot->exists,
-											sysid, tli, reason, &position);
+		generation = cs_open_generation(sess_config, conn, !slot->exists,
+										sysid, tli, reason, &position);
 		cs_status_new_generation_requested(true);	/* satisfied by this one */
 		ereport(LOG,
 				(errmsg("started generation %016llx at " CS_LSN_FMT,
-						(unsigned long long) cur_generation,
+						(unsigned long long) generation,
 						LSN_FORMAT_ARGS(position)),
 				 errdetail("Reason: %s.", reason)));
 	}
@@ -578,10 +585,10 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	{
 		ereport(last_session_failed ? DEBUG1 : LOG,
 				(errmsg("resuming generation %016llx at " CS_LSN_FMT,
-						(unsigned long long) cur_generation,
+						(unsigned long long) generation,
 						LSN_FORMAT_ARGS(position))));
 		cs_status_set_last_snapshot(cs_newest_snapshot_time(directory,
-															cur_generation));
+															generation));
 	}
 	return position;
 }
@@ -615,9 +622,9 @@ run_session(void)
 	slot_event = session_connect(&sysid, &tli, &slot);
 	position = choose_generation(sysid, tli, &slot, slot_event);
 	cs_stream_writer_opened(position);
-	cs_status_set_generation(cur_generation);
+	cs_status_set_generation(cs_writer_generation());
 
-	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cur_generation);
+	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cs_writer_generation());
 	sess_with_ddl = ddl_publication_for_session(position);
 	cs_start_replication(sess_config, conn, position, sess_with_ddl);
 	cs_stream_started(sess_config, conn);

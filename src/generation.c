@@ -27,7 +27,6 @@
 #include "archive_layout.h"
 #include "generation.h"
 #include "segment_format.h"
-#include "walsender_conn.h"
 
 /*
  * cs_validate_generation_arg(text, *generation) -> void
@@ -312,14 +311,15 @@ cs_generation_prepare(const char *directory, CsIdentity *identity)
 }
 
 /*
- * cs_generation_commit(directory, identity, tmpdir) -> void
- *	  Write the identity file (created_at is set here) into tmpdir, fsync
- *	  it, rename tmpdir to generations/<gen> and fsync generations/.  58030
- *	  on I/O errors.
+ * cs_generation_commit(directory, identity, session_settings, tmpdir) -> void
+ *	  Write the identity file (created_at is set here; session_settings is
+ *	  the replication connection's pinned settings, cs_session_settings())
+ *	  into tmpdir, fsync it, rename tmpdir to generations/<gen> and fsync
+ *	  generations/.  58030 on I/O errors.
  */
 void
 cs_generation_commit(const char *directory, CsIdentity *identity,
-					 const char *tmpdir)
+					 const char *session_settings, const char *tmpdir)
 {
 	char	   *gendir = cs_generation_path(directory, identity->generation);
 	char		when[64];
@@ -353,7 +353,7 @@ cs_generation_commit(const char *directory, CsIdentity *identity,
 					 identity->slot,
 					 identity->plugin,
 					 identity->plugin_options,
-					 cs_session_settings(),
+					 session_settings,
 					 identity->encoding,
 					 lsn, when, identity->reason);
 	write_text_file(cs_identity_path(tmpdir), buf.data);

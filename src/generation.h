@@ -35,6 +35,7 @@ extern void cs_require_identity(const char *directory, uint64 generation,
 								CsIdentity *identity);
 extern char *cs_generation_prepare(const char *directory, CsIdentity *identity);
 extern void cs_generation_commit(const char *directory, CsIdentity *identity,
+								 const char *session_settings,
 								 const char *tmpdir);
 
 #endif							/* CS_GENERATION_H */

@@ -258,7 +258,8 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 		}
 		identity.start_lsn = result.lsn;
 		strlcpy(identity.encoding, result.encoding, NAMEDATALEN);
-		cs_generation_commit(directory, &identity, tmpdir);
+		cs_generation_commit(directory, &identity, cs_session_settings(),
+							 tmpdir);
 		tmpdir = NULL;
 	}
 	PG_CATCH();
@@ -276,6 +277,7 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 
 	cs_writer_open_first(directory, identity.generation, sysid, tli,
 						 identity.start_lsn);
+	cs_status_set_segment(cs_writer_segment_index());
 	cs_status_set_last_snapshot(GetCurrentTimestamp());
 	*start_lsn = identity.start_lsn;
 	return identity.generation;

@@ -58,16 +58,15 @@ cs_message_prefixes_check(const char *value)
 
 /*
  * cs_message_archived
- *	  Should this pgoutput Message ('M', payload of len bytes from the type
- *	  byte) be archived under changestream.message_prefixes?  A message too
- *	  short to hold its prefix is archived (the archive keeps what the
- *	  server sent; the readers report it).  Never raises.
+ *	  Should a pgoutput Message ('M') with this prefix (as
+ *	  cs_parse_pgoutput() read it) be archived under
+ *	  changestream.message_prefixes?  A message too short to hold its
+ *	  prefix (prefix NULL) is archived (the archive keeps what the server
+ *	  sent; the readers report it).  Never raises.
  */
 bool
-cs_message_archived(const char *payload, uint32 len)
+cs_message_archived(const char *prefix)
 {
-	const char *prefix;
-	const char *nul;
 	char	   *copy;
 	List	   *items = NIL;
 	ListCell   *lc;
@@ -75,11 +74,7 @@ cs_message_archived(const char *payload, uint32 len)
 
 	if (cs_message_prefixes == NULL || cs_message_prefixes[0] == '\0')
 		return false;
-	if (len < 1 + 1 + 8 + 1)
-		return true;
-	prefix = payload + 1 + 1 + 8;
-	nul = memchr(prefix, '\0', len - (1 + 1 + 8));
-	if (nul == NULL)
+	if (prefix == NULL)
 		return true;
 
 	copy = pstrdup(cs_message_prefixes);

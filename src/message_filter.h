@@ -12,6 +12,6 @@
 extern PGDLLIMPORT char *cs_message_prefixes;
 
 extern const char *cs_message_prefixes_check(const char *value);
-extern bool cs_message_archived(const char *payload, uint32 len);
+extern bool cs_message_archived(const char *prefix);
 
 #endif							/* CS_MESSAGE_FILTER_H */

@@ -1,10 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * pgoutput_parse.c
- *	  Reads the few fields of pgoutput messages the archiver needs to place
+ *	  The one module that knows the byte layout of pgoutput messages on
+ *	  the write side.  Reads the few fields the archiver needs to place
  *	  them: transaction boundaries with their LSNs, Relation and Type
- *	  message identities, and logical decoding messages.  The rest of each
- *	  message is archived untouched.
+ *	  message identities, and logical decoding messages; the relations a
+ *	  change names and the column types of a Relation message (the schema
+ *	  preamble, segment_schema.c).  The rest of each message is archived
+ *	  untouched.  Format version 3 stores BEGIN and COMMIT as fields
+ *	  (segment_format.c), which are taken from the parsed message and
+ *	  rebuilt into the message here.
  *
  *	  The readers of the archive also check every archived message to its
  *	  last byte (cs_check_pgoutput()), as docs/FORMAT.md section 11.5
@@ -19,17 +24,44 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 
 #include "pgoutput_parse.h"
 #include "wire.h"
 
 /*
+ * The namespace and name strings after the OID of a Relation or Type
+ * message, when both end inside the message.
+ */
+static void
+parse_names(const char *data, uint32 len, CsMessageInfo *info)
+{
+	const char *nsp = data + 1 + 4;
+	const char *end = data + len;
+	const char *rel;
+
+	rel = memchr(nsp, '\0', end - nsp);
+	if (rel == NULL)
+		return;
+	rel++;
+	if (memchr(rel, '\0', end - rel) == NULL)
+		return;
+	info->nspname = nsp;
+	info->relname = rel;
+}
+
+/*
  * cs_parse_pgoutput
- *	  Fill info from one pgoutput message (data starts at the type byte).
- *	  B: lsn = final LSN (the commit record's LSN).  C: lsn = commit LSN,
- *	  end_lsn = end LSN; B and C: commit_time.  M: lsn, transactional.  R, Y: oid.  Returns false
- *	  when the message is too short for its type (the caller raises
- *	  protocol_violation).
+ *	  Fill info from one pgoutput message (data starts at the type byte,
+ *	  len bytes).  B: lsn = final LSN (the commit record's LSN), xid.  C:
+ *	  flags, lsn = commit LSN, end_lsn = end LSN; B and C: commit_time.  M:
+ *	  flags, lsn, transactional, and prefix when it is terminated inside
+ *	  the message.  R, Y: oid, and nspname and relname when
+ *	  both strings are terminated inside the message.  This is the one
+ *	  place that knows where these fields lie: the archiver parses each
+ *	  message once and hands info down to the writer and the segment
+ *	  encoder.  Returns false when the message is too short for its type
+ *	  (the caller raises protocol_violation).
  */
 bool
 cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
@@ -45,10 +77,12 @@ cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
 				return false;
 			info->lsn = cs_get64(data + 1);
 			info->commit_time = (TimestampTz) cs_get64(data + 9);
+			info->xid = cs_get32(data + 17);
 			break;
 		case 'C':				/* Commit: flags, commit LSN, end LSN, time */
 			if (len < 1 + 1 + 8 + 8 + 8)
 				return false;
+			info->flags = (uint8) data[1];
 			info->lsn = cs_get64(data + 2);
 			info->end_lsn = cs_get64(data + 10);
 			info->commit_time = (TimestampTz) cs_get64(data + 18);
@@ -56,14 +90,18 @@ cs_parse_pgoutput(const char *data, uint32 len, CsMessageInfo *info)
 		case 'M':				/* Message: flags, LSN, prefix, content */
 			if (len < 1 + 1 + 8)
 				return false;
+			info->flags = (uint8) data[1];
 			info->transactional = (data[1] & 1) != 0;
 			info->lsn = cs_get64(data + 2);
+			if (memchr(data + 1 + 1 + 8, '\0', len - (1 + 1 + 8)) != NULL)
+				info->prefix = data + 1 + 1 + 8;
 			break;
 		case 'R':				/* Relation: OID, ... */
 		case 'Y':				/* Type: OID, ... */
 			if (len < 1 + 4)
 				return false;
 			info->oid = cs_get32(data + 1);
+			parse_names(data, len, info);
 			break;
 		default:
 			break;
@@ -275,14 +313,15 @@ cs_check_pgoutput(const char *data, uint32 len)
 
 /*
  * cs_pgoutput_relids
- *	  The relations a sound change message (checked by cs_check_pgoutput())
- *	  names: 1 for Insert, Update and Delete, the count of a Truncate, 0
- *	  for every other type.  cs_pgoutput_relid() returns the nth (from 0).
+ *	  The relations a change message (data, len bytes) names: 1 for
+ *	  Insert, Update and Delete, the count of a Truncate (no more than its
+ *	  bytes hold, so that an unchecked message is safe too), 0 for every
+ *	  other type.  cs_pgoutput_relid() returns the nth (from 0).
  */
 uint32
 cs_pgoutput_relids(const char *data, uint32 len)
 {
-	if (len < 5)
+	if (len < 1 + 4)
 		return 0;
 	switch (data[0])
 	{
@@ -290,17 +329,107 @@ cs_pgoutput_relids(const char *data, uint32 len)
 		case 'U':
 		case 'D':
 			return 1;
-		case 'T':
-			return cs_get32(data + 1);
+		case 'T':				/* count, options, OIDs */
+			if (len < 1 + 4 + 1)
+				return 0;
+			return Min(cs_get32(data + 1), (len - (1 + 4 + 1)) / 4);
 		default:
 			return 0;
 	}
 }
 
+/*
+ * cs_pgoutput_relid
+ *	  The nth relation OID (from 0, below cs_pgoutput_relids()) of a change
+ *	  message.
+ */
 Oid
 cs_pgoutput_relid(const char *data, uint32 nth)
 {
 	if (data[0] == 'T')
 		return cs_get32(data + 1 + 4 + 1 + 4 * nth);
 	return cs_get32(data + 1);
+}
+
+/* Skip a NUL-terminated string at *pos; false if it does not end in time. */
+static bool
+skip_string(const char *data, uint32 len, uint32 *pos)
+{
+	const char *end;
+
+	if (*pos >= len)
+		return false;
+	end = memchr(data + *pos, '\0', len - *pos);
+	if (end == NULL)
+		return false;
+	*pos = (end - data) + 1;
+	return true;
+}
+
+/*
+ * cs_pgoutput_column_types
+ *	  The column type OIDs of a Relation message (data, len bytes: 'R',
+ *	  relid, namespace, name, replica identity, column count, then per
+ *	  column flags, name, type OID and typmod), palloc'd in the current
+ *	  memory context, their number in *ntypes.  A column count outside
+ *	  1..MaxTupleAttributeNumber gives NULL and 0; columns that do not
+ *	  parse end the array early.
+ */
+Oid *
+cs_pgoutput_column_types(const char *data, uint32 len, int *ntypes)
+{
+	uint32		pos = 1 + 4;
+	int			ncols;
+	Oid		   *types;
+
+	*ntypes = 0;
+	if (!skip_string(data, len, &pos) || !skip_string(data, len, &pos) ||
+		pos + 1 + 2 > len)
+		return NULL;
+	pos += 1;
+	ncols = (int16) ((uint8) data[pos] << 8 | (uint8) data[pos + 1]);
+	pos += 2;
+	if (ncols <= 0 || ncols > MaxTupleAttributeNumber)
+		return NULL;
+	types = palloc(ncols * sizeof(Oid));
+	for (int i = 0; i < ncols; i++)
+	{
+		pos += 1;
+		if (!skip_string(data, len, &pos) || pos + 8 > len)
+			break;
+		types[(*ntypes)++] = cs_get32(data + pos);
+		pos += 8;
+	}
+	return types;
+}
+
+/*
+ * cs_pgoutput_build_begin
+ *	  Writes the CS_PGOUTPUT_BEGIN_SIZE bytes of a BEGIN message with these
+ *	  fields into buf, as logicalrep_write_begin() (proto.c) does.
+ */
+void
+cs_pgoutput_build_begin(char *buf, XLogRecPtr final_lsn,
+						TimestampTz commit_time, TransactionId xid)
+{
+	buf[0] = 'B';
+	cs_put64(buf + 1, final_lsn);
+	cs_put64(buf + 9, (uint64) commit_time);
+	cs_put32(buf + 17, xid);
+}
+
+/*
+ * cs_pgoutput_build_commit
+ *	  Writes the CS_PGOUTPUT_COMMIT_SIZE bytes of a COMMIT message with
+ *	  these fields into buf, as logicalrep_write_commit() (proto.c) does.
+ */
+void
+cs_pgoutput_build_commit(char *buf, uint8 flags, XLogRecPtr commit_lsn,
+						 XLogRecPtr end_lsn, TimestampTz commit_time)
+{
+	buf[0] = 'C';
+	buf[1] = (char) flags;
+	cs_put64(buf + 2, commit_lsn);
+	cs_put64(buf + 10, end_lsn);
+	cs_put64(buf + 18, (uint64) commit_time);
 }

@@ -363,31 +363,34 @@ append_entry_v1(StringInfo frame, char kind, XLogRecPtr data_start,
 /*
  * Does a message keep its walEnd and send time in version 2?  A COMMIT
  * (once per transaction), a non-transactional logical message, and any
- * message whose walEnd is not its dataStart (so nothing is lost).
+ * message whose walEnd is not its dataStart (so nothing is lost).  info:
+ * the message as cs_parse_pgoutput() read it, or NULL.
  */
 static bool
 message_is_full(XLogRecPtr data_start, XLogRecPtr wal_end,
-				const char *data, uint32 len)
+				const CsMessageInfo *info)
 {
 	if (wal_end != data_start)
 		return true;
-	if (len >= 1 && data[0] == 'C')
+	if (info == NULL)
+		return false;
+	if (info->type == 'C')
 		return true;
-	return len >= 2 && data[0] == 'M' && (data[1] & 1) == 0;
+	return info->type == 'M' && !info->transactional;
 }
 
 /*
- * Version 3: the fields of a 'b' entry for the 21-byte BEGIN in data
- * (logicalrep_write_begin(), src/backend/replication/logical/proto.c), at
- * p; updates the coder's BEGIN state.  Returns the bytes written.
+ * Version 3: the fields of a 'b' entry for the 21-byte BEGIN parsed into
+ * info (logicalrep_write_begin(), src/backend/replication/logical/proto.c),
+ * at p; updates the coder's BEGIN state.  Returns the bytes written.
  */
 static int
 put_begin_fields(char *p, CsEntryCoder *coder, XLogRecPtr data_start,
-				 const char *data)
+				 const CsMessageInfo *info)
 {
-	XLogRecPtr	final_lsn = cs_get64(data + 1);
-	TimestampTz time = (TimestampTz) cs_get64(data + 9);
-	uint32		xid = cs_get32(data + 17);
+	XLogRecPtr	final_lsn = info->lsn;
+	TimestampTz time = info->commit_time;
+	uint32		xid = info->xid;
 	int			n = 0;
 
 	/* differences modulo 2^64 (2^32 for the xid): every value fits */
@@ -402,19 +405,20 @@ put_begin_fields(char *p, CsEntryCoder *coder, XLogRecPtr data_start,
 }
 
 /*
- * Version 3: the fields of a 'c' entry for the 26-byte COMMIT in data
- * (logicalrep_write_commit(), proto.c), at p.  Returns the bytes written.
+ * Version 3: the fields of a 'c' entry for the 26-byte COMMIT parsed into
+ * info (logicalrep_write_commit(), proto.c), at p.  Returns the bytes
+ * written.
  */
 static int
 put_commit_fields(char *p, const CsEntryCoder *coder, XLogRecPtr data_start,
-				  const char *data)
+				  const CsMessageInfo *info)
 {
-	XLogRecPtr	commit_lsn = cs_get64(data + 2);
-	XLogRecPtr	end_lsn = cs_get64(data + 10);
-	TimestampTz time = (TimestampTz) cs_get64(data + 18);
+	XLogRecPtr	commit_lsn = info->lsn;
+	XLogRecPtr	end_lsn = info->end_lsn;
+	TimestampTz time = info->commit_time;
 	int			n = 0;
 
-	n += put_varint(p + n, (uint8) data[1]);
+	n += put_varint(p + n, info->flags);
 	n += put_svarint(p + n, (int64) (commit_lsn - coder->prev_final));
 	n += put_svarint(p + n, (int64) (end_lsn - data_start));
 	n += put_svarint(p + n,
@@ -427,12 +431,15 @@ put_commit_fields(char *p, const CsEntryCoder *coder, XLogRecPtr data_start,
  * for a BEGIN that would be 'w', 'c' for a COMMIT that would be 'W'.
  */
 static char
-message_kind_v3(char kind, const char *data, uint32 len)
+message_kind_v3(char kind, const CsMessageInfo *info, uint32 len)
 {
-	if (kind == CS_ENTRY_MESSAGE && len == CS_BEGIN_SIZE && data[0] == 'B')
+	if (info == NULL)
+		return kind;
+	if (kind == CS_ENTRY_MESSAGE && len == CS_PGOUTPUT_BEGIN_SIZE &&
+		info->type == 'B')
 		return CS_ENTRY_BEGIN;
-	if (kind == CS_ENTRY_MESSAGE_FULL && len == CS_COMMIT_SIZE &&
-		data[0] == 'C')
+	if (kind == CS_ENTRY_MESSAGE_FULL && len == CS_PGOUTPUT_COMMIT_SIZE &&
+		info->type == 'C')
 		return CS_ENTRY_COMMIT;
 	return kind;
 }
@@ -445,13 +452,17 @@ message_kind_v3(char kind, const char *data, uint32 len)
  *	  a message is written as 'W' (with walEnd and send time) or 'w'
  *	  (without: message_is_full()), a preamble entry without positions; in
  *	  version 3 a BEGIN that would be 'w' as 'b', and a COMMIT that would
- *	  be 'W' as 'c', their messages as fields and no data.  Returns
- *	  nothing.  Source: docs/FORMAT.md sections 8.2 and 8.3.
+ *	  be 'W' as 'c', their messages as fields and no data.  info is the
+ *	  message as cs_parse_pgoutput() read it (NULL for other entries):
+ *	  the encoder takes the fields it stores from there, never from the
+ *	  message's bytes.  Returns nothing.  Source: docs/FORMAT.md sections
+ *	  8.2 and 8.3.
  */
 void
 cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 				XLogRecPtr data_start, XLogRecPtr wal_end,
-				TimestampTz send_time, const char *data, uint32 len)
+				TimestampTz send_time, const char *data, uint32 len,
+				const CsMessageInfo *info)
 {
 	char		fields[96];
 	char		head[11];
@@ -464,10 +475,10 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 		return;
 	}
 	if (kind == CS_ENTRY_MESSAGE &&
-		message_is_full(data_start, wal_end, data, len))
+		message_is_full(data_start, wal_end, info))
 		kind = CS_ENTRY_MESSAGE_FULL;
 	if (coder->version >= 3)
-		stored = message_kind_v3(kind, data, len);
+		stored = message_kind_v3(kind, info, len);
 	else
 		stored = kind;
 	if (kind == CS_ENTRY_MESSAGE || kind == CS_ENTRY_MESSAGE_FULL)
@@ -490,9 +501,9 @@ cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 		coder->prev_time = send_time;
 	}
 	if (stored == CS_ENTRY_BEGIN)
-		nf += put_begin_fields(fields + nf, coder, data_start, data);
+		nf += put_begin_fields(fields + nf, coder, data_start, info);
 	else if (stored == CS_ENTRY_COMMIT)
-		nf += put_commit_fields(fields + nf, coder, data_start, data);
+		nf += put_commit_fields(fields + nf, coder, data_start, info);
 	if (stored == CS_ENTRY_BEGIN || stored == CS_ENTRY_COMMIT)
 		len = 0;				/* the reader rebuilds the message */
 	head[0] = stored;
@@ -661,7 +672,6 @@ next_begin_fields(CsEntryCoder *coder, const char *body, CsEntry *entry)
 	int64		final_d;
 	int64		time_d;
 	int64		xid_d;
-	char	   *m = coder->rebuilt;
 
 	if (!get_svarint(body, off, end, &final_d) ||
 		!get_svarint(body, off, end, &time_d) ||
@@ -671,11 +681,9 @@ next_begin_fields(CsEntryCoder *coder, const char *body, CsEntry *entry)
 	coder->prev_begin_time = (TimestampTz)
 		((uint64) coder->prev_begin_time + (uint64) time_d);
 	coder->prev_xid = coder->prev_xid + (uint32) (uint64) xid_d;
-	m[0] = 'B';
-	cs_put64(m + 1, coder->prev_final);
-	cs_put64(m + 9, (uint64) coder->prev_begin_time);
-	cs_put32(m + 17, coder->prev_xid);
-	entry->len = CS_BEGIN_SIZE;
+	cs_pgoutput_build_begin(coder->rebuilt, coder->prev_final,
+							coder->prev_begin_time, coder->prev_xid);
+	entry->len = CS_PGOUTPUT_BEGIN_SIZE;
 	return true;
 }
 
@@ -693,19 +701,18 @@ next_commit_fields(CsEntryCoder *coder, const char *body, CsEntry *entry)
 	int64		commit_d;
 	int64		end_d;
 	int64		time_d;
-	char	   *m = coder->rebuilt;
 
 	if (!get_varint(body, off, end, &flags) || flags > 255 ||
 		!get_svarint(body, off, end, &commit_d) ||
 		!get_svarint(body, off, end, &end_d) ||
 		!get_svarint(body, off, end, &time_d))
 		return false;
-	m[0] = 'C';
-	m[1] = (char) flags;
-	cs_put64(m + 2, coder->prev_final + (uint64) commit_d);
-	cs_put64(m + 10, entry->data_start + (uint64) end_d);
-	cs_put64(m + 18, (uint64) coder->prev_begin_time + (uint64) time_d);
-	entry->len = CS_COMMIT_SIZE;
+	cs_pgoutput_build_commit(coder->rebuilt, (uint8) flags,
+							 coder->prev_final + (uint64) commit_d,
+							 entry->data_start + (uint64) end_d,
+							 (TimestampTz) ((uint64) coder->prev_begin_time +
+											(uint64) time_d));
+	entry->len = CS_PGOUTPUT_COMMIT_SIZE;
 	return true;
 }
 

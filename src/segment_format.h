@@ -14,6 +14,8 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 
+#include "pgoutput_parse.h"
+
 #define CS_FORMAT_VERSION		3	/* what writers write */
 #define CS_SEGMENT_MAGIC		"CSTRMWAL"
 #define CS_SEGMENT_HEADER_V1	64	/* header size of version 1 */
@@ -36,9 +38,6 @@
 /* version 3 only: a pgoutput BEGIN ('w') or COMMIT ('W') stored as fields */
 #define CS_ENTRY_BEGIN		'b'
 #define CS_ENTRY_COMMIT		'c'
-#define CS_BEGIN_SIZE		21	/* 'B', u64 final LSN, i64 time, u32 xid */
-#define CS_COMMIT_SIZE		26	/* 'C', u8 flags, u64 commit LSN, u64 end
-								 * LSN, i64 commit time */
 
 /* What a version 2 or 3 header says about its sealed segment's contents. */
 typedef enum CsSealState
@@ -108,7 +107,7 @@ typedef struct CsEntryCoder
 	TimestampTz prev_begin_time;
 	uint32		prev_xid;
 	/* version 3 decoder: the message of the last 'b' or 'c' entry */
-	char		rebuilt[CS_COMMIT_SIZE];
+	char		rebuilt[CS_PGOUTPUT_COMMIT_SIZE];
 	/* version 2, 3 decoder: the sections, once read (heads_end > 0) */
 	uint32		heads_end;
 	uint32		fields_off;		/* next field to decode */
@@ -129,7 +128,8 @@ extern void cs_coder_init(CsEntryCoder *coder, uint32 version);
 extern void cs_append_entry(StringInfo frame, CsEntryCoder *coder, char kind,
 							XLogRecPtr data_start, XLogRecPtr wal_end,
 							TimestampTz send_time,
-							const char *data, uint32 len);
+							const char *data, uint32 len,
+							const CsMessageInfo *info);
 extern void cs_frame_begin(StringInfo frame, CsEntryCoder *coder,
 						   uint32 version);
 extern int	cs_frame_pending_size(const StringInfo frame,

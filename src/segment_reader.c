@@ -732,9 +732,10 @@ cs_check_relations(HTAB *rels, const CsEntry *e)
 
 	if (e->data[0] == 'R')
 	{
-		Oid			oid = cs_get32(e->data + 1);
+		CsMessageInfo info;
 
-		(void) hash_search(rels, &oid, HASH_ENTER, NULL);
+		if (cs_parse_pgoutput(e->data, e->len, &info))
+			(void) hash_search(rels, &info.oid, HASH_ENTER, NULL);
 		return NULL;
 	}
 	n = cs_pgoutput_relids(e->data, e->len);

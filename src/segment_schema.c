@@ -15,6 +15,9 @@
  *	  new epoch, and an entry whose epoch is the current one is in the
  *	  segment.
  *
+ *	  The messages' fields are read by pgoutput_parse.c, the one module
+ *	  that knows their layout.
+ *
  * Source: "Logical Replication Message Formats" in the PostgreSQL
  * documentation (protocol version 1: Relation, Type, Insert, Update,
  * Delete, Truncate); send_relation_and_attrs() in
@@ -27,10 +30,8 @@
 
 #include "utils/hsearch.h"
 
+#include "pgoutput_parse.h"
 #include "segment_schema.h"
-#include "wire.h"
-
-#define MAX_COLUMNS		1664	/* MaxTupleAttributeNumber */
 
 typedef struct SchemaKey
 {
@@ -70,51 +71,17 @@ lookup(char type, Oid oid, bool create)
 	return se;
 }
 
-/* Skip a NUL-terminated string at *pos; false if it does not end in time. */
-static bool
-skip_string(const char *data, uint32 len, uint32 *pos)
-{
-	const char *end = memchr(data + *pos, '\0', len - *pos);
-
-	if (*pos >= len || end == NULL)
-		return false;
-	*pos = (end - data) + 1;
-	return true;
-}
-
 /*
- * The column type OIDs of a Relation message: 'R', relid, namespace,
- * name, replica identity, column count, then per column flags, name, type
- * OID and typmod.  A message that does not parse gives none.
+ * The column type OIDs of a Relation message (cs_pgoutput_column_types()),
+ * in the schema's context.  A message that does not parse gives none.
  */
 static void
 parse_column_types(SchemaEntry *se)
 {
-	const char *d = se->data;
-	uint32		len = se->len;
-	uint32		pos = 1 + 4;
-	int			ncols;
-	int			i;
+	MemoryContext old = MemoryContextSwitchTo(schema_cxt);
 
-	se->ntypes = 0;
-	se->types = NULL;
-	if (!skip_string(d, len, &pos) || !skip_string(d, len, &pos) ||
-		pos + 1 + 2 > len)
-		return;
-	pos += 1;
-	ncols = (int16) ((uint8) d[pos] << 8 | (uint8) d[pos + 1]);
-	pos += 2;
-	if (ncols <= 0 || ncols > MAX_COLUMNS)
-		return;
-	se->types = MemoryContextAlloc(schema_cxt, ncols * sizeof(Oid));
-	for (i = 0; i < ncols; i++)
-	{
-		pos += 1;
-		if (!skip_string(d, len, &pos) || pos + 8 > len)
-			break;
-		se->types[se->ntypes++] = cs_get32(d + pos);
-		pos += 8;
-	}
+	se->types = cs_pgoutput_column_types(se->data, se->len, &se->ntypes);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -205,9 +172,9 @@ require_relation(Oid relid, CsSchemaEmit emit, void *arg)
 /*
  * cs_schema_require
  *	  Before a pgoutput message (data, len bytes) is added to the active
- *	  segment: if it is a change (I, U, D: relid after the type byte; T:
- *	  relation count, options, relids), call emit for each Type and
- *	  Relation message of its relations that the segment does not hold
+ *	  segment: if it is a change (Insert, Update, Delete, Truncate: the
+ *	  relations cs_pgoutput_relids() finds in it), call emit for each Type
+ *	  and Relation message of its relations that the segment does not hold
  *	  yet, in the order pgoutput sends them (types first).  Relations not
  *	  seen in this session (pgoutput always sends one before its first use)
  *	  are left alone.  Never raises.
@@ -215,25 +182,11 @@ require_relation(Oid relid, CsSchemaEmit emit, void *arg)
 void
 cs_schema_require(const char *data, uint32 len, CsSchemaEmit emit, void *arg)
 {
-	if (len < 1 + 4 || schema == NULL)
-		return;
-	switch (data[0])
-	{
-		case 'I':
-		case 'U':
-		case 'D':
-			require_relation(cs_get32(data + 1), emit, arg);
-			break;
-		case 'T':
-			{
-				uint32		n = cs_get32(data + 1);
-				uint32		i;
+	uint32		n;
 
-				for (i = 0; i < n && 1 + 4 + 1 + 4 * (i + 1) <= len; i++)
-					require_relation(cs_get32(data + 6 + 4 * i), emit, arg);
-				break;
-			}
-		default:
-			break;
-	}
+	if (schema == NULL)
+		return;
+	n = cs_pgoutput_relids(data, len);
+	for (uint32 i = 0; i < n; i++)
+		require_relation(cs_pgoutput_relid(data, i), emit, arg);
 }

@@ -2,7 +2,7 @@
  *
  * segment_writer.h
  *	  Declarations of segment_writer.c: the active segment: append, fsync,
- *	  rotate, recover.
+ *	  rotate; and what recovery (segment_recovery.c) hands it.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,16 +13,27 @@
 #include "datatype/timestamp.h"
 
 #include "pgoutput_parse.h"
+#include "segment_format.h"
+#include "segment_reader.h"
 
 extern void cs_writer_reset(void);
-extern void cs_writer_recover(const char *directory, uint64 generation,
-							  XLogRecPtr confirmed_flush,
-							  XLogRecPtr *position);
+extern void cs_writer_begin(const char *directory, uint64 generation,
+							uint64 system_identifier, uint32 timeline);
 extern void cs_writer_open_first(const char *directory, uint64 generation,
 								 uint64 system_identifier, uint32 timeline,
 								 XLogRecPtr start_lsn);
+extern void cs_writer_create_segment(int64 index, XLogRecPtr start_lsn);
+extern void cs_writer_resume_segment(int64 index, const char *path,
+									 const CsSegmentScan *scan);
+extern void cs_writer_write_seal(const char *path, const CsSegmentSeal *seal);
+extern void cs_writer_write_all(int fd, const char *buf, size_t len,
+								const char *path);
+extern int64 cs_writer_take_failed_size(const char *path);
+extern uint64 cs_writer_generation(void);
+extern int64 cs_writer_segment_index(void);
 extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
-						  TimestampTz send_time, const char *data, uint32 len);
+						  TimestampTz send_time, const char *data, uint32 len,
+						  const CsMessageInfo *info);
 extern void cs_writer_note_schema(const char *data, uint32 len,
 								  const CsMessageInfo *info, bool in_segment);
 extern void cs_writer_flush(void);

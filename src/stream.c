@@ -271,11 +271,12 @@ flush_if_due(TimestampTz now)
 
 static void
 add_entry(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
-		  TimestampTz send_time, const char *data, uint32 len, TimestampTz now)
+		  TimestampTz send_time, const char *data, uint32 len,
+		  const CsMessageInfo *info, TimestampTz now)
 {
 	if (st.unsynced_since == 0)
 		st.unsynced_since = now;
-	cs_writer_add(kind, data_start, wal_end, send_time, data, len);
+	cs_writer_add(kind, data_start, wal_end, send_time, data, len, info);
 }
 
 /* At a transaction boundary, seal the segment if it is due. */
@@ -285,6 +286,8 @@ maybe_rotate(TimestampTz now)
 	if (!st.in_txn && cs_writer_should_rotate(now))
 	{
 		cs_writer_rotate(st.pending_position);
+		cs_status_set_segment(cs_writer_segment_index());
+		cs_compressor_wake();	/* it compresses the sealed segment */
 		st.made_durable = true;
 		st.position = st.pending_position;
 		st.unsynced_since = 0;
@@ -310,13 +313,13 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 			st.skipping = info->lsn < st.skip_before;
 			if (!st.skipping)
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
+						  payload, plen, info, now);
 			break;
 		case 'C':
 			if (!st.skipping)
 			{
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
+						  payload, plen, info, now);
 				st.pending_position = Max(st.pending_position, info->end_lsn);
 				st.counters.transactions++;
 			}
@@ -336,14 +339,14 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 				if (info->lsn < st.skip_before)
 					break;
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-						  payload, plen, now);
+						  payload, plen, info, now);
 				st.pending_position = Max(st.pending_position, info->lsn + 1);
 				break;
 			}
 			if (st.skipping)
 				break;
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-					  payload, plen, now);
+					  payload, plen, info, now);
 			break;
 		default:
 			/* noted even when skipped: a later change may need it */
@@ -352,35 +355,24 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 			if (st.skipping)
 				break;
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
-					  payload, plen, now);
+					  payload, plen, info, now);
 			break;
 	}
 }
 
 /*
- * A Relation message (pgoutput protocol 1: 'R', the OID, the schema and
- * the name as C strings, ...) of a table named changestream.ddl_history:
- * the archiver makes sure its OID is recorded as the schema history's
- * before the message is archived, if it is the extension's
- * (cs_archiver_history_relation()).
+ * A Relation message (info: its OID, schema and name, cs_parse_pgoutput())
+ * of a table named changestream.ddl_history: the archiver makes sure its
+ * OID is recorded as the schema history's before the message is archived,
+ * if it is the extension's (cs_archiver_history_relation()).
  */
 static void
-note_relation(const char *payload, uint32 plen, Oid relid)
+note_relation(const CsMessageInfo *info)
 {
-	const char *nsp = payload + 5;
-	const char *end = payload + plen;
-	const char *rel;
-
-	if (plen < 5)
+	if (info->nspname == NULL)
 		return;
-	rel = memchr(nsp, '\0', end - nsp);
-	if (rel == NULL)
-		return;
-	rel++;
-	if (memchr(rel, '\0', end - rel) == NULL)
-		return;
-	if (cs_ddl_is_history_name(nsp, rel))
-		cs_archiver_history_relation(relid);
+	if (cs_ddl_is_history_name(info->nspname, info->relname))
+		cs_archiver_history_relation(info->oid);
 }
 
 /* One XLogData message (its type byte already read). */
@@ -411,12 +403,12 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 
 	st.received_lsn = Max(st.received_lsn, Max(data_start, wal_end));
 	/* changestream.message_prefixes (message_filter.c): not archived */
-	if (info.type == 'M' && !cs_message_archived(payload, plen))
+	if (info.type == 'M' && !cs_message_archived(info.prefix))
 		return;
 	if (info.type == 'R')
 	{
 		cs_ri_signal();			/* a relation changed: ri_monitor.c */
-		note_relation(payload, plen, info.oid);
+		note_relation(&info);
 	}
 	st.counters.last_message_at = now;
 	st.counters.messages++;
@@ -439,7 +431,7 @@ record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
 	if (!force && now < wakeup_time(WAKEUP_KEEPALIVE_RECORD))
 		return;
 	add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, st.unrecorded_keepalive,
-			  send_time, NULL, 0, now);
+			  send_time, NULL, 0, NULL, now);
 	st.pending_position = st.unrecorded_keepalive;
 	st.last_position_record = now;
 	flush_and_report(now);
