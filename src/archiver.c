@@ -52,7 +52,6 @@
 #include "archive_dir.h"
 #include "archive_layout.h"
 #include "archiver.h"
-#include "compressor.h"
 #include "ddl_history.h"
 #include "generation.h"
 #include "generation_policy.h"

@@ -31,7 +31,7 @@
 
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "compressor.h"
+#include "compress.h"
 #include "guc.h"
 
 #define OUT_BUF_SIZE	(128 * 1024)

@@ -69,12 +69,14 @@
 #include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "guc.h"
-#include "shmem_status.h"
+#include "compress.h"
 #include "compressor.h"
+#include "guc.h"
 #include "log_once.h"
 #include "retention.h"
+#include "retention_horizon.h"
 #include "segment_spare.h"
+#include "shmem_status.h"
 
 #define RESCAN_MS			10000	/* look for work at least this often */
 #define BACKOFF_MIN_MS		1000

@@ -29,9 +29,9 @@
 #include "utils/timestamp.h"
 
 #include "archive_layout.h"
-#include "retention.h"
 #include "generation.h"
 #include "generation_policy.h"
+#include "retention_horizon.h"
 #include "segment_reader.h"
 #include "segment_writer.h"
 #include "shmem_status.h"

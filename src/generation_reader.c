@@ -44,7 +44,8 @@
 
 #include "archive_layout.h"
 #include "generation_reader.h"
-#include "retention.h"
+#include "reader_pins.h"
+#include "retention_horizon.h"
 #include "compat.h"
 
 struct CsGenerationReader
@@ -86,36 +87,6 @@ struct CsGenerationReader
 								 * far in the current segment */
 	bool		done;
 };
-
-/*
- * cs_check_segment_header
- *	  Checks that a segment's header belongs where its file was found: its
- *	  index is the file name's, its generation the directory's, and its
- *	  system identifier and timeline those of the generation's identity.
- *	  Errors: XX001 naming the file at offset 0.
- */
-void
-cs_check_segment_header(const char *path, const CsSegmentHeader *h,
-						int64 index, uint64 generation,
-						const CsIdentity *identity)
-{
-	if ((int64) h->segment_index != index)
-		cs_segment_damage(path, 0,
-						  "Its header says it is segment %lld, but its name says %lld: it is a copy of another segment.",
-						  (long long) h->segment_index, (long long) index);
-	if (h->generation != generation)
-		cs_segment_damage(path, 0,
-						  "Its header names generation %016llx, but it lies in generation %016llx.",
-						  (unsigned long long) h->generation,
-						  (unsigned long long) generation);
-	if (h->system_identifier != identity->system_identifier ||
-		h->timeline != identity->timeline)
-		cs_segment_damage(path, 0,
-						  "Its header names system %llu, timeline %u; the generation's identity file says system %llu, timeline %u.",
-						  (unsigned long long) h->system_identifier, h->timeline,
-						  (unsigned long long) identity->system_identifier,
-						  identity->timeline);
-}
 
 /*
  * cs_genreader_open

@@ -40,9 +40,5 @@ extern bool cs_genreader_stopped(CsGenerationReader *reader);
 extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
 extern void cs_genreader_close(CsGenerationReader *reader);
 extern CsSegmentReader *cs_open_listed_segment(CsSegmentFile *sf);
-extern void cs_check_segment_header(const char *path,
-									const CsSegmentHeader *header,
-									int64 index, uint64 generation,
-									const CsIdentity *identity);
 
 #endif							/* CS_GENERATION_READER_H */

@@ -43,7 +43,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
-#include "retention.h"
+#include "reader_pins.h"
 
 #define CS_PINS_TRANCHE		"changestream pins"
 #define PINS_PER_BACKEND	2

@@ -51,8 +51,9 @@
 #include "utils/timestamp.h"
 
 #include "ddl_history.h"
+#include "reader_pins.h"
 #include "restore.h"
-#include "retention.h"
+#include "retention_horizon.h"
 #include "snapshot_reader.h"
 #include "compat.h"
 

@@ -17,7 +17,7 @@
 
 #include "archive_layout.h"
 #include "generation.h"
-#include "retention.h"
+#include "retention_horizon.h"
 
 /* Parse one "key = value" line of the horizon file into horizon. */
 static int

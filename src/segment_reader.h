@@ -11,6 +11,7 @@
 #include "access/xlogdefs.h"
 #include "utils/hsearch.h"
 
+#include "generation.h"
 #include "segment_format.h"
 #include "pgoutput_parse.h"
 
@@ -46,6 +47,10 @@ extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
 extern void cs_reader_close(CsSegmentReader *reader);
+extern void cs_check_segment_header(const char *path,
+									const CsSegmentHeader *header,
+									int64 index, uint64 generation,
+									const CsIdentity *identity);
 
 /*
  * The position of record of a stream of entries, advanced entry by entry

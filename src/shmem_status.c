@@ -26,8 +26,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "compressor.h"
-#include "retention.h"
+#include "reader_pins.h"
 #include "shmem_status.h"
 
 #define CS_LWLOCK_TRANCHE	"changestream status"

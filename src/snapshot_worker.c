@@ -26,11 +26,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "archive_config.h"
 #include "archive_dir.h"
 #include "archive_layout.h"
-#include "archive_config.h"
 #include "shmem_status.h"
-#include "compressor.h"
 #include "snapshot.h"
 #include "snapshot_worker.h"
 #include "walsender_conn.h"

@@ -27,7 +27,7 @@
 
 #include "ddl_history.h"
 #include "decoder.h"
-#include "retention.h"
+#include "reader_pins.h"
 #include "compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_changes);

@@ -29,7 +29,8 @@
 #include "utils/tuplestore.h"
 
 #include "decoder.h"
-#include "retention.h"
+#include "reader_pins.h"
+#include "retention_horizon.h"
 #include "snapshot_reader.h"
 #include "compat.h"
 

@@ -23,9 +23,8 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
-#include "compressor.h"
 #include "archive_config.h"
-#include "retention.h"
+#include "reader_pins.h"
 #include "shmem_status.h"
 #include "snapshot_worker.h"
 

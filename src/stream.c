@@ -44,7 +44,6 @@
 #include "utils/wait_event.h"
 
 #include "archiver.h"
-#include "compressor.h"
 #include "ddl_history.h"
 #include "guc.h"
 #include "message_filter.h"

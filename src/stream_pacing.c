@@ -36,8 +36,8 @@
 #include "replication/walsender.h"
 #include "utils/timestamp.h"
 
-#include "compressor.h"
 #include "guc.h"
+#include "shmem_status.h"
 #include "stream_pacing.h"
 
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
