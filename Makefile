@@ -12,50 +12,52 @@
 MODULE_big = changestream
 OBJS = \
 	src/changestream.o \
-	src/guc.o \
-	src/archive_config.o \
-	src/shmem_status.o \
-	src/reader_pins.o \
-	src/retention.o \
-	src/retention_horizon.o \
-	src/storage.o \
-	src/storage_posix.o \
-	src/archive_dir.o \
-	src/archive_layout.o \
-	src/generation_reader.o \
-	src/snapshot_manifest.o \
-	src/generation.o \
-	src/segment_format.o \
-	src/segment_writer.o \
-	src/segment_recovery.o \
-	src/segment_schema.o \
-	src/segment_reader.o \
-	src/compress.o \
-	src/compressor.o \
-	src/segment_spare.o \
-	src/log_once.o \
-	src/pgoutput_parse.o \
-	src/walsender_conn.o \
-	src/stream.o \
-	src/stream_pacing.o \
-	src/generation_policy.o \
-	src/archiver.o \
-	src/snapshot.o \
-	src/snapshot_worker.o \
-	src/walsender_reap.o \
-	src/message_filter.o \
-	src/conninfo_secret.o \
-	src/ri_monitor.o \
-	src/guc_rejected.o \
-	src/sql_functions.o \
-	src/sql_worker.o \
-	src/decoder.o \
-	src/snapshot_reader.o \
-	src/sql_changes.o \
-	src/sql_verify.o \
-	src/restore.o \
-	src/restore_apply.o \
-	src/ddl_history.o
+	src/base/guc.o \
+	src/base/archive_config.o \
+	src/base/shmem_status.o \
+	src/archive/reader_pins.o \
+	src/archive/retention.o \
+	src/archive/retention_horizon.o \
+	src/archive/storage.o \
+	src/archive/storage_posix.o \
+	src/archive/archive_dir.o \
+	src/archive/archive_layout.o \
+	src/read/generation_reader.o \
+	src/archive/snapshot_manifest.o \
+	src/archive/generation.o \
+	src/archive/segment_format.o \
+	src/archive/segment_writer.o \
+	src/archive/segment_recovery.o \
+	src/archive/segment_schema.o \
+	src/archive/schema_history.o \
+	src/archive/segment_reader.o \
+	src/archive/compress.o \
+	src/worker/compressor.o \
+	src/archive/segment_spare.o \
+	src/base/log_once.o \
+	src/archive/pgoutput_parse.o \
+	src/worker/walsender_conn.o \
+	src/worker/stream.o \
+	src/worker/stream_pacing.o \
+	src/worker/generation_policy.o \
+	src/worker/archiver.o \
+	src/worker/snapshot.o \
+	src/worker/snapshot_worker.o \
+	src/worker/walsender_reap.o \
+	src/worker/message_filter.o \
+	src/base/conninfo_secret.o \
+	src/worker/ri_monitor.o \
+	src/base/guc_rejected.o \
+	src/sql/sql_functions.o \
+	src/sql/sql_worker.o \
+	src/read/decoder.o \
+	src/archive/snapshot_reader.o \
+	src/read/sql_changes.o \
+	src/read/sql_verify.o \
+	src/read/restore.o \
+	src/read/restore_apply.o \
+	src/read/ddl_record.o \
+	src/sql/ddl_history.o
 
 EXTENSION = changestream
 DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql
@@ -97,7 +99,7 @@ export TESTLOGDIR ?= $(CURDIR)/tmp_check/log
 
 # every object depends on the shared headers (CsStatus lives in shared
 # memory: all objects must agree on its layout)
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*/*.h)
 
 # The archive directory of a temporary regress instance: an absolute path,
 # so it is written at run time.

@@ -15,10 +15,11 @@
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 
-#include "archiver.h"
-#include "compressor.h"
-#include "guc.h"
-#include "shmem_status.h"
+#include "archive/reader_pins.h"
+#include "base/guc.h"
+#include "base/shmem_status.h"
+#include "worker/archiver.h"
+#include "worker/compressor.h"
 
 PG_MODULE_MAGIC;
 
@@ -33,6 +34,7 @@ changestream_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	cs_shmem_request();
+	cs_pins_shmem_request();
 }
 
 static void
@@ -41,6 +43,7 @@ changestream_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	cs_shmem_startup();
+	cs_pins_shmem_init();
 }
 
 /*

@@ -2,7 +2,7 @@
 # Preallocated segments (issue 13, TPS): the compressor zero-fills a spare
 # segment (changestream.directory/spare.wal) and the archiver renames it in
 # as its next segment, so each group commit's fdatasync overwrites blocks
-# instead of growing the file (src/segment_spare.c, docs/FORMAT.md
+# instead of growing the file (src/archive/segment_spare.c, docs/FORMAT.md
 # section 11.3, "preallocated tail").
 #
 # (a) The spare appears, segment_size bytes, all zero.

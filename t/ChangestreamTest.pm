@@ -100,11 +100,11 @@ my %COMPARED = map { $_ => 1 } qw(42 49 55 44 54 43);
 
 # cs_pinned_settings_sql() -> "SET name = 'value'; ..."
 # The session settings the archiver pins on its walsender connection, read
-# from their one source, src/pinned_settings.h: under them the oracle's text
+# from their one source, src/base/pinned_settings.h: under them the oracle's text
 # values are the archive's.
 sub cs_pinned_settings_sql
 {
-	my $h = dirname(__FILE__) . '/../src/pinned_settings.h';
+	my $h = dirname(__FILE__) . '/../src/base/pinned_settings.h';
 	open(my $fh, '<', $h) or croak "open $h: $!";
 	my $sql = '';
 	while (<$fh>)
@@ -136,7 +136,7 @@ sub cs_lsn_to_int
 
 # The server's text form of an LSN: PostgreSQL 19 pads the low half to 8
 # hex digits ("0/0BB8A5D8"), as pg_lsn's output and the server's messages
-# (and changestream's, src/compat.h) do there; before 19 "0/BB8A5D8".  The
+# (and changestream's, src/base/compat.h) do there; before 19 "0/BB8A5D8".  The
 # PostgreSQL under test is the pg_config in PATH.
 my ($lsn_format, $pg_major);
 

@@ -42,7 +42,7 @@ our @EXPORT = qw(
   $PINNED_SETTINGS);
 
 # The settings the archiver pins on its walsender connection
-# (src/pinned_settings.h): COPY output of the live table under them has the
+# (src/base/pinned_settings.h): COPY output of the live table under them has the
 # same text form as the snapshot's and the pgoutput stream's.
 our $PINNED_SETTINGS = ChangestreamTest::cs_pinned_settings_sql();
 

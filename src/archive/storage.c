@@ -1,0 +1,223 @@
+/*-------------------------------------------------------------------------
+ *
+ * storage.c
+ *	  The storage interface (storage.h) through the archive's driver: the
+ *	  local directory (storage_posix.c) is the only one today.  Upper code
+ *	  (the layout, the writer, the readers, retention) calls these
+ *	  functions, never open(2), unlink(2) or rename(2) on archive files.
+ *	  Descriptors handed out for reading are counted by fd.c as external
+ *	  ones; small files and durable writes use fd.c's transient files.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include "storage/fd.h"
+
+#include "archive/storage.h"
+
+/* The driver of the archive (the one there is). */
+static inline const CsStorageDriver *
+driver(void)
+{
+	return &cs_storage_posix;
+}
+
+/*
+ * cs_storage_list
+ *	  Returns the names in directory path as a List of palloc'd strings, in
+ *	  no order, without "." and "..".  When path does not exist and
+ *	  missing_ok, returns NIL with *found false.
+ *	  Errors: XX001 when path is not a directory; file access SQLSTATEs.
+ */
+List *
+cs_storage_list(const char *path, bool missing_ok, bool *found)
+{
+	return driver()->list(path, missing_ok, found);
+}
+
+/*
+ * cs_storage_stat
+ *	  Fills *info with what path names (through a symbolic link when
+ *	  follow): type CS_STORAGE_MISSING when nothing is there, size in
+ *	  bytes, mtime with microseconds.  Returns 0, or the errno of a failure
+ *	  other than a missing path (the caller reports it: errno is set too).
+ *	  Never raises.
+ */
+int
+cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
+{
+	int			err = driver()->stat(path, follow, info);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_open_regular_file
+ *	  Opens a file of the archive read-only without blocking and checks that
+ *	  it is a regular file (a symbolic link to one is followed).  Returns
+ *	  the file descriptor, which the caller closes, or -1 when the file does
+ *	  not exist and missing_ok.  The descriptor is not tracked by fd.c:
+ *	  callers account for it with AcquireExternalFD() (as
+ *	  cs_open_counted_file() does) or own it through a memory context reset
+ *	  callback.
+ *	  Errors: XX001 when it is not a regular file; file access SQLSTATEs
+ *	  (42501, 58P01, ...) for other failures.
+ */
+int
+cs_open_regular_file(const char *path, bool missing_ok)
+{
+	return driver()->open_read(path, missing_ok);
+}
+
+/*
+ * cs_open_counted_file
+ *	  cs_open_regular_file(), with the descriptor counted by fd.c as an
+ *	  external one (AcquireExternalFD()), for a descriptor that zlib or a
+ *	  reader owns: cs_close_counted_file() closes it.
+ *	  Errors: as cs_open_regular_file(); 53000 when fd.c allows no more
+ *	  files.
+ */
+int
+cs_open_counted_file(const char *path, bool missing_ok)
+{
+	int			fd = cs_open_regular_file(path, missing_ok);
+
+	if (fd >= 0 && !AcquireExternalFD())
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not open file \"%s\": too many open files", path)));
+	}
+	return fd;
+}
+
+/*
+ * cs_close_counted_file
+ *	  Closes a descriptor from cs_open_counted_file(): through zlib when a
+ *	  gzFile owns it (gzclose() closes it and frees zlib's buffers), else
+ *	  directly, and tells fd.c it is gone.  fd < 0 (nothing open) is a
+ *	  no-op.  Called from release callbacks and PG_FINALLY blocks: it never
+ *	  raises.
+ */
+void
+cs_close_counted_file(struct gzFile_s *gz, int fd)
+{
+	if (fd < 0)
+		return;
+	if (gz != NULL)
+		gzclose(gz);
+	else
+		close(fd);
+	ReleaseExternalFD();
+}
+
+/*
+ * cs_read_small_file
+ *	  Reads a whole small text file of the archive (an identity file, say)
+ *	  into out, which is reset first; false when it does not exist and
+ *	  missing_ok.  max_bytes bounds what is read: a larger file is damage.
+ *	  The descriptor is a transient file, released on error.
+ *	  Errors: XX001 when the file is not a regular file or is larger than
+ *	  max_bytes; file access SQLSTATEs for I/O failures.
+ */
+bool
+cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
+				   bool missing_ok)
+{
+	return driver()->read_small(path, max_bytes, out, missing_ok);
+}
+
+/*
+ * cs_write_file_durably
+ *	  Replaces the small file path (in directory dir) with len bytes of
+ *	  data, durably: written to <path>.tmp, then cs_durable_rename() (fsync,
+ *	  rename, fsync of dir).  A crash leaves the old file or the new one,
+ *	  and at most a .tmp that cs_remove_tmp_files() removes.  Errors: file
+ *	  access errors (class 58) as core's messages.
+ */
+void
+cs_write_file_durably(const char *path, const char *dir, const char *data,
+					  size_t len)
+{
+	driver()->write(path, dir, data, len);
+}
+
+/*
+ * cs_durable_rename
+ *	  fsyncs from, renames it to to, then fsyncs dir (the directory holding
+ *	  both), as core's durable_rename() does but with ERROR, not PANIC.
+ */
+void
+cs_durable_rename(const char *from, const char *to, const char *dir)
+{
+	driver()->rename(from, to, dir);
+}
+
+/*
+ * cs_durable_unlink
+ *	  Removes the file path, if it is there, and fsyncs its directory dir so
+ *	  that the removal survives a crash.  Returns whether a file was
+ *	  removed (false, doing nothing, when there was none).
+ *	  Errors: file access SQLSTATEs from the removal or the fsync.
+ */
+bool
+cs_durable_unlink(const char *path, const char *dir)
+{
+	return driver()->remove(path, dir);
+}
+
+/*
+ * cs_remove_tree
+ *	  Removes directory path and everything below it (not durable: the
+ *	  caller fsyncs the parent if it must).  A missing path is no error.
+ *	  Errors: file access SQLSTATEs.
+ */
+void
+cs_remove_tree(const char *path)
+{
+	driver()->remove_tree(path);
+}
+
+/*
+ * cs_make_dir
+ *	  Creates directory path (mode 0700) unless it exists, and makes its
+ *	  entry in the parent durable.  Errors: 22023 when path exists and is
+ *	  not a directory; file access SQLSTATEs, with a hint about permissions.
+ */
+void
+cs_make_dir(const char *path)
+{
+	driver()->make_dir(path);
+}
+
+/*
+ * cs_fsync_path
+ *	  Makes the contents of file or directory path durable; directories
+ *	  need it after a file in them is created, renamed or removed.
+ *	  Errors: 58030 on failure.
+ */
+void
+cs_fsync_path(const char *path, bool isdir)
+{
+	driver()->sync(path, isdir);
+}
+
+/*
+ * cs_fsync_fd
+ *	  fdatasync()s a file open for writing, as the driver returned it (path
+ *	  is for the message).  Errors: 58030 on failure.
+ */
+void
+cs_fsync_fd(int fd, const char *path)
+{
+	if (fdatasync(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", path)));
+}

@@ -1,0 +1,288 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *	  The changestream.* configuration parameters.
+ *
+ * Contexts: "database" needs a restart (the worker binds to its database
+ * once, at start).  Everything else reloads with pg_reload_conf(): the
+ * worker re-reads it on SIGHUP and, when the archive's identity changes
+ * (directory, slot, publication, conninfo), ends its session cleanly and
+ * starts a new one.  Bad values are rejected by the GUC machinery's own
+ * range checks or by the check hooks below, at load and at reload.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "replication/slot.h"
+#include "utils/guc.h"
+#include "utils/varlena.h"
+
+#include "base/guc.h"
+#include "base/guc_rejected.h"
+
+char	   *cs_directory = NULL;
+char	   *cs_database = NULL;
+char	   *cs_slot_name = NULL;
+char	   *cs_publication = NULL;
+char	   *cs_conninfo = NULL;
+char	   *cs_message_prefixes = NULL;
+int			cs_retention_s = 0;
+int			cs_status_interval_ms = 10000;
+int			cs_flush_interval_ms = 200;
+int			cs_segment_size_kb = 16 * 1024;
+int			cs_segment_timeout_s = 300;
+int			cs_compression_level = 3;
+int			cs_snapshot_interval_s = 0;
+bool		cs_preallocate_segments = true;
+
+/*
+ * An archive directory must be absolute: a relative path would silently
+ * depend on the server's working directory.
+ */
+static bool
+check_directory(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!is_absolute_path(*newval))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("changestream.directory must be an absolute path");
+		GUC_check_errhint("Set it to a directory the server's operating system user can write, for example '/var/lib/postgresql/changestream'.");
+		return false;
+	}
+	if (strlen(*newval) > MAXPGPATH - 128)
+	{
+		GUC_check_errmsg("changestream.directory is too long");
+		GUC_check_errdetail("It is %zu bytes; at most %d are allowed.",
+							strlen(*newval), MAXPGPATH - 128);
+		return false;
+	}
+	return true;
+}
+
+/* A slot name follows the rules of ReplicationSlotValidateName(). */
+static bool
+check_slot_name_value(char **newval)
+{
+	const char *p;
+
+	if (*newval == NULL || (*newval)[0] == '\0' ||
+		strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_NAME);
+		GUC_check_errmsg("changestream.slot_name must be 1 to %d characters",
+						 NAMEDATALEN - 1);
+		GUC_check_errdetail("It is %zu characters.", *newval ? strlen(*newval) : 0);
+		return false;
+	}
+	for (p = *newval; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+		{
+			GUC_check_errcode(ERRCODE_INVALID_NAME);
+			GUC_check_errmsg("changestream.slot_name \"%s\" contains invalid character", *newval);
+			GUC_check_errhint("Replication slot names may only contain lower case letters, numbers, and the underscore character.");
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+check_slot_name(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.slot_name", check_slot_name_value(newval),
+						  source, *newval, false);
+}
+
+/*
+ * A publication or database name must fit in a NameData; the message
+ * names the setting (GUC check hooks are not told which one they check).
+ */
+static bool
+check_name(const char *setting, const char *value)
+{
+	if (value == NULL || value[0] == '\0' || strlen(value) >= NAMEDATALEN)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_NAME);
+		GUC_check_errmsg("%s must be 1 to %d characters", setting, NAMEDATALEN - 1);
+		GUC_check_errdetail("It is %zu characters.", value ? strlen(value) : 0);
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_database(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.database",
+						  check_name("changestream.database", *newval),
+						  source, *newval, true);
+}
+
+static bool
+check_publication(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.publication",
+						  check_name("changestream.publication", *newval),
+						  source, *newval, false);
+}
+
+/*
+ * message_prefixes_problem
+ *	  Check a value for changestream.message_prefixes.  Returns NULL when
+ *	  it is a valid list, else a sentence saying what is wrong (for
+ *	  GUC_check_errdetail).  Allocates in the current memory context; never
+ *	  raises.
+ */
+static const char *
+message_prefixes_problem(const char *value)
+{
+	char	   *copy;
+	List	   *items = NIL;
+	ListCell   *lc;
+
+	if (value == NULL || value[0] == '\0')
+		return NULL;
+	copy = pstrdup(value);
+	if (!SplitGUCList(copy, ',', &items))
+		return "The list syntax is invalid (an unterminated double quote?).";
+	foreach(lc, items)
+	{
+		const char *item = lfirst(lc);
+
+		if (item[0] == '\0')
+			return "A listed prefix is empty.";
+	}
+	return NULL;
+}
+
+/*
+ * changestream.message_prefixes: a comma-separated list of prefixes
+ * (message_filter.c applies it).
+ */
+static bool
+check_message_prefixes_value(char **newval)
+{
+	const char *problem = message_prefixes_problem(*newval);
+
+	if (problem != NULL)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("changestream.message_prefixes is not a valid list of prefixes");
+		GUC_check_errdetail("%s", problem);
+		GUC_check_errhint("List prefixes separated by commas, for example 'audit, app.'; '*' archives every message, an empty list none.");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_message_prefixes(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.message_prefixes",
+						  check_message_prefixes_value(newval), source, *newval,
+						  false);
+}
+
+/*
+ * cs_define_gucs
+ *	  Define every changestream.* parameter and reserve the prefix, so a
+ *	  misspelt changestream.* setting is reported instead of ignored.
+ *	  Called from _PG_init(); mirrors contrib/pg_stat_statements.
+ */
+void
+cs_define_gucs(void)
+{
+	DefineCustomStringVariable("changestream.directory",
+							   "Directory the change stream is archived in.",
+							   "Empty disables archiving.",
+							   &cs_directory, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   check_directory, NULL, NULL);
+	DefineCustomStringVariable("changestream.database",
+							   "Database whose changes are archived.",
+							   NULL,
+							   &cs_database, "postgres",
+							   PGC_POSTMASTER, 0,
+							   check_database, NULL, NULL);
+	DefineCustomStringVariable("changestream.slot_name",
+							   "Logical replication slot the archiver consumes.",
+							   "Created by the archiver when it does not exist.",
+							   &cs_slot_name, "changestream",
+							   PGC_SIGHUP, 0,
+							   check_slot_name, NULL, NULL);
+	DefineCustomStringVariable("changestream.publication",
+							   "Publication whose tables are archived.",
+							   "Create it with CREATE PUBLICATION.",
+							   &cs_publication, "changestream",
+							   PGC_SIGHUP, 0,
+							   check_publication, NULL, NULL);
+	DefineCustomStringVariable("changestream.conninfo",
+							   "Connection string of the server to archive.",
+							   "Empty means the local server over its Unix socket.",
+							   &cs_conninfo, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("changestream.message_prefixes",
+							   "Prefixes of the logical decoding messages (pg_logical_emit_message()) that are archived.",
+							   "A comma-separated list; empty archives none, '*' archives all.",
+							   &cs_message_prefixes, "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   check_message_prefixes, NULL, NULL);
+	DefineCustomIntVariable("changestream.status_interval",
+							"Maximum time between standby status updates.",
+							NULL,
+							&cs_status_interval_ms, 10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.flush_interval",
+							"Maximum time received data waits before it is fsynced and acknowledged.",
+							"Once the stream is idle it flushes after a group commit window of 5 to 20 ms, which follows the commit rate, and never longer than this.",
+							&cs_flush_interval_ms, 200, 1, 60 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.segment_size",
+							"Size at which a changestream segment is sealed and a new one started.",
+							"Segments rotate only at transaction boundaries.",
+							&cs_segment_size_kb, 16 * 1024, 64, 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.segment_timeout",
+							"Age at which a changestream segment holding data is sealed.",
+							"0 disables time-based rotation.",
+							&cs_segment_timeout_s, 300, 0, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.compression_level",
+							"zlib level for sealed changestream segments and snapshots (0 stores them uncompressed in gzip framing).",
+							"The default, 3, costs about 40% of level 6's CPU for about 12% more bytes: the compressor runs on the primary, beside its workload.",
+							&cs_compression_level, 3, 0, 9,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("changestream.preallocate_segments",
+							 "Zero-fill each new changestream segment ahead of time, as PostgreSQL does its WAL segments.",
+							 "The group commit fdatasync then overwrites blocks instead of growing the file.  Turn it off on copy-on-write file systems.",
+							 &cs_preallocate_segments, true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("changestream.snapshot_interval",
+							"Time between scheduled snapshots of the published tables.",
+							"0 disables scheduled snapshots; every generation still opens with one.",
+							&cs_snapshot_interval_s, 0, 0, 365 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("changestream.retention",
+							"How long archived history stays restorable; older files are deleted.",
+							"0 keeps everything.  Needs changestream.snapshot_interval to free anything.",
+							&cs_retention_s, 0, 0, 10 * 365 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("changestream");
+}

@@ -1,0 +1,756 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem_status.c
+ *	  The workers' status in shared memory (CsStatus): written by the
+ *	  archiver and the snapshot worker, read by changestream.status() and
+ *	  the SQL actions.  This is the only file that touches it.
+ *
+ *	  The scalars are guarded by a spinlock that is held for a few stores,
+ *	  never across a call; timestamps are computed before taking it.  The
+ *	  text fields (error messages, progress, names) are guarded by an
+ *	  LWLock, as a memcpy of kilobytes is no work for a spinlock.  Latches
+ *	  are set after the lock is released, as WalRcvForceReply() does.
+ *
+ * Sources: src/backend/replication/walreceiverfuncs.c (the spinlock and
+ * latch rules); RequestNamedLWLockTranche() as in
+ * contrib/pg_stat_statements.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+
+#include "base/shmem_status.h"
+
+#define CS_LWLOCK_TRANCHE	"changestream status"
+
+static CsStatus *cs_status = NULL;
+
+/*
+ * The compressor's status: scalars under its own spinlock, the error text
+ * under the status LWLock.
+ */
+typedef struct CsCompressorShared
+{
+	slock_t		mutex;
+	pid_t		pid;
+	Latch	   *latch;			/* set by the archiver after sealing */
+	int64		raw_sealed_segments;
+	uint64		segments_compressed;
+	bool		archiver_catching_up;	/* compression may wait: see
+										 * cs_compressor_status_set_catching_up() */
+	bool		deferring;		/* the compressor waits for the archiver */
+	TimestampTz last_error_at;
+	char		last_error[CS_ERROR_LEN];	/* under cs_status->lock */
+} CsCompressorShared;
+
+static CsCompressorShared *cs_compressor = NULL;
+
+/*
+ * cs_shmem_request
+ *	  Reserve space for CsStatus and its LWLock.  Runs from
+ *	  shmem_request_hook (PG15+), as contrib/pg_stat_statements does.
+ */
+void
+cs_shmem_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsCompressorShared)));
+	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
+}
+
+/*
+ * cs_shmem_startup
+ *	  Attach to (and on first use initialise) CsStatus.  Runs from
+ *	  shmem_startup_hook in the postmaster and every EXEC_BACKEND child.
+ */
+void
+cs_shmem_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	cs_status = ShmemInitStruct("changestream status", sizeof(CsStatus), &found);
+	if (!found)
+	{
+		memset(cs_status, 0, sizeof(CsStatus));
+		SpinLockInit(&cs_status->mutex);
+		cs_status->state = CS_STATE_NOT_RUNNING;
+		cs_status->segment_index = -1;
+		cs_status->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
+	}
+	cs_compressor = ShmemInitStruct("changestream compressor status",
+									sizeof(CsCompressorShared), &found);
+	if (!found)
+	{
+		memset(cs_compressor, 0, sizeof(CsCompressorShared));
+		SpinLockInit(&cs_compressor->mutex);
+		cs_compressor->raw_sealed_segments = -1;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * cs_state_name
+ *	  The name status() shows for a worker state (a static string).
+ */
+const char *
+cs_state_name(CsWorkerState state)
+{
+	switch (state)
+	{
+		case CS_STATE_NOT_RUNNING:
+			return "not running";
+		case CS_STATE_DISABLED:
+			return "disabled";
+		case CS_STATE_STARTING:
+			return "starting";
+		case CS_STATE_CONNECTING:
+			return "connecting";
+		case CS_STATE_STREAMING:
+			return "streaming";
+		case CS_STATE_ERROR:
+			return "error";
+		case CS_STATE_STOPPING:
+			return "stopping";
+	}
+	return "unknown";
+}
+
+/*
+ * cs_status_attached
+ *	  Whether this process is attached to changestream's shared memory,
+ *	  that is, whether the library was preloaded.
+ */
+bool
+cs_status_attached(void)
+{
+	return cs_status != NULL;
+}
+
+/*
+ * cs_status_require_loaded
+ *	  Raise 55000 (object_not_in_prerequisite_state) with a hint when the
+ *	  library was not preloaded; return otherwise.
+ */
+void
+cs_status_require_loaded(void)
+{
+	if (cs_status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("changestream is not loaded"),
+				 errhint("Add changestream to shared_preload_libraries and restart the server.")));
+}
+
+/*
+ * cs_status_copy
+ *	  Copy the whole status into *copy: the scalars under the spinlock,
+ *	  the text under the LWLock.
+ */
+void
+cs_status_copy(CsStatus *copy)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	memcpy(copy, cs_status, CS_STATUS_TEXT_START);
+	SpinLockRelease(&cs_status->mutex);
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	memcpy((char *) copy + CS_STATUS_TEXT_START,
+		   (char *) cs_status + CS_STATUS_TEXT_START,
+		   sizeof(CsStatus) - CS_STATUS_TEXT_START);
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_flushed_lsn_of
+ *	  The archiver's durable, reported position (LSN) when it is streaming
+ *	  into the given generation; InvalidXLogRecPtr otherwise, or when the
+ *	  library is not preloaded.
+ */
+XLogRecPtr
+cs_status_flushed_lsn_of(uint64 generation)
+{
+	XLogRecPtr	flushed = InvalidXLogRecPtr;
+
+	if (cs_status == NULL)
+		return InvalidXLogRecPtr;
+	SpinLockAcquire(&cs_status->mutex);
+	if (cs_status->pid != 0 && cs_status->has_generation &&
+		cs_status->generation == generation &&
+		cs_status->state == CS_STATE_STREAMING)
+		flushed = cs_status->flushed_lsn;
+	SpinLockRelease(&cs_status->mutex);
+	return flushed;
+}
+
+/* Set a text field under the LWLock (truncated to size - 1 bytes). */
+static void
+set_text(char *field, const char *value, size_t size)
+{
+	LWLockAcquire(cs_status->lock, LW_EXCLUSIVE);
+	strlcpy(field, value ? value : "", size);
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_archiver_started
+ *	  The archiver process starts: its PID, latch (for new_generation()),
+ *	  database and slot names; state "starting".
+ */
+void
+cs_status_archiver_started(Latch *latch, const char *database,
+						   const char *slot)
+{
+	LWLockAcquire(cs_status->lock, LW_EXCLUSIVE);
+	strlcpy(cs_status->database, database, NAMEDATALEN);
+	strlcpy(cs_status->slot, slot, NAMEDATALEN);
+	LWLockRelease(cs_status->lock);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->pid = MyProcPid;
+	cs_status->archiver_latch = latch;
+	cs_status->state = CS_STATE_STARTING;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_archiver_startup_failed
+ *	  The archiver exits before it could connect to database (typically:
+ *	  it does not exist); say so in status() if it is still starting.
+ */
+void
+cs_status_archiver_startup_failed(const char *database)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	char		message[CS_ERROR_LEN];
+	bool		starting;
+
+	snprintf(message, sizeof(message),
+			 "the archiver could not connect to database \"%s\" (changestream.database); see the server log",
+			 database);
+	SpinLockAcquire(&cs_status->mutex);
+	starting = cs_status->pid == MyProcPid &&
+		cs_status->state == CS_STATE_STARTING;
+	if (starting)
+	{
+		cs_status->last_error_at = now;
+		cs_status->state = CS_STATE_NOT_RUNNING;
+		cs_status->pid = 0;
+	}
+	SpinLockRelease(&cs_status->mutex);
+	if (starting)
+		set_text(cs_status->last_error, message, CS_ERROR_LEN);
+}
+
+/*
+ * cs_status_archiver_exited
+ *	  The archiver process is gone: no PID, no latch, "not running", no
+ *	  commit rate or group commit window.
+ */
+void
+cs_status_archiver_exited(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->pid = 0;
+	cs_status->archiver_latch = NULL;
+	cs_status->state = CS_STATE_NOT_RUNNING;
+	cs_status->commit_rate = 0;
+	cs_status->group_commit_ms = 0;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_set_state
+ *	  Publish the archiver's state.
+ */
+void
+cs_status_set_state(CsWorkerState state)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->state = state;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_set_error
+ *	  Record the archiver's last error (truncated to CS_ERROR_LEN - 1
+ *	  bytes) and when, and enter state "error".  Errors stay visible until
+ *	  the next one.
+ */
+void
+cs_status_set_error(const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	set_text(cs_status->last_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->last_error_at = now;
+	cs_status->state = CS_STATE_ERROR;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_set_slot
+ *	  The slot the archiver's session uses.
+ */
+void
+cs_status_set_slot(const char *slot)
+{
+	set_text(cs_status->slot, slot, NAMEDATALEN);
+}
+
+/*
+ * cs_status_set_generation
+ *	  The generation the archiver writes.
+ */
+void
+cs_status_set_generation(uint64 generation)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->has_generation = true;
+	cs_status->generation = generation;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_set_segment
+ *	  The index of the active segment.
+ */
+void
+cs_status_set_segment(int64 index)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->segment_index = index;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_publish_progress
+ *	  The session's positions and counters, as status() shows them.
+ */
+void
+cs_status_publish_progress(const CsStreamCounters *c)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->received_lsn = c->received_lsn;
+	cs_status->flushed_lsn = c->flushed_lsn;
+	cs_status->last_message_at = c->last_message_at;
+	cs_status->last_flush_at = c->last_flush_at;
+	cs_status->messages = c->messages;
+	cs_status->transactions = c->transactions;
+	cs_status->bytes = c->bytes;
+	cs_status->commit_rate = c->commit_rate;
+	cs_status->group_commit_ms = c->group_commit_ms;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_new_generation_requested
+ *	  Has new_generation() asked for a new generation?  With clear, the
+ *	  request is taken (the archiver has opened one).
+ */
+bool
+cs_status_new_generation_requested(bool clear)
+{
+	bool		requested;
+
+	SpinLockAcquire(&cs_status->mutex);
+	requested = cs_status->new_generation_requested;
+	if (clear)
+		cs_status->new_generation_requested = false;
+	SpinLockRelease(&cs_status->mutex);
+	return requested;
+}
+
+/*
+ * cs_status_request_new_generation
+ *	  Ask the archiver for a new generation and wake it.  False when no
+ *	  archiver runs.
+ */
+bool
+cs_status_request_new_generation(void)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->new_generation_requested = true;
+	latch = cs_status->archiver_latch;
+	SpinLockRelease(&cs_status->mutex);
+	if (latch == NULL)
+		return false;
+	SetLatch(latch);
+	return true;
+}
+
+/*
+ * cs_status_last_snapshot
+ *	  When the last snapshot of the current generation was taken (or the
+ *	  generation opened), and in *running whether one is being taken.
+ */
+TimestampTz
+cs_status_last_snapshot(bool *running)
+{
+	TimestampTz last;
+
+	SpinLockAcquire(&cs_status->mutex);
+	last = cs_status->last_snapshot_at;
+	*running = cs_status->snapshot_running;
+	SpinLockRelease(&cs_status->mutex);
+	return last;
+}
+
+/*
+ * cs_status_set_last_snapshot
+ *	  A snapshot of the current generation was taken at "at".
+ */
+void
+cs_status_set_last_snapshot(TimestampTz at)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->last_snapshot_at = at;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_claim_snapshot
+ *	  Claim the single snapshot slot and clear the last result.  False when
+ *	  a snapshot is already running.
+ */
+bool
+cs_status_claim_snapshot(void)
+{
+	bool		claimed;
+
+	SpinLockAcquire(&cs_status->mutex);
+	claimed = !cs_status->snapshot_running;
+	if (claimed)
+	{
+		cs_status->snapshot_running = true;
+		cs_status->snapshot_result_lsn = InvalidXLogRecPtr;
+		cs_status->snapshot_result_code = 0;
+	}
+	SpinLockRelease(&cs_status->mutex);
+	if (claimed)
+		set_text(cs_status->snapshot_result_error, "", CS_ERROR_LEN);
+	return claimed;
+}
+
+/*
+ * cs_status_snapshot_not_launched
+ *	  Release the claim: no background worker slot was free.
+ */
+void
+cs_status_snapshot_not_launched(void)
+{
+	set_text(cs_status->snapshot_result_error,
+			 "could not register a background worker for the snapshot",
+			 CS_ERROR_LEN);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_running = false;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_snapshot_done
+ *	  The snapshot at lsn is durable.
+ */
+void
+cs_status_snapshot_done(XLogRecPtr lsn)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_result_lsn = lsn;
+	cs_status->last_snapshot_at = now;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_snapshot_failed
+ *	  The snapshot worker failed with sqlerrcode and message.
+ */
+void
+cs_status_snapshot_failed(int sqlerrcode, const char *message)
+{
+	set_text(cs_status->snapshot_result_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_result_code = sqlerrcode;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_snapshot_worker_exited
+ *	  The snapshot worker exits (before_shmem_exit): the slot is free, its
+ *	  progress is cleared, and an exit without a result becomes an error.
+ */
+void
+cs_status_snapshot_worker_exited(void)
+{
+	bool		no_result;
+
+	LWLockAcquire(cs_status->lock, LW_EXCLUSIVE);
+	memset(&cs_status->progress[CS_PROGRESS_SNAPSHOT], 0, sizeof(CsProgress));
+	SpinLockAcquire(&cs_status->mutex);
+	no_result = cs_status->snapshot_result_lsn == InvalidXLogRecPtr;
+	cs_status->snapshot_running = false;
+	SpinLockRelease(&cs_status->mutex);
+	if (no_result && cs_status->snapshot_result_error[0] == '\0')
+		strlcpy(cs_status->snapshot_result_error,
+				"the snapshot worker exited before the snapshot was durable",
+				CS_ERROR_LEN);
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_snapshot_result
+ *	  The last snapshot's LSN, or InvalidXLogRecPtr with its SQLSTATE in
+ *	  *sqlerrcode (0 if it did not fail with an error) and its message in
+ *	  error (CS_ERROR_LEN bytes).  worker_gone: the caller saw the worker
+ *	  never start or not stop cleanly; the slot is then freed here.
+ */
+XLogRecPtr
+cs_status_snapshot_result(int *sqlerrcode, char *error, bool worker_gone)
+{
+	XLogRecPtr	lsn;
+
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	strlcpy(error, cs_status->snapshot_result_error, CS_ERROR_LEN);
+	LWLockRelease(cs_status->lock);
+	SpinLockAcquire(&cs_status->mutex);
+	lsn = cs_status->snapshot_result_lsn;
+	*sqlerrcode = cs_status->snapshot_result_code;
+	if (worker_gone)
+		cs_status->snapshot_running = false;
+	SpinLockRelease(&cs_status->mutex);
+	return lsn;
+}
+
+/*
+ * cs_status_snapshot_running
+ *	  Is a snapshot worker active?  (Its tmp files must then stay.)
+ */
+bool
+cs_status_snapshot_running(void)
+{
+	bool		running;
+
+	SpinLockAcquire(&cs_status->mutex);
+	running = cs_status->snapshot_running;
+	SpinLockRelease(&cs_status->mutex);
+	return running;
+}
+
+/*
+ * cs_status_set_progress
+ *	  Snapshot progress of the archiver (which = CS_PROGRESS_ARCHIVER) or
+ *	  of the snapshot worker: the table being copied (NULL: none), rows
+ *	  copied of it, and what slot creation waits for (NULL: unchanged).
+ */
+void
+cs_status_set_progress(int which, const char *table, int64 rows,
+					   const char *waiting_for)
+{
+	CsProgress *p = &cs_status->progress[which];
+
+	LWLockAcquire(cs_status->lock, LW_EXCLUSIVE);
+	strlcpy(p->table, table ? table : "", sizeof(p->table));
+	p->rows = rows;
+	if (waiting_for != NULL)
+		strlcpy(p->waiting_for, waiting_for, sizeof(p->waiting_for));
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_clear_progress
+ *	  No snapshot is being taken by "which".
+ */
+void
+cs_status_clear_progress(int which)
+{
+	LWLockAcquire(cs_status->lock, LW_EXCLUSIVE);
+	memset(&cs_status->progress[which], 0, sizeof(CsProgress));
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_set_no_replica_identity
+ *	  The published tables without a replica identity, as a list.
+ */
+void
+cs_status_set_no_replica_identity(const char *tables)
+{
+	set_text(cs_status->no_replica_identity, tables,
+			 sizeof(cs_status->no_replica_identity));
+}
+
+/*
+ * cs_compressor_status_copy
+ *	  Copy the compressor's status into *copy (pid 0 when it does not run;
+ *	  raw_sealed_segments -1 before its first look at the archive).
+ */
+void
+cs_compressor_status_copy(CsCompressorStatus *copy)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	copy->pid = cs_compressor->pid;
+	copy->raw_sealed_segments = cs_compressor->raw_sealed_segments;
+	copy->segments_compressed = cs_compressor->segments_compressed;
+	copy->deferring = cs_compressor->deferring;
+	copy->last_error_at = cs_compressor->last_error_at;
+	SpinLockRelease(&cs_compressor->mutex);
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	strlcpy(copy->last_error, cs_compressor->last_error, sizeof(copy->last_error));
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_compressor_status_started
+ *	  The compressor process starts: its PID and the latch the archiver
+ *	  sets after sealing a segment.
+ */
+void
+cs_compressor_status_started(Latch *latch)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->pid = MyProcPid;
+	cs_compressor->latch = latch;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_exited
+ *	  The compressor process is gone.
+ */
+void
+cs_compressor_status_exited(void)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->pid = 0;
+	cs_compressor->latch = NULL;
+	cs_compressor->deferring = false;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_backlog
+ *	  The number of sealed raw segments the compressor found (-1: it has no
+ *	  archive to look at).
+ */
+void
+cs_compressor_status_set_backlog(int64 raw_sealed_segments)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->raw_sealed_segments = raw_sealed_segments;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_compressed
+ *	  One more segment compressed; the backlog found is one smaller.
+ */
+void
+cs_compressor_status_compressed(void)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->segments_compressed++;
+	if (cs_compressor->raw_sealed_segments > 0)
+		cs_compressor->raw_sealed_segments--;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_error
+ *	  Record the compressor's last error (truncated to CS_ERROR_LEN - 1
+ *	  bytes) and when.  It stays visible until the next one.
+ */
+void
+cs_compressor_status_set_error(const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	set_text(cs_compressor->last_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->last_error_at = now;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_status_set_catching_up
+ *	  The archiver is (catching_up true) or is no longer catching up with a
+ *	  backlog of the local server's WAL (stream.c's catching_up()).  While
+ *	  it is, the compressor starts no new segment until the backlog of
+ *	  sealed raw segments reaches DEFER_MAX_RAW (compressor.c), so that
+ *	  the walsender and the archiver have the CPUs.  The end of catching
+ *	  up wakes the compressor.
+ */
+void
+cs_compressor_status_set_catching_up(bool catching_up)
+{
+	bool		was;
+
+	if (cs_compressor == NULL)
+		return;
+	SpinLockAcquire(&cs_compressor->mutex);
+	was = cs_compressor->archiver_catching_up;
+	cs_compressor->archiver_catching_up = catching_up;
+	SpinLockRelease(&cs_compressor->mutex);
+	if (was && !catching_up)
+		cs_compressor_wake();
+}
+
+/*
+ * cs_compressor_status_archiver_catching_up
+ *	  Is the archiver catching up (as last set by
+ *	  cs_compressor_status_set_catching_up())?  The archiver clears it at
+ *	  every end of a session and first thing in its exit callback
+ *	  (stream.c), and a crash reinitializes shared memory, so an archiver
+ *	  that is gone never holds compression back.
+ */
+bool
+cs_compressor_status_archiver_catching_up(void)
+{
+	bool		catching_up;
+
+	SpinLockAcquire(&cs_compressor->mutex);
+	catching_up = cs_compressor->archiver_catching_up;
+	SpinLockRelease(&cs_compressor->mutex);
+	return catching_up;
+}
+
+/*
+ * cs_compressor_status_set_deferring
+ *	  The compressor waits (deferring true) or no longer waits for the
+ *	  archiver to catch up, as status() shows.
+ */
+void
+cs_compressor_status_set_deferring(bool deferring)
+{
+	SpinLockAcquire(&cs_compressor->mutex);
+	cs_compressor->deferring = deferring;
+	SpinLockRelease(&cs_compressor->mutex);
+}
+
+/*
+ * cs_compressor_wake
+ *	  Wake the compressor (a segment was sealed, a snapshot finished);
+ *	  nothing when it does not run.  The latch is set after the spinlock
+ *	  is released.
+ */
+void
+cs_compressor_wake(void)
+{
+	Latch	   *latch;
+
+	if (cs_compressor == NULL)
+		return;
+	SpinLockAcquire(&cs_compressor->mutex);
+	latch = cs_compressor->latch;
+	SpinLockRelease(&cs_compressor->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}

@@ -1,0 +1,1383 @@
+/*-------------------------------------------------------------------------
+ *
+ * restore.c
+ *	  changestream.restore(): the state of archived tables as of a point
+ *	  in the archive, in the caller's transaction (all or nothing).
+ *
+ *	  1. The newest snapshot whose LSN (time) is not after the target is
+ *		 loaded through the server's COPY machinery: BeginCopyFrom() with
+ *		 a data callback that feeds the decompressed table section, as the
+ *		 table synchronization worker does (replication/logical/tablesync.c).
+ *	  2. The archived transactions after it are applied in commit order,
+ *		 through the decoder (decoder.c) and the executor
+ *		 (restore_apply.c), up to the last transaction that committed at
+ *		 or before the target.  A change whose Relation differs from the
+ *		 one the target was matched to first alters the target to match
+ *		 (added, dropped, renamed, retyped columns); TRUNCATE truncates.
+ *
+ *	  Everything runs under session_replication_role = replica and the
+ *	  archive's pinned session settings (pinned_settings.h), in a GUC nest
+ *	  level undone at the end.  Memory is per change (the decoder's and
+ *	  the executor's contexts), so a transaction of any size is applied in
+ *	  bounded memory.  Reading checks for interrupts; a NOTICE reports
+ *	  progress every few seconds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/copy.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "parser/parse_relation.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "archive/reader_pins.h"
+#include "archive/retention_horizon.h"
+#include "archive/snapshot_reader.h"
+#include "read/ddl_record.h"
+#include "read/restore.h"
+#include "base/compat.h"
+
+PG_FUNCTION_INFO_V1(changestream_restore);
+
+#define RESTORE_COLS		8
+#define PROGRESS_INTERVAL_MS 3000
+
+typedef struct RestoreState
+{
+	const char *directory;
+	uint64		generation;
+	CsIdentity	identity;		/* start: the horizon's, after retention */
+	bool		retained;		/* retention removed older history */
+	const char *target_schema;	/* NULL: each table's own */
+	List	   *filter;			/* char *: wanted tables, NIL for all */
+	bool		has_target_lsn;
+	XLogRecPtr	target_lsn;
+	bool		has_target_time;
+	TimestampTz target_time;
+	bool		skip_inexact;	/* skip refused tables with a WARNING */
+	XLogRecPtr	next_snapshot_lsn;	/* the first snapshot after the target,
+									 * or Invalid */
+	char	   *snapshot_path;
+	XLogRecPtr	snapshot_lsn;
+	List	   *ddl_trusted;	/* OIDs of the schema history table */
+	char	   *publication;	/* the generation's publication as its
+								 * plugin options quote it, or NULL */
+	List	   *aliases;		/* CsAlias *: every name a table had from
+								 * the snapshot to the target (a tables
+								 * filter only) */
+	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
+	List	   *manifest_columns;	/* per table: List of (name, type) pairs */
+	int			restored_tables;
+	int64		snapshot_rows;
+	int64		transactions;
+	int64		changes;
+	XLogRecPtr	restored_lsn;
+	TimestampTz restored_time;
+	TimestampTz last_progress;
+	const char *progress_table;
+} RestoreState;
+
+/* A name a table of the archived server had by the schema history. */
+typedef struct CsAlias
+{
+	Oid			oid;
+	char	   *schema;
+	char	   *name;
+} CsAlias;
+
+/* The tables of the running restore, whose apply states DDL must close. */
+static List **open_tables = NULL;
+
+/* The snapshot section being fed to COPY (its callback takes no argument). */
+static CsSnapshotReader *copy_reader = NULL;
+static RestoreState *copy_state = NULL;
+
+/* ---------- helpers ---------- */
+
+static void
+close_apply_states(void)
+{
+	ListCell   *lc;
+
+	if (open_tables == NULL)
+		return;
+	foreach(lc, *open_tables)
+		cs_apply_close(lfirst(lc));
+}
+
+/* Run DDL (or a check): the tables' apply states are closed first. */
+static void
+run_sql(const char *sql)
+{
+	int			rc;
+
+	close_apply_states();
+	rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "SPI_execute failed (%d): %s", rc, sql);
+}
+
+static bool
+progress_due(RestoreState *rs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(rs->last_progress, now, PROGRESS_INTERVAL_MS))
+		return false;
+	rs->last_progress = now;
+	return true;
+}
+
+static bool
+name_wanted(RestoreState *rs, const char *schema, const char *name)
+{
+	ListCell   *lc;
+	char	   *qualified = psprintf("%s.%s", schema, name);
+
+	if (rs->filter == NIL)
+		return true;
+	foreach(lc, rs->filter)
+		if (strcmp(lfirst(lc), qualified) == 0 || strcmp(lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Is the table of remote OID oid, named schema.name, wanted?  By that
+ * name, or by any name the schema history gives it between the snapshot
+ * and the target: the tables filter may name a table as it is at the
+ * target, or as it was before a rename.
+ */
+static bool
+table_wanted(RestoreState *rs, Oid oid, const char *schema, const char *name)
+{
+	ListCell   *lc;
+
+	if (name_wanted(rs, schema, name))
+		return true;
+	foreach(lc, rs->aliases)
+	{
+		CsAlias    *a = lfirst(lc);
+
+		if (a->oid == oid && name_wanted(rs, a->schema, a->name))
+			return true;
+	}
+	return false;
+}
+
+static char *
+qualified_target(const CsRestoreTable *t)
+{
+	return quote_qualified_identifier(t->target_schema, t->name);
+}
+
+/* A string member of a JSON object, or NULL. */
+static char *
+json_string(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+	JsonbValue *v;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	v = findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static JsonbValue *
+json_member(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+}
+
+/* ---------- choosing the snapshot ---------- */
+
+static void
+not_archived(RestoreState *rs, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target %s is not archived in generation %016llx", what,
+					(unsigned long long) rs->generation),
+			 rs->retained ?
+			 errdetail("The generation is restorable from " CS_LSN_FMT " (%s) to its end; retention removed the history before.",
+					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+					   timestamptz_to_str(rs->identity.created_at)) :
+			 errdetail("The generation holds the transactions that committed from " CS_LSN_FMT " (its start, %s) on.",
+					   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+					   timestamptz_to_str(rs->identity.created_at)),
+			 errhint("Call changestream.generations() for the range of each generation (restorable_from_lsn to end_lsn).")));
+}
+
+/*
+ * Pin the generation against retention (docs/DESIGN.md section 11), then
+ * take its restorable start: after retention, the retention horizon's
+ * snapshot replaces the generation's start in rs->identity, so every
+ * range restore() checks or names is the restorable one.
+ */
+static void
+pin_and_find_start(RestoreState *rs)
+{
+	CsHorizon	horizon;
+
+	cs_pin_read(rs->generation, InvalidXLogRecPtr);
+	if (cs_read_horizon(rs->directory, rs->generation, &horizon) &&
+		horizon.snapshot_lsn > rs->identity.start_lsn)
+	{
+		rs->identity.start_lsn = horizon.snapshot_lsn;
+		rs->identity.created_at = horizon.snapshot_time;
+		rs->retained = true;
+	}
+}
+
+/*
+ * The newest snapshot not after the target; its path and LSN in rs, and
+ * the LSN of the first one after the target (for refusals, which name it).
+ */
+static void
+choose_snapshot(RestoreState *rs)
+{
+	List	   *names = cs_list_snapshots(rs->directory, rs->generation);
+	char	   *dir = cs_snapshots_dir_path(rs->directory, rs->generation);
+	ListCell   *lc;
+
+	if (rs->has_target_lsn && rs->target_lsn < rs->identity.start_lsn)
+		not_archived(rs, psprintf("LSN " CS_LSN_FMT, LSN_FORMAT_ARGS(rs->target_lsn)));
+	foreach(lc, names)
+	{
+		char	   *path = cs_file_in(dir, (char *) lfirst(lc));
+		CsSnapshotReader *r = cs_snapreader_open(path);
+		XLogRecPtr	lsn = cs_snapreader_lsn(r);
+		TimestampTz t = cs_snapreader_time(r);
+
+		cs_snapreader_close(r);
+		if (lsn < rs->identity.start_lsn)
+			continue;
+		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
+			(rs->has_target_time && t > rs->target_time))
+		{
+			rs->next_snapshot_lsn = lsn;
+			break;
+		}
+		rs->snapshot_path = path;
+		rs->snapshot_lsn = lsn;
+	}
+	if (rs->snapshot_path == NULL)
+	{
+		if (rs->has_target_time)
+			not_archived(rs, psprintf("time %s",
+									  timestamptz_to_str(rs->target_time)));
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no snapshot at or after its start " CS_LSN_FMT,
+						(unsigned long long) rs->generation,
+						LSN_FORMAT_ARGS(rs->identity.start_lsn)),
+				 errhint("Call changestream.verify() to check the archive.")));
+	}
+}
+
+/* ---------- target tables ---------- */
+
+/* Read the manifest's tables into rs->tables (wanted ones get a target). */
+static void
+read_manifest_tables(RestoreState *rs)
+{
+	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
+	Jsonb	   *jb;
+	JsonbValue *arr;
+	int			n;
+
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+											CStringGetDatum(cs_snapreader_manifest(r))));
+	arr = json_member(&jb->root, "tables");
+	if (arr == NULL || arr->type != jbvBinary)
+		cs_file_damage(rs->snapshot_path, 0, "The manifest has no tables array.");
+	n = JsonContainerSize(arr->val.binary.data);
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *tv = getIthJsonbValueFromContainer(arr->val.binary.data, i);
+		CsRestoreTable *t = palloc0(sizeof(CsRestoreTable));
+		JsonbValue *oid;
+		JsonbValue *cols;
+		List	   *pairs = NIL;
+		char	   *ident;
+
+		if (tv == NULL || tv->type != jbvBinary)
+			cs_file_damage(rs->snapshot_path, 0, "A table of the manifest is not an object.");
+		t->schema = json_string(tv->val.binary.data, "schema");
+		t->name = json_string(tv->val.binary.data, "name");
+		ident = json_string(tv->val.binary.data, "replica_identity");
+		oid = json_member(tv->val.binary.data, "oid");
+		cols = json_member(tv->val.binary.data, "columns");
+		if (t->schema == NULL || t->name == NULL || oid == NULL ||
+			oid->type != jbvNumeric || cols == NULL || cols->type != jbvBinary)
+			cs_file_damage(rs->snapshot_path, 0,
+						   "Table %d of the manifest lacks schema, name, oid or columns.", i + 1);
+		t->remote_oid = DatumGetObjectId(DirectFunctionCall1(numeric_int8,
+															 NumericGetDatum(oid->val.numeric)));
+		for (int j = 0; j < JsonContainerSize(cols->val.binary.data); j++)
+		{
+			JsonbValue *cv = getIthJsonbValueFromContainer(cols->val.binary.data, j);
+			char	   *cname;
+			char	   *ctype;
+
+			if (cv == NULL || cv->type != jbvBinary ||
+				(cname = json_string(cv->val.binary.data, "name")) == NULL ||
+				(ctype = json_string(cv->val.binary.data, "type")) == NULL)
+				cs_file_damage(rs->snapshot_path, 0,
+							   "A column of table \"%s.%s\" in the manifest lacks name or type.",
+							   t->schema, t->name);
+			t->columns = lappend(t->columns, cname);
+			pairs = lappend(pairs, list_make2(cname, ctype));
+		}
+		t->key_done = (ident != NULL && (ident[0] == 'f' || ident[0] == 'n'));
+		if (ident != NULL && ident[0] == 'f')
+			pairs = lappend(pairs, NIL);	/* marks REPLICA IDENTITY FULL */
+		/* the extension's own table is schema history, never restored */
+		if (table_wanted(rs, t->remote_oid, t->schema, t->name) &&
+			!(cs_ddl_is_history_name(t->schema, t->name) &&
+			  list_member_oid(rs->ddl_trusted, t->remote_oid)))
+			t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
+		rs->tables = lappend(rs->tables, t);
+		rs->manifest_columns = lappend(rs->manifest_columns, pairs);
+	}
+	cs_snapreader_close(r);
+}
+
+/* Two archived tables must not go to one target. */
+static void
+check_distinct_targets(RestoreState *rs, CsRestoreTable *t)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *o = lfirst(lc);
+
+		if (o == t || o->target_schema == NULL || !OidIsValid(o->relid))
+			continue;
+		if (strcmp(o->target_schema, t->target_schema) == 0 &&
+			strcmp(o->name, t->name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("archived tables \"%s.%s\" and \"%s.%s\" would both be restored as \"%s.%s\"",
+							o->schema, o->name, t->schema, t->name,
+							t->target_schema, t->name),
+					 errhint("Restore them in separate calls with the tables argument, or with target_schema NULL into their own schemas.")));
+	}
+}
+
+/* Check an existing target: privileges, empty, has the archived columns. */
+static void
+check_existing(CsRestoreTable *t)
+{
+	ListCell   *lc;
+	AclResult	acl;
+
+	acl = pg_class_aclcheck(t->relid, GetUserId(),
+							ACL_INSERT | ACL_UPDATE | ACL_DELETE | ACL_TRUNCATE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, t->name);
+	run_sql(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", qualified_target(t)));
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("target table \"%s.%s\" is not empty", t->target_schema, t->name),
+				 errhint("Restore into an empty table, another target_schema, or let restore() create the table.")));
+	foreach(lc, t->columns)
+		if (get_attnum(t->relid, lfirst(lc)) == InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("target table \"%s.%s\" has no column \"%s\", which the archive has",
+							t->target_schema, t->name, (char *) lfirst(lc))));
+}
+
+/* CREATE TABLE from (name, type) pairs; a NIL pair asks for identity FULL. */
+static void
+create_target(CsRestoreTable *t, List *pairs)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	bool		first = true;
+	bool		full = false;
+
+	if (!OidIsValid(get_namespace_oid(t->target_schema, true)))
+		run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->target_schema)));
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "CREATE TABLE %s (", qualified_target(t));
+	foreach(lc, pairs)
+	{
+		List	   *pair = lfirst(lc);
+
+		if (pair == NIL)
+		{
+			full = true;
+			continue;
+		}
+		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
+						 quote_identifier(linitial(pair)), (char *) lsecond(pair));
+		first = false;
+	}
+	appendStringInfoChar(&sql, ')');
+	run_sql(sql.data);
+	if (full)
+		run_sql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qualified_target(t)));
+	t->relid = get_relname_relid(t->name, get_namespace_oid(t->target_schema, false));
+	t->created = true;
+}
+
+/* Find or create the target of a wanted table. */
+static void
+prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs)
+{
+	Oid			nsp = get_namespace_oid(t->target_schema, true);
+
+	t->relid = OidIsValid(nsp) ? get_relname_relid(t->name, nsp) : InvalidOid;
+	if (OidIsValid(t->relid))
+		check_existing(t);
+	else
+		create_target(t, pairs);
+	check_distinct_targets(rs, t);
+	rs->restored_tables++;
+}
+
+static void refuse_pending(RestoreState *rs, CsRestoreTable *t,
+						   LogicalRepRelation *rel);
+static bool past_target(RestoreState *rs, const CsChange *c);
+
+/* The target of an archived relation seen in the stream, or NULL. */
+static CsRestoreTable *
+table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
+{
+	ListCell   *lc;
+	CsRestoreTable *t;
+	List	   *pairs = NIL;
+	const int32 *typmods;
+
+	foreach(lc, rs->tables)
+	{
+		t = lfirst(lc);
+		if (t->remote_oid != rel->remoteid)
+			continue;
+		if (t->pending != NULL)
+			refuse_pending(rs, t, rel);
+		return OidIsValid(t->relid) ? t : NULL;
+	}
+	typmods = cs_decoder_typmods(d, rel);
+	/* a table published after the snapshot */
+	t = palloc0(sizeof(CsRestoreTable));
+	t->remote_oid = rel->remoteid;
+	t->schema = pstrdup(rel->nspname);
+	t->name = pstrdup(rel->relname);
+	rs->tables = lappend(rs->tables, t);
+	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
+		return NULL;
+	t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
+	for (int i = 0; i < rel->natts; i++)
+	{
+		char	   *type = cs_decoder_type_name(d, rel->atttyps[i],
+												typmods ? typmods[i] : -1);
+
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the archive names no type for OID %u of column \"%s\" of \"%s.%s\"",
+							rel->atttyps[i], rel->attnames[i], t->schema, t->name)));
+		t->columns = lappend(t->columns, pstrdup(rel->attnames[i]));
+		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
+	}
+	t->key_done = (rel->replident == 'f' || rel->replident == 'n');
+	if (rel->replident == 'f')
+		pairs = lappend(pairs, NIL);
+	prepare_target(rs, t, pairs);
+	return t;
+}
+
+/* ---------- following column changes ---------- */
+
+static int
+name_index(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), name) == 0)
+			return foreach_current_index(lc);
+	return -1;
+}
+
+static int
+rel_index(LogicalRepRelation *rel, const char *name)
+{
+	for (int i = 0; i < rel->natts; i++)
+		if (strcmp(rel->attnames[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* Does the target column have the archived column's type? */
+static bool
+same_type(CsDecoder *d, Oid relid, AttrNumber attnum, Oid remote_type,
+		  int32 remote_typmod)
+{
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	char	   *name;
+
+	get_atttypetypmodcoll(relid, attnum, &typid, &typmod, &collid);
+	if (remote_type < FirstNormalObjectId)
+		return typid == remote_type && typmod == remote_typmod;
+	name = cs_decoder_type_name(d, remote_type, remote_typmod);
+	return name == NULL ||
+		strcmp(name, format_type_extended(typid, -1, FORMAT_TYPE_FORCE_QUALIFY)) == 0;
+}
+
+/*
+ * cs_restore_sync_table
+ *	  Matches target table t to Relation rel, the one in force for the
+ *	  change about to be applied: a column of the previous Relation missing
+ *	  from rel at the same position as a new one is renamed, other missing
+ *	  ones are dropped, new ones added, and columns of another type are
+ *	  altered (USING the text form).  A table restore() created gets the
+ *	  replica identity key as its primary key.  Then t->attmap maps rel's
+ *	  columns to the target's.
+ *	  Errors: those of the ALTER TABLE commands; XX001 when rel names a
+ *	  type no Type message described.
+ */
+static void
+cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
+{
+	const int32 *typmods;
+	char	   *target;
+	List	   *now = NIL;
+	ListCell   *lc;
+
+	/* the common case, checked before anything is allocated */
+	if (t->synced == rel)
+		return;
+	typmods = cs_decoder_typmods(d, rel);
+	target = qualified_target(t);
+	/* renames and drops */
+	foreach(lc, t->columns)
+	{
+		char	   *old = lfirst(lc);
+		int			pos = foreach_current_index(lc);
+
+		if (rel_index(rel, old) >= 0)
+			continue;
+		if (pos < rel->natts && name_index(t->columns, rel->attnames[pos]) < 0)
+			run_sql(psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", target,
+							 quote_identifier(old),
+							 quote_identifier(rel->attnames[pos])));
+		else if (get_attnum(t->relid, old) != InvalidAttrNumber)
+			run_sql(psprintf("ALTER TABLE %s DROP COLUMN %s", target,
+							 quote_identifier(old)));
+	}
+	/* additions and type changes */
+	for (int i = 0; i < rel->natts; i++)
+	{
+		AttrNumber	attnum = get_attnum(t->relid, rel->attnames[i]);
+		int32		typmod = typmods ? typmods[i] : -1;
+		char	   *type = cs_decoder_type_name(d, rel->atttyps[i], typmod);
+
+		now = lappend(now, pstrdup(rel->attnames[i]));
+		if (attnum != InvalidAttrNumber &&
+			same_type(d, t->relid, attnum, rel->atttyps[i], typmod))
+			continue;
+		if (type == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the archive names no type for OID %u of column \"%s\" of \"%s.%s\"",
+							rel->atttyps[i], rel->attnames[i], t->schema, t->name)));
+		if (attnum == InvalidAttrNumber)
+			run_sql(psprintf("ALTER TABLE %s ADD COLUMN %s %s", target,
+							 quote_identifier(rel->attnames[i]), type));
+		else
+			run_sql(psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s USING %s::text::%s",
+							 target, quote_identifier(rel->attnames[i]), type,
+							 quote_identifier(rel->attnames[i]), type));
+	}
+	if (!t->key_done && t->created && !bms_is_empty(rel->attkeys))
+	{
+		StringInfoData keys;
+		int			k = -1;
+
+		initStringInfo(&keys);
+		while ((k = bms_next_member(rel->attkeys, k)) >= 0)
+			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "",
+							 quote_identifier(rel->attnames[k]));
+		run_sql(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", target, keys.data));
+	}
+	t->key_done = true;
+	t->columns = now;
+	t->attmap = palloc(sizeof(AttrNumber) * Max(rel->natts, 1));
+	for (int i = 0; i < rel->natts; i++)
+		t->attmap[i] = get_attnum(t->relid, rel->attnames[i]);
+	t->synced = rel;
+}
+
+/* ---------- loading the snapshot ---------- */
+
+static int
+copy_data(void *outbuf, int minread, int maxread)
+{
+	int			n = cs_snapreader_read(copy_reader, outbuf, maxread);
+
+	if (progress_due(copy_state))
+		ereport(NOTICE,
+				(errmsg("restoring snapshot: table %s, %lld bytes of the snapshot read",
+						copy_state->progress_table,
+						(long long) cs_snapreader_offset(copy_reader))));
+	return n;
+}
+
+static void
+copy_section(RestoreState *rs, CsRestoreTable *t)
+{
+	Relation	rel = table_open(t->relid, RowExclusiveLock);
+	ParseState *pstate = make_parsestate(NULL);
+	List	   *attnames = NIL;
+	ListCell   *lc;
+	CopyFromState cstate;
+
+	/* as tablesync.c's copy_table() */
+	(void) addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
+										 false, false);
+	foreach(lc, t->columns)
+		attnames = lappend(attnames, makeString(lfirst(lc)));
+	rs->progress_table = psprintf("%s.%s", t->target_schema, t->name);
+	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, copy_data,
+						   attnames, NIL);
+	t->rows = CopyFrom(cstate);
+	EndCopyFrom(cstate);
+	free_parsestate(pstate);
+	table_close(rel, NoLock);
+	rs->snapshot_rows += t->rows;
+	CommandCounterIncrement();
+}
+
+static void
+load_snapshot(RestoreState *rs)
+{
+	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
+	char	   *scratch = palloc(64 * 1024);
+	ListCell   *lc = list_head(rs->tables);
+	int			sections = 0;
+
+	copy_reader = r;
+	copy_state = rs;
+	while (cs_snapreader_next_table(r) != NULL)
+	{
+		CsRestoreTable *t;
+
+		if (lc == NULL)
+			cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+						   "The file holds more table sections than its manifest lists.");
+		t = lfirst(lc);
+		lc = lnext(rs->tables, lc);
+		sections++;
+		if (t->target_schema != NULL)
+			copy_section(rs, t);
+		else
+			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
+				;
+	}
+	if (sections != list_length(rs->manifest_columns))
+		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+					   "The file holds %d table sections; its manifest lists %d.",
+					   sections, list_length(rs->manifest_columns));
+	copy_reader = NULL;
+	copy_state = NULL;
+	cs_snapreader_close(r);
+}
+
+/* ---------- schema history (docs/DESIGN.md section 12) ---------- */
+
+/* The archived table of remote OID oid, or NULL. */
+static CsRestoreTable *
+table_by_oid(RestoreState *rs, Oid oid)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->remote_oid == oid)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * Stop restoring t: drop the target restore() created (an existing one
+ * was empty and is emptied again), and never take t's changes again.
+ */
+static void
+drop_target(RestoreState *rs, CsRestoreTable *t)
+{
+	if (t->created)
+		run_sql(psprintf("DROP TABLE %s", qualified_target(t)));
+	else
+		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
+	t->relid = InvalidOid;
+	t->target_schema = NULL;
+	t->synced = NULL;
+	rs->restored_tables--;
+}
+
+/* A record of a change of a publication's tables (ALTER PUBLICATION ...)? */
+static bool
+is_publication_record(const CsDdlRecord *rec)
+{
+	return rec->object_type != NULL &&
+		strncmp(rec->object_type, "publication", strlen("publication")) == 0;
+}
+
+/*
+ * What a record did to the table's rows, for a refusal's DETAIL.
+ */
+static char *
+record_effect(const CsDdlRecord *rec)
+{
+	if (is_publication_record(rec))
+		return psprintf("it changed the tables of publication \"%s\": changes made while the table was not published are not archived, nor are the rows it held when it was added",
+						rec->publication ? rec->publication : "?");
+	if (rec->object_type != NULL && strcmp(rec->object_type, "type") == 0)
+		return psprintf("it altered type %s, which its columns %s use: their stored values may read differently",
+						rec->object_identity ? rec->object_identity : "?",
+						rec->columns ? rec->columns : "?");
+	if (rec->rewrite_reason & 1)
+		return pstrdup("it changed the table's persistence: changes made while it was unlogged are not archived");
+	if (rec->columns != NULL)
+		return psprintf("it set the values of columns %s of the existing rows", rec->columns);
+	return pstrdup("it rewrote the existing rows with new values");
+}
+
+/*
+ * A DDL record that changed rows of a wanted table without archived
+ * changes (record rec, committed at lsn), between the snapshot and the
+ * target: ERROR 0A000 naming the table, the command, its commit LSN and
+ * the nearest exact points; with skip_inexact a WARNING, and the table is
+ * not restored.
+ */
+static void
+refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	char	   *hint;
+
+	/*
+	 * The command lies after the snapshot restored from, which is the
+	 * newest not after the target: the next snapshot after the command is
+	 * the first one after the target.
+	 */
+	XLogRecPtr	next_snapshot = rs->next_snapshot_lsn;
+
+	if (next_snapshot != InvalidXLogRecPtr)
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or at or after " CS_LSN_FMT " (the next snapshot, from which the table is exact again); skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(lsn),
+						LSN_FORMAT_ARGS(next_snapshot));
+	else
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(lsn));
+	ereport(rs->skip_inexact ? WARNING : ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " changed its existing rows without archived changes",
+					t->schema, t->name, rec->command_tag,
+					rec->object_identity ? rec->object_identity : rec->table_name,
+					LSN_FORMAT_ARGS(lsn)),
+			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
+					   LSN_FORMAT_ARGS(rs->snapshot_lsn), record_effect(rec),
+					   rec->event),
+			 errhint("%s", hint)));
+	if (OidIsValid(t->relid))
+		drop_target(rs, t);
+	else
+		t->target_schema = NULL;
+}
+
+/* The elements of a text[] (or oid[], elmtype) in its text form. */
+static int
+array_elements(const char *text, Oid elmtype, Datum **elems)
+{
+	ArrayType  *arr;
+	bool	   *nulls;
+	int			n;
+
+	/* array_in caches in flinfo: called through OidInputFunctionCall() */
+	arr = DatumGetArrayTypeP(OidInputFunctionCall(F_ARRAY_IN, unconstify(char *, text),
+												  elmtype, -1));
+	if (elmtype == OIDOID)
+		deconstruct_array(arr, OIDOID, sizeof(Oid), true, TYPALIGN_INT,
+						  elems, &nulls, &n);
+	else
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
+						  elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		if (nulls[i])
+			return -1;
+	return n;
+}
+
+/*
+ * Is a cast from type from to type to the same, whatever the session's
+ * settings, as restore()'s replay (the archived text form read by the new
+ * type's input function)?  Only built-in conversions known to be: integer
+ * to integer, numeric, float8 or text; numeric to numeric, float8 or text
+ * (numeric's output is the text float8's input reads); text and varchar
+ * between themselves.  Not float to anything (its text form follows
+ * extra_float_digits), nor bool (its cast to text is "true", its output
+ * "t"), nor date/time types (DateStyle, TimeZone), nor anything else.
+ */
+static bool
+cast_is_exact(Oid from, Oid to)
+{
+	switch (from)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+			return to == INT2OID || to == INT4OID || to == INT8OID ||
+				to == NUMERICOID || to == FLOAT8OID || to == TEXTOID ||
+				to == VARCHAROID;
+		case NUMERICOID:
+			return to == NUMERICOID || to == FLOAT8OID || to == TEXTOID ||
+				to == VARCHAROID;
+		case TEXTOID:
+		case VARCHAROID:
+			return to == TEXTOID || to == VARCHAROID;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Did rec only retype columns of t without USING, each by a cast that
+ * restore() replays exactly (cast_is_exact(), from the target column's
+ * type now to the record's new type)?  Then t is not refused: the next
+ * Relation message of t changes the target's column types.
+ */
+static bool
+retype_is_exact(const CsRestoreTable *t, const CsDdlRecord *rec)
+{
+	Datum	   *cols;
+	Datum	   *names;
+	Datum	   *types;
+	int			ncols;
+	int			n;
+
+	if (rec->columns == NULL || rec->retyped == NULL ||
+		rec->retyped_to == NULL || !OidIsValid(t->relid))
+		return false;
+	ncols = array_elements(rec->columns, TEXTOID, &cols);
+	n = array_elements(rec->retyped, TEXTOID, &names);
+	if (n <= 0 || n != ncols || array_elements(rec->retyped_to, OIDOID, &types) != n)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		char	   *name = TextDatumGetCString(names[i]);
+		AttrNumber	attnum = get_attnum(t->relid, name);
+
+		if (attnum == InvalidAttrNumber ||
+			!cast_is_exact(get_atttype(t->relid, attnum), DatumGetObjectId(types[i])))
+			return false;
+	}
+	return true;
+}
+
+/* A copy of rec in the current memory context. */
+static CsDdlRecord *
+copy_record(const CsDdlRecord *rec)
+{
+	CsDdlRecord *copy = palloc(sizeof(CsDdlRecord));
+
+#define COPY_STRING(f) copy->f = rec->f ? pstrdup(rec->f) : NULL
+	*copy = *rec;
+	COPY_STRING(event);
+	COPY_STRING(command_tag);
+	COPY_STRING(object_type);
+	COPY_STRING(object_identity);
+	COPY_STRING(schema_name);
+	COPY_STRING(table_name);
+	COPY_STRING(publication);
+	COPY_STRING(columns);
+	COPY_STRING(retyped);
+	COPY_STRING(retyped_to);
+#undef COPY_STRING
+	return copy;
+}
+
+/*
+ * t, not seen in the stream before a record refused it, appears as rel:
+ * refused now if it is wanted (a table that never appears, such as one
+ * never published, is never refused); never restored either way.
+ */
+static void
+refuse_pending(RestoreState *rs, CsRestoreTable *t, LogicalRepRelation *rel)
+{
+	CsDdlRecord *rec = t->pending;
+
+	t->pending = NULL;
+	t->schema = pstrdup(rel->nspname);
+	t->name = pstrdup(rel->relname);
+	if (table_wanted(rs, t->remote_oid, t->schema, t->name))
+		refuse_table(rs, t, t->pending_lsn, rec);
+}
+
+/*
+ * Does rec's publication (if any) matter: is it the generation's?  When
+ * the generation's cannot be told, every publication counts.
+ */
+static bool
+publication_concerns(RestoreState *rs, const CsDdlRecord *rec)
+{
+	return rec->publication == NULL || rs->publication == NULL ||
+		strcmp(quote_identifier(rec->publication), rs->publication) == 0;
+}
+
+/*
+ * The publication of the generation's plugin options ("publication_names
+ * '<quoted name>'"), as quote_identifier() gives it, or NULL.
+ */
+static char *
+identity_publication(const CsIdentity *identity)
+{
+	const char *key = "publication_names '";
+	const char *p = strstr(identity->plugin_options, key);
+	StringInfoData name;
+
+	if (p == NULL)
+		return NULL;
+	initStringInfo(&name);
+	for (p += strlen(key); *p != '\0'; p++)
+	{
+		if (*p == '\'' && p[1] == '\'')
+			p++;
+		else if (*p == '\'')
+			return name.data;
+		appendStringInfoChar(&name, *p);
+	}
+	return NULL;
+}
+
+/* Follow a rename or a move of t to the name the record gives it. */
+static void
+follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
+{
+	char	   *target = qualified_target(t);
+
+	if (strcmp(t->name, rec->table_name) != 0)
+	{
+		run_sql(psprintf("ALTER TABLE %s RENAME TO %s", target,
+						 quote_identifier(rec->table_name)));
+		t->name = pstrdup(rec->table_name);
+	}
+	if (strcmp(t->schema, rec->schema_name) != 0)
+	{
+		t->schema = pstrdup(rec->schema_name);
+		if (rs->target_schema == NULL)
+		{
+			if (!OidIsValid(get_namespace_oid(t->schema, true)))
+				run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->schema)));
+			run_sql(psprintf("ALTER TABLE %s SET SCHEMA %s", qualified_target(t),
+							 quote_identifier(t->schema)));
+			t->target_schema = t->schema;
+		}
+	}
+	check_distinct_targets(rs, t);
+}
+
+/*
+ * A row of changestream.ddl_history in a transaction being applied: a
+ * table whose rows the command changed without changes, or whose changes
+ * stop or start being archived (a change of the generation's publication's
+ * tables), is refused; a dropped table is no longer restored (the target
+ * restore() created is dropped); a renamed or moved one is renamed or
+ * moved.  A record for a table not seen yet is kept, and refuses the table
+ * only if it appears in the stream later (restored tables only matter).
+ */
+static void
+apply_ddl(RestoreState *rs, const CsChange *c)
+{
+	CsDdlRecord rec;
+	CsRestoreTable *t;
+	bool		publication;
+
+	cs_ddl_read(c, &rec);
+	publication = is_publication_record(&rec);
+	if (publication && !publication_concerns(rs, &rec))
+		return;
+	t = table_by_oid(rs, rec.table_oid);
+	if (t == NULL)
+	{
+		/* not seen yet: refused if it appears (first record kept) */
+		if (!rec.rows_changed)
+			return;
+		t = palloc0(sizeof(CsRestoreTable));
+		t->remote_oid = rec.table_oid;
+		t->schema = pstrdup(rec.schema_name);
+		t->name = pstrdup(rec.table_name);
+		t->pending = copy_record(&rec);
+		t->pending_lsn = c->commit_lsn;
+		rs->tables = lappend(rs->tables, t);
+		return;
+	}
+	if (t->target_schema == NULL || !OidIsValid(t->relid))
+		return;
+	if (publication ||
+		(rec.rows_changed && !retype_is_exact(t, &rec)))
+		refuse_table(rs, t, c->commit_lsn, &rec);
+	else if (strcmp(rec.event, "sql_drop") == 0)
+		drop_target(rs, t);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 (strcmp(t->name, rec.table_name) != 0 ||
+			  strcmp(t->schema, rec.schema_name) != 0))
+		follow_name(rs, t, &rec);
+}
+
+/*
+ * With a tables filter: every name the schema history gives a table from
+ * the snapshot to the target, read before anything is restored (the
+ * filter may name a table by its name at the target, or an earlier one).
+ */
+static void
+collect_aliases(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+
+	if (rs->filter == NIL || rs->ddl_trusted == NIL)
+		return;
+	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
+						rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsAlias    *a;
+
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			skip = c.commit_lsn < rs->snapshot_lsn;
+			reached = !skip && past_target(rs, &c);
+			continue;
+		}
+		if (skip || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		a = palloc(sizeof(CsAlias));
+		a->oid = rec.table_oid;
+		a->schema = pstrdup(rec.schema_name);
+		a->name = pstrdup(rec.table_name);
+		rs->aliases = lappend(rs->aliases, a);
+	}
+	cs_decoder_close(d);
+}
+
+/* ---------- applying the archived transactions ---------- */
+
+static void
+apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
+{
+	ListCell   *lc;
+
+	foreach(lc, c->truncated)
+	{
+		CsRestoreTable *t;
+
+		if (cs_ddl_is_history(lfirst(lc), rs->ddl_trusted) ||
+			(t = table_for(rs, d, lfirst(lc))) == NULL)
+			continue;
+		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
+		rs->changes++;
+	}
+}
+
+/* Has the archive been read far enough to prove the target's state? */
+static void
+check_reached(RestoreState *rs, CsDecoder *d)
+{
+	XLogRecPtr	position;
+	TimestampTz send_time;
+
+	cs_decoder_reached(d, &position, &send_time);
+	if (rs->has_target_lsn && position <= rs->target_lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the target LSN " CS_LSN_FMT " is beyond the end of generation %016llx",
+						LSN_FORMAT_ARGS(rs->target_lsn),
+						(unsigned long long) rs->generation),
+				 errdetail("The generation holds the transactions that committed from " CS_LSN_FMT " to before " CS_LSN_FMT ".",
+						   LSN_FORMAT_ARGS(rs->identity.start_lsn),
+						   LSN_FORMAT_ARGS(position)),
+				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+	if (rs->has_target_time && send_time < rs->target_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the target time %s is beyond the end of generation %016llx",
+						timestamptz_to_str(rs->target_time),
+						(unsigned long long) rs->generation),
+				 errdetail("The generation holds what the server sent from %s to %s.",
+						   timestamptz_to_str(rs->identity.created_at),
+						   timestamptz_to_str(send_time)),
+				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+}
+
+static bool
+past_target(RestoreState *rs, const CsChange *c)
+{
+	return (rs->has_target_lsn && c->commit_lsn > rs->target_lsn) ||
+		(rs->has_target_time && c->commit_time > rs->target_time);
+}
+
+static void
+apply_archive(RestoreState *rs)
+{
+	CsDecoder  *d = cs_decoder_open(rs->directory, rs->generation,
+									rs->snapshot_lsn,
+									rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+
+	/* sealed segments all committed after the target are not opened */
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CsRestoreTable *t;
+
+		if (progress_due(rs))
+			ereport(NOTICE,
+					(errmsg("restoring: %lld transactions, %lld changes applied, at LSN " CS_LSN_FMT,
+							(long long) rs->transactions, (long long) rs->changes,
+							LSN_FORMAT_ARGS(c.commit_lsn))));
+		switch (c.kind)
+		{
+			case CS_CHANGE_BEGIN:
+				skip = c.commit_lsn < rs->snapshot_lsn;
+				reached = !skip && past_target(rs, &c);
+				break;
+			case CS_CHANGE_COMMIT:
+				if (skip)
+					break;
+				rs->transactions++;
+				rs->restored_lsn = c.commit_lsn;
+				rs->restored_time = c.commit_time;
+				break;
+			case CS_CHANGE_INSERT:
+			case CS_CHANGE_UPDATE:
+			case CS_CHANGE_DELETE:
+				if (!skip && cs_ddl_is_history(c.rel, rs->ddl_trusted))
+				{
+					if (c.kind == CS_CHANGE_INSERT)
+						apply_ddl(rs, &c);
+					break;
+				}
+				if (skip || (t = table_for(rs, d, c.rel)) == NULL)
+					break;
+				cs_restore_sync_table(t, d, c.rel);
+				cs_apply_change(t, &c);
+				rs->changes++;
+				break;
+			case CS_CHANGE_TRUNCATE:
+				if (!skip)
+					apply_truncate(rs, d, &c);
+				break;
+			default:
+				break;
+		}
+	}
+	if (!reached && !cs_decoder_stopped(d))
+		check_reached(rs, d);
+	cs_decoder_close(d);
+}
+
+/* ---------- the SQL function ---------- */
+
+/* Pin the archive's session settings and the replica role, in a nest level. */
+static int
+pin_settings(void)
+{
+	int			nest = NewGUCNestLevel();
+
+#define CS_PINNED_SETTING(name, value) \
+	(void) set_config_option((name), (value), PGC_SUSET, PGC_S_SESSION, \
+							 GUC_ACTION_SAVE, true, 0, false);
+#include "base/pinned_settings.h"
+#undef CS_PINNED_SETTING
+	(void) set_config_option("session_replication_role", "replica", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+static void
+read_args(FunctionCallInfo fcinfo, RestoreState *rs)
+{
+	rs->target_schema = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	rs->has_target_lsn = !PG_ARGISNULL(2);
+	rs->target_lsn = rs->has_target_lsn ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
+	rs->has_target_time = !PG_ARGISNULL(3);
+	rs->target_time = rs->has_target_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
+	rs->skip_inexact = PG_NARGS() > 6 && !PG_ARGISNULL(6) && PG_GETARG_BOOL(6);
+	if (rs->has_target_lsn && rs->has_target_time)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target_lsn and target_time cannot both be given")));
+	if (!PG_ARGISNULL(4))
+		rs->filter = cs_relation_names(PG_GETARG_ARRAYTYPE_P(4));
+	if (!PG_ARGISNULL(5))
+	{
+		if (!superuser())
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to restore from archive_directory"),
+					 errdetail("Only superusers may read an archive from a directory of their choice.")));
+		rs->directory = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (!is_absolute_path(rs->directory))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("archive_directory must be an absolute path")));
+	}
+	else
+		rs->directory = cs_require_directory();
+	rs->generation = cs_resolve_generation(rs->directory, PG_ARGISNULL(1) ? NULL :
+										   text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	if (!cs_read_identity(rs->directory, rs->generation, &rs->identity))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("generation %016llx has no identity file",
+						(unsigned long long) rs->generation)));
+	rs->ddl_trusted = cs_ddl_trusted_oids(rs->directory, rs->generation);
+	rs->publication = identity_publication(&rs->identity);
+}
+
+/*
+ * changestream.restore(target_schema text, generation text DEFAULT NULL,
+ *	  target_lsn pg_lsn DEFAULT NULL, target_time timestamptz DEFAULT NULL,
+ *	  tables text[] DEFAULT NULL, archive_directory text DEFAULT NULL,
+ *	  skip_inexact boolean DEFAULT false)
+ *	  Restores the archived tables (tables: "schema.table" or "table", by
+ *	  any name the schema history gives the table from the snapshot to the
+ *	  target; NULL for all) as of the last transaction that committed at or before
+ *	  target_lsn or target_time (at most one; NULL: all archived) into
+ *	  target_schema.<table> (NULL: each table's own schema), in the
+ *	  caller's transaction.  Existing targets must be empty and have the
+ *	  archived columns; missing ones are created.  archive_directory
+ *	  (superuser only) reads a copied archive instead of
+ *	  changestream.directory.  A table the schema history shows changed
+ *	  without archived changes (docs/DESIGN.md section 12) is refused
+ *	  (0A000), or left out with a WARNING under skip_inexact.
+ *	  Returns one row (generation text, snapshot_lsn pg_lsn, restored_lsn
+ *	  pg_lsn (commit LSN of the last transaction applied, or the snapshot's
+ *	  LSN), restored_commit_time timestamptz (NULL when none was applied),
+ *	  tables int, snapshot_rows bigint, transactions bigint, changes
+ *	  bigint).
+ *	  Errors: 0A000 for a table that cannot be restored exactly; 22023
+ *	  for a target outside the generation (the range is in errdetail) or
+ *	  both targets; 42P07 when two tables would share a
+ *	  target; 55000 for a non-empty target, or changestream.directory
+ *	  unset; 42703 for a target lacking a column; 42501 for
+ *	  archive_directory without superuser, or missing table privileges;
+ *	  42704 for a missing generation; XX001 naming file and offset for a
+ *	  damaged archive; 57014 on cancel.
+ */
+Datum
+changestream_restore(PG_FUNCTION_ARGS)
+{
+	RestoreState rs;
+	TupleDesc	tupdesc;
+	Datum		values[RESTORE_COLS];
+	bool		nulls[RESTORE_COLS];
+	MemoryContext cxt = CurrentMemoryContext;
+	int			nest;
+	ListCell   *lc1,
+			   *lc2;
+
+	memset(&rs, 0, sizeof(rs));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	read_args(fcinfo, &rs);
+	pin_and_find_start(&rs);
+	rs.last_progress = GetCurrentTimestamp();
+	choose_snapshot(&rs);
+	/* older snapshots and segments are not read: retention may take them */
+	cs_pin_advance(rs.generation, rs.snapshot_lsn);
+	collect_aliases(&rs);
+	read_manifest_tables(&rs);
+
+	nest = pin_settings();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	MemoryContextSwitchTo(cxt);
+	forboth(lc1, rs.tables, lc2, rs.manifest_columns)
+	{
+		CsRestoreTable *t = lfirst(lc1);
+
+		if (t->target_schema != NULL)
+			prepare_target(&rs, t, lfirst(lc2));
+	}
+	load_snapshot(&rs);
+	open_tables = &rs.tables;
+	PG_TRY();
+	{
+		apply_archive(&rs);
+		close_apply_states();
+	}
+	PG_FINALLY();
+	{
+		open_tables = NULL;
+	}
+	PG_END_TRY();
+	SPI_finish();
+	MemoryContextSwitchTo(cxt);
+	AtEOXact_GUC(true, nest);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) rs.generation));
+	values[1] = LSNGetDatum(rs.snapshot_lsn);
+	values[2] = LSNGetDatum(rs.transactions > 0 ? rs.restored_lsn : rs.snapshot_lsn);
+	values[3] = TimestampTzGetDatum(rs.restored_time);
+	nulls[3] = (rs.transactions == 0);
+	values[4] = Int32GetDatum(rs.restored_tables);
+	values[5] = Int64GetDatum(rs.snapshot_rows);
+	values[6] = Int64GetDatum(rs.transactions);
+	values[7] = Int64GetDatum(rs.changes);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  values, nulls)));
+}

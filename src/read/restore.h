@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * restore.h
+ *	  Point-in-time restore of archived tables: the SQL function and
+ *	  target tables (restore.c), applying archived changes through the
+ *	  executor (restore_apply.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_RESTORE_H
+#define CS_RESTORE_H
+
+#include "read/ddl_record.h"
+#include "read/decoder.h"
+
+/* One archived table being restored. */
+typedef struct CsRestoreTable
+{
+	Oid			remote_oid;		/* pg_class OID on the archived server */
+	char	   *schema;			/* archived schema and name */
+	char	   *name;
+	char	   *target_schema;	/* where it is restored */
+	Oid			relid;			/* the target table */
+	bool		created;		/* created by this restore */
+	bool		key_done;		/* primary key added, or not wanted */
+	List	   *columns;		/* char *: archived column names in force */
+	LogicalRepRelation *synced; /* Relation the target was last matched to */
+	AttrNumber *attmap;			/* synced's column i -> target attnum */
+	int64		rows;			/* snapshot rows loaded */
+	struct CsApplyState *apply; /* open for applying, or NULL */
+	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
+								 * it is (the record, and its commit LSN) */
+	XLogRecPtr	pending_lsn;
+} CsRestoreTable;
+
+/* restore_apply.c */
+extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);
+extern void cs_apply_close(CsRestoreTable *t);
+
+#endif							/* CS_RESTORE_H */

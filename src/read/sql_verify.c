@@ -1,0 +1,317 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_verify.c
+ *	  changestream.verify(): reads generations without trusting anything
+ *	  and returns one row per problem found.  Segments are read through
+ *	  the decoder (decoder.c), so every frame CRC, every message, the
+ *	  segments' continuity and order and the strict order of commit LSNs
+ *	  are checked by the same code every reader uses; snapshots through
+ *	  the snapshot reader (snapshot_reader.c): the whole gzip stream, the
+ *	  manifest, and the rows and tables it announces against the COPY
+ *	  rows and sections really there.
+ *
+ *	  Damage is raised as XX001 by those readers; each check runs in a
+ *	  subtransaction, so the error becomes a row and the next file is
+ *	  checked.  A damaged segment ends the reading of its generation's
+ *	  segments: what follows it cannot be placed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/tuplestore.h"
+
+#include "archive/reader_pins.h"
+#include "archive/retention_horizon.h"
+#include "archive/snapshot_reader.h"
+#include "read/decoder.h"
+#include "base/compat.h"
+
+PG_FUNCTION_INFO_V1(changestream_verify);
+
+#define VERIFY_COLS 4
+
+typedef struct VerifyState
+{
+	ReturnSetInfo *rsinfo;
+	const char *directory;
+	uint64		generation;
+	char	   *gen_path;		/* prefix stripped from file names */
+	bool		has_horizon;	/* the generation's retention horizon */
+	CsHorizon	horizon;
+} VerifyState;
+
+static void
+add_problem(VerifyState *vs, const char *file, int64 offset,
+			const char *problem)
+{
+	Datum		values[VERIFY_COLS];
+	bool		nulls[VERIFY_COLS] = {false, false, false, false};
+	size_t		plen = strlen(vs->gen_path);
+
+	if (strncmp(file, vs->gen_path, plen) == 0 && file[plen] == '/')
+		file += plen + 1;
+	values[0] = CStringGetTextDatum(psprintf("%016llx",
+											 (unsigned long long) vs->generation));
+	values[1] = CStringGetTextDatum(file);
+	values[2] = Int64GetDatum(offset);
+	values[3] = CStringGetTextDatum(problem);
+	tuplestore_putvalues(vs->rsinfo->setResult, vs->rsinfo->setDesc,
+						 values, nulls);
+}
+
+/*
+ * Turn a damage error into a problem row.  The readers' messages name the
+ * file in double quotes and then "at offset N" (archive_layout.h); when
+ * the message has another form the whole message is the problem.
+ */
+static void
+add_error(VerifyState *vs, ErrorData *edata, const char *fallback_file)
+{
+	const char *q1 = strchr(edata->message, '"');
+	const char *q2 = q1 ? strrchr(edata->message, '"') : NULL;
+	const char *at = strstr(edata->message, " at offset ");
+	char	   *file = pstrdup(fallback_file);
+	long long	offset = 0;
+
+	if (q1 && q2 > q1)
+		file = pnstrdup(q1 + 1, q2 - q1 - 1);
+	if (at)
+		offset = strtoll(at + 11, NULL, 10);
+	add_problem(vs, file, offset,
+				edata->detail ? edata->detail : edata->message);
+}
+
+typedef void (*CheckFn) (VerifyState *vs, const char *file);
+
+/* One check and its arguments, for cs_catch_damage(). */
+typedef struct CheckCall
+{
+	CheckFn		fn;
+	VerifyState *vs;
+	const char *file;
+} CheckCall;
+
+static void
+call_check(void *arg)
+{
+	CheckCall  *call = (CheckCall *) arg;
+
+	call->fn(call->vs, call->file);
+}
+
+/*
+ * Run one check in a subtransaction (cs_catch_damage()).  Data corruption
+ * (XX001) becomes a problem row and false is returned; any other error is
+ * raised again.
+ */
+static bool
+run_check(VerifyState *vs, CheckFn fn, const char *file)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "changestream verify",
+											  ALLOCSET_DEFAULT_SIZES);
+	CheckCall	call = {fn, vs, file};
+	ErrorData  *damage = cs_catch_damage(call_check, &call, cxt);
+	bool		sound = (damage == NULL);
+
+	if (!sound)
+	{
+		add_error(vs, damage, file);
+		FreeErrorData(damage);
+	}
+	MemoryContextDelete(cxt);
+	return sound;
+}
+
+/* Every segment of the generation, through the decoder. */
+static void
+check_segments(VerifyState *vs, const char *file)
+{
+	CsDecoder  *d = cs_decoder_open(vs->directory, vs->generation,
+									InvalidXLogRecPtr, InvalidXLogRecPtr);
+	CsChange	c;
+
+	while (cs_decoder_next(d, &c))
+		;
+	cs_decoder_close(d);
+}
+
+/* The row count of each table in the manifest JSON, summed; -1 if absent. */
+static int64
+manifest_rows(const char *json, int *tables)
+{
+	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+														CStringGetDatum(json)));
+	JsonbValue	key;
+	JsonbValue *arr;
+	int64		sum = 0;
+
+	key.type = jbvString;
+	key.val.string.val = "tables";
+	key.val.string.len = 6;
+	arr = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &key);
+	if (arr == NULL || arr->type != jbvBinary ||
+		!JsonContainerIsArray(arr->val.binary.data))
+		return -1;
+	*tables = JsonContainerSize(arr->val.binary.data);
+	for (int i = 0; i < *tables; i++)
+	{
+		JsonbValue *t = getIthJsonbValueFromContainer(arr->val.binary.data, i);
+		JsonbValue *rows;
+
+		if (t == NULL || t->type != jbvBinary)
+			return -1;
+		key.val.string.val = "rows";
+		key.val.string.len = 4;
+		rows = findJsonbValueFromContainer(t->val.binary.data, JB_FOBJECT, &key);
+		if (rows == NULL || rows->type != jbvNumeric)
+			return -1;
+		sum += DatumGetInt64(DirectFunctionCall1(numeric_int8,
+												 NumericGetDatum(rows->val.numeric)));
+	}
+	return sum;
+}
+
+/* One snapshot: the whole gzip stream, manifest and row counts. */
+static void
+check_snapshot(VerifyState *vs, const char *path)
+{
+	CsSnapshotReader *r = cs_snapreader_open(path);
+	char	   *buf = palloc(64 * 1024);
+	int			sections = 0;
+	int64		rows = 0;
+	int			json_tables = 0;
+	int64		json_rows;
+	char	   *copy;
+	const char *name = strrchr(path, '/') + 1;
+	unsigned long name_lsn;
+
+	json_rows = manifest_rows(cs_snapreader_manifest(r), &json_tables);
+	while ((copy = cs_snapreader_next_table(r)) != NULL)
+	{
+		int			n;
+
+		sections++;
+		while ((n = cs_snapreader_read(r, buf, 64 * 1024)) > 0)
+		{
+			for (char *p = buf; (p = memchr(p, '\n', buf + n - p)) != NULL; p++)
+				rows++;
+		}
+	}
+	if (sscanf(name, "%16lX", &name_lsn) != 1 || name_lsn != cs_snapreader_lsn(r))
+		cs_file_damage(path, 0, "The file name's LSN is not the manifest's LSN " CS_LSN_FMT ".",
+					   LSN_FORMAT_ARGS(cs_snapreader_lsn(r)));
+	if (sections != cs_snapreader_tables(r) || json_tables != sections)
+		cs_file_damage(path, 0, "The manifest announces %d tables (JSON: %d), the file holds %d.",
+					   cs_snapreader_tables(r), json_tables, sections);
+	if (rows != cs_snapreader_rows(r) || json_rows != rows)
+		cs_file_damage(path, 0, "The manifest announces " INT64_FORMAT " rows (JSON: " INT64_FORMAT "), the file holds " INT64_FORMAT ".",
+					   cs_snapreader_rows(r), json_rows, rows);
+}
+
+/* The retention horizon: read first, as every listing depends on it. */
+static void
+check_horizon(VerifyState *vs, const char *file)
+{
+	vs->has_horizon = cs_read_horizon(vs->directory, vs->generation,
+									  &vs->horizon);
+}
+
+static void
+verify_generation(VerifyState *vs)
+{
+	CsIdentity	identity;
+	List	   *names;
+	ListCell   *lc;
+	char	   *dir = cs_snapshots_dir_path(vs->directory, vs->generation);
+	bool		opening = false;
+
+	vs->gen_path = cs_generation_path(vs->directory, vs->generation);
+	/* a damaged horizon: nothing of the generation can be listed */
+	if (!run_check(vs, check_horizon, CS_HORIZON_FILE))
+		return;
+	(void) run_check(vs, check_segments, "wal");	/* a row says where */
+	names = cs_list_snapshots(vs->directory, vs->generation);
+	foreach(lc, names)
+	{
+		char	   *path = cs_file_in(dir, (char *) lfirst(lc));
+
+		(void) run_check(vs, check_snapshot, path);
+	}
+	if (cs_read_identity(vs->directory, vs->generation, &identity))
+	{
+		XLogRecPtr	start = identity.start_lsn;
+
+		/* after retention, the oldest snapshot kept opens the generation */
+		if (vs->has_horizon)
+			start = vs->horizon.snapshot_lsn;
+		foreach(lc, names)
+		{
+			unsigned long lsn;
+
+			if (sscanf(lfirst(lc), "%16lX", &lsn) == 1 && lsn == start)
+				opening = true;
+		}
+		if (!opening)
+			add_problem(vs, "snapshots", 0,
+						psprintf(start == identity.start_lsn ?
+								 "No snapshot is at the generation's start " CS_LSN_FMT "." :
+								 "No snapshot is at the generation's retention horizon " CS_LSN_FMT ".",
+								 LSN_FORMAT_ARGS(start)));
+	}
+}
+
+/*
+ * changestream.verify(generation text DEFAULT NULL)
+ *	  Returns setof (generation text, file_name text, byte_offset bigint,
+ *	  problem text): one row per problem found reading the generation (NULL:
+ *	  every generation) without trusting anything; no row for a sound
+ *	  archive.  file_name is relative to the generation's directory;
+ *	  byte_offset is in the uncompressed stream.  A torn tail of the newest
+ *	  raw segment is not a problem (docs/FORMAT.md section 11.3).
+ *	  Errors: 22023 for a malformed generation, 42704 when it does not
+ *	  exist, 55000 when changestream.directory is not set; file access
+ *	  SQLSTATEs for errors other than damage.
+ */
+Datum
+changestream_verify(PG_FUNCTION_ARGS)
+{
+	VerifyState vs;
+	List	   *gens;
+	ListCell   *lc;
+
+	memset(&vs, 0, sizeof(vs));
+	vs.directory = cs_require_directory();
+	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	cs_pin_call_begin();
+	if (PG_ARGISNULL(0))
+	{
+		cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
+		gens = cs_list_generations(vs.directory);
+	}
+	else
+	{
+		uint64	   *g = palloc(sizeof(uint64));
+
+		*g = cs_resolve_generation(vs.directory,
+								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		cs_pin_read(*g, InvalidXLogRecPtr);
+		gens = list_make1(g);
+	}
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, gens)
+	{
+		vs.generation = *(uint64 *) lfirst(lc);
+		verify_generation(&vs);
+	}
+	cs_pin_call_end();
+	return (Datum) 0;
+}

@@ -1,0 +1,136 @@
+/*-------------------------------------------------------------------------
+ *
+ * ddl_history.c
+ *	  Schema history (docs/DESIGN.md section 12).
+ *
+ *	  Source side: changestream_ddl_columns_set(), which the ddl_command_end
+ *	  event trigger of the extension calls to learn which columns an ALTER
+ *	  TABLE filled without a change (ADD COLUMN with a missing value,
+ *	  ALTER COLUMN TYPE ... USING): only the collected command's parse
+ *	  tree says so, and SQL cannot read it.
+ *
+ *	  The archive side is in archive/schema_history.c (which relation is
+ *	  the history table) and read/ddl_record.c (reading one of its rows).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "nodes/parsenodes.h"
+#include "storage/fd.h"
+#include "storage/lockdefs.h"
+#include "tcop/deparse_utility.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "utils/tuplestore.h"
+
+#include "base/compat.h"
+
+PG_FUNCTION_INFO_V1(changestream_ddl_columns_set);
+
+/* How an ALTER TABLE subcommand set a column's existing values. */
+typedef enum CsColumnSet
+{
+	CS_COLUMN_ADDED,			/* ADD COLUMN with a default */
+	CS_COLUMN_USING,			/* ALTER COLUMN TYPE ... USING */
+	CS_COLUMN_RETYPED			/* ALTER COLUMN TYPE, no USING: a cast */
+} CsColumnSet;
+
+/*
+ * Emit (relid, column, new_type) for relid and each inheritor having the
+ * column: for CS_COLUMN_ADDED only where the added column gives existing
+ * rows a value (a default of its own, a missing value, or a domain's);
+ * new_type (the OID of the column's type now) only for CS_COLUMN_RETYPED.
+ */
+static void
+emit_column(ReturnSetInfo *rsinfo, Oid relid, const char *column,
+			CsColumnSet how)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		Oid			child = lfirst_oid(lc);
+		HeapTuple	tup = SearchSysCacheAttName(child, column);
+		Form_pg_attribute att;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, true};
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		att = (Form_pg_attribute) GETSTRUCT(tup);
+		if (how != CS_COLUMN_ADDED || att->atthasmissing || att->atthasdef ||
+			get_typtype(att->atttypid) == TYPTYPE_DOMAIN)
+		{
+			values[0] = ObjectIdGetDatum(child);
+			values[1] = CStringGetTextDatum(column);
+			if (how == CS_COLUMN_RETYPED)
+			{
+				values[2] = ObjectIdGetDatum(att->atttypid);
+				nulls[2] = false;
+			}
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		ReleaseSysCache(tup);
+	}
+}
+
+/*
+ * changestream.ddl_columns_set(command pg_ddl_command) -> setof (table_oid
+ *	  oid, column_name text, new_type oid)
+ *	  For an ALTER TABLE collected at ddl_command_end: each column added
+ *	  with a default (its own, a missing value, or its domain's: existing
+ *	  rows read a value that no change carried, also when a rewrite in
+ *	  the same command filled it in) and each column retyped, on the
+ *	  altered table and each of its inheritors (partitions) that has the
+ *	  column; new_type is the type now of a column retyped without USING
+ *	  (restore() replays a cast it knows to be independent of the session,
+ *	  see restore.c), NULL otherwise.  No row for any other command.  The
+ *	  command is the value pg_event_trigger_ddl_commands() returns; no
+ *	  other source of a pg_ddl_command exists (its input function raises
+ *	  an error).
+ */
+Datum
+changestream_ddl_columns_set(PG_FUNCTION_ARGS)
+{
+	CollectedCommand *cmd = (CollectedCommand *) PG_GETARG_POINTER(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (cmd == NULL || cmd->type != SCT_AlterTable ||
+		cmd->d.alterTable.classId != RelationRelationId)
+		return (Datum) 0;
+	foreach(lc, cmd->d.alterTable.subcmds)
+	{
+		CollectedATSubcmd *sub = lfirst(lc);
+		AlterTableCmd *at = (AlterTableCmd *) sub->parsetree;
+		char	   *column;
+
+		if (at == NULL || !IsA(at, AlterTableCmd) ||
+			sub->address.classId != RelationRelationId ||
+			sub->address.objectSubId <= 0)
+			continue;
+		column = get_attname(sub->address.objectId,
+							 (AttrNumber) sub->address.objectSubId, true);
+		if (column == NULL)
+			continue;			/* dropped again by a later subcommand */
+		if (cs_is_add_column(at->subtype))
+			emit_column(rsinfo, sub->address.objectId, column, CS_COLUMN_ADDED);
+		else if (at->subtype == AT_AlterColumnType)
+			emit_column(rsinfo, sub->address.objectId, column,
+						(at->def != NULL && IsA(at->def, ColumnDef) &&
+						 ((ColumnDef *) at->def)->raw_default != NULL) ?
+						CS_COLUMN_USING : CS_COLUMN_RETYPED);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,33 @@
+/*-------------------------------------------------------------------------
+ *
+ * stream.h
+ *	  Declarations of stream.c: the durability state machine of a streaming
+ *	  session.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_STREAM_H
+#define CS_STREAM_H
+
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+
+#include "base/archive_config.h"
+
+struct WalReceiverConn;
+
+extern void cs_stream_reset(void);
+extern void cs_stream_writer_opened(XLogRecPtr position);
+extern void cs_stream_started(const CsArchiveConfig *config,
+							  struct WalReceiverConn *conn);
+extern bool cs_stream_is_streaming(void);
+extern bool cs_stream_made_durable(void);
+extern XLogRecPtr cs_stream_position(void);
+extern bool cs_stream_in_transaction(void);
+extern bool cs_stream_receive(pgsocket *fd);
+extern void cs_stream_periodic(TimestampTz now, bool idle);
+extern void cs_stream_wait(pgsocket fd, TimestampTz now);
+extern void cs_stream_finish(void);
+extern void cs_stream_exit(void);
+
+#endif							/* CS_STREAM_H */
