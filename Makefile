@@ -32,7 +32,7 @@ OBJS = \
 	src/archive/schema_history.o \
 	src/archive/segment_reader.o \
 	src/archive/compress.o \
-	src/worker/compressor.o \
+	src/worker/maintenance.o \
 	src/archive/segment_spare.o \
 	src/base/log_once.o \
 	src/archive/pgoutput_parse.o \

@@ -25,7 +25,7 @@
 #   4. the archiver's peak RSS during one very large transaction, and idle;
 #   5. archive size against raw pgoutput bytes and gzip -6 of them;
 #   6. raw segments under a steady saturating load (bench/steady_load.sh,
-#      its own cluster, 1MB segments so that the compressor has the most
+#      its own cluster, 1MB segments so that the maintenance worker has the most
 #      segments to keep up with);
 #   7. the read side of issue 11 (bench/read_side.sh, its own cluster):
 #      changes(), restore()'s snapshot load and apply against their peers.
@@ -111,8 +111,8 @@ else
 	  "${STEADY_SECONDS:=120}"
 fi
 : "${READ_SIDE:=1}"
-# the compressor's bound on raw sealed segments while it defers (phase 6)
-DEFER_MAX_RAW=$(awk '$1 == "#define" && $2 == "DEFER_MAX_RAW" { print $3 }' "$ROOT/src/compressor.c")
+# the maintenance worker's bound on raw sealed segments while it defers (phase 6)
+DEFER_MAX_RAW=$(awk '$1 == "#define" && $2 == "DEFER_MAX_RAW" { print $3 }' "$ROOT/src/worker/maintenance.c")
 : "${DRAIN_CLIENTS:=4}" "${SCALE:=10}" "${LAG_RATE:=1000}" "${TIMEOUT:=1800}"
 : "${QUIET_BUSY:=0.3}" "${QUIET_WAIT:=600}" "${QUIET_RETRIES:=2}"
 TPS_CLIENTS=8
@@ -870,7 +870,7 @@ tps_run() {
 	tps=$(sed -n 's/^tps = \([0-9]*\.[0-9]\).* (without initial connection time)/\1/p' "$RUN_DIR/tps-$mode-$i.log")
 	[ -n "$tps" ] || cs_die "no tps in $RUN_DIR/tps-$mode-$i.log"
 	if [ -n "$pids" ]; then
-		# the compressor's CPU is the gzip of what this run sealed
+		# the maintenance worker's CPU is the gzip of what this run sealed
 		for p in $pids $comp; do c1=$((c1 + $(cpu_ticks "$p"))); done
 		cpu=$(ticks_s "$((c1 - c0))")
 		[ -z "$comp" ] || kcpu=$(ticks_s "$(($(cpu_ticks "$comp") - k0))")
@@ -1043,7 +1043,7 @@ memory_phase() {
 }
 
 # Raw segments under a steady saturating pgbench (bench/steady_load.sh,
-# its own cluster, 1MB segments: the compressor has a segment to compress
+# its own cluster, 1MB segments: the maintenance worker has a segment to compress
 # every fraction of a second).  Sets STEADY_MAX_RAW (most *.wal files seen,
 # the active one included), STEADY_FIRST_RAW / STEADY_LAST_RAW (the largest
 # in the first and in the last third of the run), STEADY_GZ (compressed at
@@ -1267,7 +1267,7 @@ report() {
 			echo "| Lag p99 < 15 ms at $LAG_RATE tps | $LAG_P99 ms | $(pf "$LAG_P99 < 15") |"
 			echo "| Worker RSS < 64 MB during a $BIG_MB MB transaction | $hwm_big_mb MB | $(pf "$hwm_big_mb < 64") |"
 			if [ "$STEADY_SECONDS" -gt 0 ]; then
-				echo "| Raw segments bounded under a steady load (1MB segments): at most $((DEFER_MAX_RAW + 2)), the compressor's bound while it defers plus the active segment and the one being compressed | $STEADY_MAX_RAW (most in the first third $STEADY_FIRST_RAW, in the last $STEADY_LAST_RAW) | $(pf "$STEADY_MAX_RAW <= $((DEFER_MAX_RAW + 2))") |"
+				echo "| Raw segments bounded under a steady load (1MB segments): at most $((DEFER_MAX_RAW + 2)), the maintenance worker's bound while it defers plus the active segment and the one being compressed | $STEADY_MAX_RAW (most in the first third $STEADY_FIRST_RAW, in the last $STEADY_LAST_RAW) | $(pf "$STEADY_MAX_RAW <= $((DEFER_MAX_RAW + 2))") |"
 			fi
 		fi
 		echo "| Archive <= 1.10x gzip -6 of the pgoutput payload | ${R_GZ}x | $(pf "$R_GZ <= 1.10") |"

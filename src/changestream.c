@@ -19,7 +19,7 @@
 #include "base/guc.h"
 #include "base/shmem_status.h"
 #include "worker/archiver.h"
-#include "worker/compressor.h"
+#include "worker/maintenance.h"
 
 PG_MODULE_MAGIC;
 
@@ -51,7 +51,7 @@ changestream_shmem_startup(void)
  *	  Called when the library is loaded.  Registers one archiver worker
  *	  (BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, started
  *	  once recovery has finished, restarted 5 s after an unexpected exit)
- *	  and the compressor (compressor.c).  Mirrors the registration in
+ *	  and the maintenance worker (maintenance.c).  Mirrors the registration in
  *	  contrib/worker_spi.
  */
 void
@@ -88,5 +88,5 @@ _PG_init(void)
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
 
-	cs_register_compressor();
+	cs_register_maintenance();
 }

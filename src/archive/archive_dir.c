@@ -48,12 +48,12 @@ cs_require_directory(void)
 
 /*
  * Take an exclusive flock() on <directory>/<name>, for the archiver or the
- * compressor; see cs_lock_archive().
+ * maintenance worker; see cs_lock_archive().
  */
 static int
-lock_file(const char *directory, bool compressor)
+lock_file(const char *directory, bool maintenance)
 {
-	char	   *path = cs_lock_file_path(directory, compressor);
+	char	   *path = cs_lock_file_path(directory, maintenance);
 	char		content[MAXPGPATH + 64];
 	int			fd;
 
@@ -87,8 +87,8 @@ lock_file(const char *directory, bool compressor)
 		if (save_errno == EWOULDBLOCK)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 compressor ?
-					 errmsg("archive directory \"%s\" is locked by another compressor", directory) :
+					 maintenance ?
+					 errmsg("archive directory \"%s\" is locked by another maintenance worker", directory) :
 					 errmsg("archive directory \"%s\" is locked by another archiver", directory),
 					 errdetail("Lock file \"%s\" says: %s", path, content),
 					 errhint("Give each cluster its own changestream.directory.")));
@@ -128,15 +128,15 @@ cs_lock_archive(const char *directory)
 }
 
 /*
- * cs_lock_archive_compressor
- *	  Returns a file descriptor (int) holding the compressor's own lock, <directory>/changestream.compressor.lock,
- *	  taken as cs_lock_archive() takes the archiver's, so that the
- *	  compressor of a second cluster pointed at the same directory never
- *	  works on the same segment (the directory must exist).  Errors as
- *	  cs_lock_archive().
+ * cs_lock_archive_maintenance
+ *	  Returns a file descriptor (int) holding the maintenance worker's own
+ *	  lock, <directory>/changestream.compressor.lock, taken as
+ *	  cs_lock_archive() takes the archiver's, so that the maintenance worker of
+ *	  a second cluster pointed at the same directory never works on the same
+ *	  segment (the directory must exist).  Errors as cs_lock_archive().
  */
 int
-cs_lock_archive_compressor(const char *directory)
+cs_lock_archive_maintenance(const char *directory)
 {
 	return lock_file(directory, true);
 }
@@ -176,8 +176,8 @@ remove_tmp_below(const char *path, int depth)
 		if (cs_storage_stat(child, false, &info) != 0 ||
 			info.type == CS_STORAGE_MISSING)
 			continue;
-		if (cs_is_compressor_tmp_name(de->d_name))
-			continue;			/* the compressor's, which replaces it */
+		if (cs_is_maintenance_tmp_name(de->d_name))
+			continue;			/* the maintenance worker replaces it */
 		if (cs_is_tmp_name(de->d_name))
 		{
 			if (info.type == CS_STORAGE_DIR)

@@ -13,7 +13,7 @@
 #include "archive/storage.h"
 
 extern int	cs_lock_archive(const char *directory);
-extern int	cs_lock_archive_compressor(const char *directory);
+extern int	cs_lock_archive_maintenance(const char *directory);
 extern void cs_remove_tmp_files(const char *directory);
 extern const char *cs_require_directory(void);
 

@@ -38,7 +38,8 @@
 #define IDENTITY_FILE		"generation"
 #define SCHEMA_HISTORY_FILE	"schema_history"
 #define LOCK_FILE			"changestream.lock"
-#define COMPRESSOR_LOCK_FILE "changestream.compressor.lock"
+/* an on-disk name: kept from before the worker was renamed */
+#define MAINTENANCE_LOCK_FILE "changestream.compressor.lock"
 #define SPARE_FILE			"spare.wal"
 #define SPARE_PART_FILE		"spare.wal.part"
 #define TMP_SUFFIX			".tmp"
@@ -200,19 +201,20 @@ cs_schema_history_path(const char *directory, uint64 generation)
 
 /*
  * cs_lock_file_path
- *	  Returns a palloc'd "<directory>/changestream.lock" (the archiver's
- *	  lock) or, for the compressor, "<directory>/changestream.compressor.lock".
+ *	  Returns a palloc'd "<directory>/changestream.lock" (the archiver's lock)
+ *	  or, for the maintenance worker,
+ *	  "<directory>/changestream.compressor.lock".
  */
 char *
-cs_lock_file_path(const char *directory, bool compressor)
+cs_lock_file_path(const char *directory, bool maintenance)
 {
 	return psprintf("%s/%s", directory,
-					compressor ? COMPRESSOR_LOCK_FILE : LOCK_FILE);
+					maintenance ? MAINTENANCE_LOCK_FILE : LOCK_FILE);
 }
 
 /*
  * cs_spare_path
- *	  Returns a palloc'd "<directory>/spare.wal", the compressor's
+ *	  Returns a palloc'd "<directory>/spare.wal", the maintenance worker's
  *	  zero-filled spare segment.
  */
 char *
@@ -274,12 +276,12 @@ cs_is_tmp_name(const char *name)
 }
 
 /*
- * cs_is_compressor_tmp_name
- *	  True for "*.wal.gz.tmp", the compressor's temporary file, which the
- *	  compressor itself replaces.
+ * cs_is_maintenance_tmp_name
+ *	  True for "*.wal.gz.tmp", the maintenance worker's temporary file, which
+ *	  the maintenance worker itself replaces.
  */
 bool
-cs_is_compressor_tmp_name(const char *name)
+cs_is_maintenance_tmp_name(const char *name)
 {
 	return has_suffix(name, COMPRESSOR_TMP_SUFFIX);
 }
@@ -319,8 +321,8 @@ cs_compressed_path(const char *raw_path)
 
 /*
  * cs_compressed_tmp_path
- *	  Returns a palloc'd "<raw_path>.gz.tmp", where the compressor writes a
- *	  raw segment's .gz.
+ *	  Returns a palloc'd "<raw_path>.gz.tmp", where the maintenance worker
+ *	  writes a raw segment's .gz.
  */
 char *
 cs_compressed_tmp_path(const char *raw_path)

@@ -48,13 +48,13 @@ extern bool cs_is_snapshots_dir_name(const char *name);
 extern char *cs_identity_path(const char *gendir);
 extern char *cs_horizon_path(const char *directory, uint64 generation);
 extern char *cs_schema_history_path(const char *directory, uint64 generation);
-extern char *cs_lock_file_path(const char *directory, bool compressor);
+extern char *cs_lock_file_path(const char *directory, bool maintenance);
 extern char *cs_spare_path(const char *directory);
 extern char *cs_spare_part_path(const char *directory);
 extern char *cs_file_in(const char *dir, const char *name);
 extern char *cs_tmp_path(const char *path);
 extern bool cs_is_tmp_name(const char *name);
-extern bool cs_is_compressor_tmp_name(const char *name);
+extern bool cs_is_maintenance_tmp_name(const char *name);
 
 /* segments */
 extern char *cs_segment_file_name(int64 index, bool compressed);

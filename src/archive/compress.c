@@ -2,14 +2,14 @@
  *
  * compress.c
  *	  gzip compression of one sealed changestream segment, in slices, for
- *	  the compressor worker (compressor.c): cs_compress_begin() opens the
+ *	  the maintenance worker (maintenance.c): cs_compress_begin() opens the
  *	  raw segment and its .gz.tmp, cs_compress_step() compresses at most a
  *	  given number of input bytes, and when the input ends it writes the
  *	  gzip trailer, fsyncs the .tmp, renames it to <index>.wal.gz, fsyncs
  *	  the directory, removes <index>.wal and fsyncs the directory again
  *	  (docs/DESIGN.md, "Archive layout").  A crash at any point leaves
  *	  either the raw segment or a complete .gz (plus, perhaps, a raw twin
- *	  or a .tmp, which the compressor removes).
+ *	  or a .tmp, which the maintenance worker removes).
  *
  *	  zlib's deflate() is driven directly (gzip wrapper, windowBits 15 + 16)
  *	  and its output written with write(), so an I/O error is reported with

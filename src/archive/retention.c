@@ -1,22 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * retention.c
- *	  Retention, a duty of the compressor worker (compressor.c): keep every
+ *	  Retention, a duty of the maintenance worker (maintenance.c): keep every
  *	  point of the restorable window [now - changestream.retention, now]
  *	  restorable, and delete what no point of it needs (rules 1 to 6 of
  *	  docs/DESIGN.md section 11).
  *
- *	  A run has two parts.  Planning (cheap: directory listings, a few
- *	  segment headers and snapshot manifests) holds the readers' pin lock,
- *	  honours their pins, and makes its decision durable before anything
- *	  is deleted: a generation's new retention horizon (retention_horizon.c)
- *	  or, for an old generation deleted whole, its rename to <gen>.tmp.
- *	  Deleting then goes a slice of files at a time, oldest first, with the
- *	  directories fsynced after each slice, between the compressor's other
- *	  slices; the archiver's receive loop never waits for it.  A crash
- *	  anywhere leaves an archive the readers find sound: they ignore what
- *	  lies below a horizon and every *.tmp, and the next run (or the
- *	  archiver's session start, for *.tmp) removes the rest.
+ *	  A run has two parts.  Planning (cheap: directory listings, a few segment
+ *	  headers and snapshot manifests) holds the readers' pin lock, honours
+ *	  their pins, and makes its decision durable before anything is deleted: a
+ *	  generation's new retention horizon (retention_horizon.c) or, for an old
+ *	  generation deleted whole, its rename to <gen>.tmp. Deleting then goes a
+ *	  slice of files at a time, oldest first, with the directories fsynced
+ *	  after each slice, between the maintenance worker's other slices; the
+ *	  archiver's receive loop never waits for it.  A crash anywhere leaves an
+ *	  archive the readers find sound: they ignore what lies below a horizon and
+ *	  every *.tmp, and the next run (or the archiver's session start, for
+ *	  *.tmp) removes the rest.
  *
  *-------------------------------------------------------------------------
  */
@@ -601,18 +601,17 @@ run_due(TimestampTz now)
 
 /*
  * cs_retention_step
- *	  One step of retention in the compressor, between its slices: plan a
- *	  run when one is due (after each snapshot, and at least every minute,
- *	  or every quarter of changestream.retention when that is shorter) and
- *	  may_plan is true (the compressor has no segment half compressed), or
- *	  delete the next slice of a run in progress.  directory is the
- *	  archive, now the loop's time.  Returns true when more of a run is
- *	  left, so that the caller does not sleep before the next step.
- *	  Allocates its listings in CurrentMemoryContext (the caller resets
- *	  it).  Errors: file access errors (class 58) and XX001 for damage met
- *	  while planning; the caller catches them and passes them to
- *	  cs_retention_failed().  What a run has made durable before an error
- *	  stays valid, and the next run continues it.
+ *	  One step of retention in the maintenance worker, between its slices: plan
+ *	  a run when one is due (after each snapshot, and at least every minute, or
+ *	  every quarter of changestream.retention when that is shorter) and
+ *	  may_plan is true (the maintenance worker has no segment half compressed),
+ *	  or delete the next slice of a run in progress.  directory is the archive,
+ *	  now the loop's time.  Returns true when more of a run is left, so that
+ *	  the caller does not sleep before the next step. Allocates its listings in
+ *	  CurrentMemoryContext (the caller resets it).  Errors: file access errors
+ *	  (class 58) and XX001 for damage met while planning; the caller catches
+ *	  them and passes them to cs_retention_failed().  What a run has made
+ *	  durable before an error stays valid, and the next run continues it.
  */
 bool
 cs_retention_step(const char *directory, TimestampTz now, bool may_plan)
@@ -659,10 +658,10 @@ cs_retention_step(const char *directory, TimestampTz now, bool may_plan)
 
 /*
  * cs_retention_retry_ms
- *	  How long (ms) the compressor may sleep before retention wants to run
- *	  again: RETENTION_RETRY_MS after a run a reader held back, so that
+ *	  How long (ms) the maintenance worker may sleep before retention wants to
+ *	  run again: RETENTION_RETRY_MS after a run a reader held back, so that
  *	  retention goes on soon after the reader lets go; -1 otherwise (the
- *	  compressor's own rescan interval is then short enough).
+ *	  maintenance worker's own rescan interval is then short enough).
  */
 long
 cs_retention_retry_ms(void)
@@ -678,7 +677,7 @@ cs_retention_retry_ms(void)
  *	  message), and the next run starts over.  What the run made durable
  *	  stays valid: readers honour the horizon, and the next run removes
  *	  what lies below it.  The caller has released the files and locks the
- *	  error left (as the compressor's error path does).
+ *	  error left (as the maintenance worker's error path does).
  */
 void
 cs_retention_failed(ErrorData *edata)

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * retention.h
- *	  Retention: the compressor's retention runs over the restorable window
- *	  (retention.c; docs/DESIGN.md section 11).
+ *	  Retention: the maintenance worker's retention runs over the restorable
+ *	  window (retention.c; docs/DESIGN.md section 11).
  *
  *-------------------------------------------------------------------------
  */

@@ -166,10 +166,10 @@ cs_list_segments(const char *directory, uint64 generation)
 	List	   *result = list_kept_segments(directory, generation);
 
 	/*
-	 * The compressor replaces a raw segment by its .gz beside every reader:
-	 * a directory read that passed the .gz's place before it was created
-	 * and reached the raw name after it was removed sees neither.  Such a
-	 * gap is gone at the next read; a real one stays, and
+	 * The maintenance worker replaces a raw segment by its .gz beside every
+	 * reader: a directory read that passed the .gz's place before it was
+	 * created and reached the raw name after it was removed sees neither.
+	 * Such a gap is gone at the next read; a real one stays, and
 	 * cs_check_segment_sequence() reports it.
 	 */
 	for (int i = 0; i < 2 && has_gap(result); i++)

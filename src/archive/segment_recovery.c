@@ -246,7 +246,7 @@ upgrade_in_place(const CsSegmentFile *newest, const CsSegmentScan *scan)
  *	  section 7, rules 9 and 10).  A generation without any segment gets
  *	  segment 0 at its identity's start LSN.  Returns true when it sealed
  *	  the newest segment (one of an older format version), which the
- *	  caller then has the compressor compress.
+ *	  caller then has the maintenance worker compress.
  *	  Errors: XX001 as said, or for a gap in the segments or a missing or
  *	  damaged identity file; file access SQLSTATEs on I/O failures.
  */

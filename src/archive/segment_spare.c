@@ -2,7 +2,7 @@
  *
  * segment_spare.c
  *	  The spare segment: a zero-filled, fsynced file of segment_size bytes
- *	  that the compressor worker prepares ahead of time and the archiver
+ *	  that the maintenance worker prepares ahead of time and the archiver
  *	  renames into place as its next segment (changestream.
  *	  preallocate_segments).
  *
@@ -18,17 +18,18 @@
  *	  zeros (docs/FORMAT.md section 11.3, "preallocated tail").
  *
  *	  Files, in changestream.directory:
- *	    spare.wal.part   being zero-filled by the compressor
+ *	    spare.wal.part   being zero-filled by the maintenance worker
  *	    spare.wal        complete: every byte zero, fsynced, renamed, the
  *	                     directory fsynced
- *	  Only the compressor writes them (it holds changestream.compressor.lock)
- *	  and only the archiver (changestream.lock) takes spare.wal, with one
- *	  rename(2).  A spare that is not a regular file with a single link is
- *	  never written through: the compressor removes it and makes a new one.
+ *	  Only the maintenance worker writes them (it holds
+ *	  changestream.compressor.lock) and only the archiver (changestream.lock)
+ *	  takes spare.wal, with one rename(2).  A spare that is not a regular file
+ *	  with a single link is never written through: the maintenance worker
+ *	  removes it and makes a new one.
  *
  *	  The zero-fill runs in slices, and only while no sealed segment waits
  *	  for compression and the archiver is not catching up with a backlog
- *	  (compressor.c), so it never delays compression and the archiver
+ *	  (maintenance.c), so it never delays compression and the archiver
  *	  never waits for it: without a spare ready, the archiver creates its
  *	  next segment empty and appends to it, as before.
  *
@@ -51,7 +52,7 @@
 
 static const char zeros[ZERO_CHUNK];
 
-/* the spare being zero-filled (compressor side) */
+/* the spare being zero-filled (maintenance worker side) */
 static int	part_fd = -1;
 static char part_path[MAXPGPATH];
 static int64 part_written;
@@ -99,12 +100,11 @@ judge_spare(const char *path)
 }
 
 /*
- * Is path a directory?  The compressor never removes a directory from the
- * archive (and unlink(2) could not): a spare file's
- * name held by one means no preallocation (the archiver creates its
- * segments empty), with one WARNING per directory, instead of an error
- * every few seconds that would delay compression.  Raises on a failed
- * lstat() other than ENOENT.
+ * Is path a directory?  The maintenance worker never removes a directory from
+ * the archive (and unlink(2) could not): a spare file's name held by one means
+ * no preallocation (the archiver creates its segments empty), with one WARNING
+ * per directory, instead of an error every few seconds that would delay
+ * compression.  Raises on a failed lstat() other than ENOENT.
  */
 static bool
 name_blocked(const char *path)
@@ -125,7 +125,7 @@ name_blocked(const char *path)
 		ereport(WARNING,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is a directory: changestream segments are not preallocated", path),
-				 errdetail("The compressor zero-fills its spare segment under that name; the archiver creates each segment empty instead."),
+				 errdetail("The maintenance worker zero-fills its spare segment under that name; the archiver creates each segment empty instead."),
 				 errhint("Remove the directory, or turn changestream.preallocate_segments off.")));
 	blocked_warned = true;
 	return true;
@@ -199,7 +199,7 @@ finish_part(const char *directory)
 
 /*
  * cs_spare_step(directory, budget) -> bool
- *	  One step of the compressor's spare duty for the archive directory
+ *	  One step of the maintenance worker's spare duty for the archive directory
  *	  (an absolute path): with changestream.preallocate_segments on and no
  *	  usable spare.wal, write at most budget (bytes) of zeros to
  *	  spare.wal.part, and rename it to spare.wal once it holds
@@ -225,7 +225,8 @@ cs_spare_step(const char *directory, int64 budget)
 
 		cs_spare_abort();
 		strlcpy(part, cs_spare_part_path(directory), sizeof(part));
-		(void) cs_durable_unlink(part, directory); /* a crashed compressor's */
+		/* a crashed maintenance worker's */
+		(void) cs_durable_unlink(part, directory);
 		(void) cs_durable_unlink(spare, directory);
 		return false;
 	}
@@ -261,7 +262,7 @@ cs_spare_step(const char *directory, int64 budget)
 /*
  * cs_spare_abort() -> void
  *	  Forget the spare being filled and remove its part file; for the
- *	  compressor's error path and for a change of directory.  The
+ *	  maintenance worker's error path and for a change of directory.  The
  *	  descriptor itself is a transient file, closed by AtEOXact_Files() on
  *	  the error path, or here.  Never raises.
  */
@@ -281,7 +282,7 @@ cs_spare_abort(void)
 /*
  * cs_spare_discard(directory) -> void
  *	  When changestream.directory changes away from directory (an absolute
- *	  path): remove the spare files the compressor made there, which no
+ *	  path): remove the spare files the maintenance worker made there, which no
  *	  archiver will take now.  A removal the archiver races (it renamed
  *	  spare.wal into place first) finds nothing.  Not fsynced: a spare
  *	  that comes back after a crash is still a valid one.  Never raises.
@@ -304,8 +305,9 @@ cs_spare_discard(const char *directory)
 
 /*
  * cs_spare_forget() -> void
- *	  After AtEOXact_Files() closed the part's descriptor (the compressor's
- *	  error path): remove the part without closing anything.  Never raises.
+ *	  After AtEOXact_Files() closed the part's descriptor (the maintenance
+ *	  worker's error path): remove the part without closing anything.  Never
+ *	  raises.
  */
 void
 cs_spare_forget(void)
@@ -341,7 +343,7 @@ cs_spare_take(const char *directory, const char *dest)
 	if (!cs_preallocate_segments)
 		return -1;
 	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
-	/* only a regular file is moved (the compressor deals with the rest) */
+	/* only a regular file is moved (the maintenance worker sees to the rest) */
 	if (lstat(spare, &st) != 0 || !S_ISREG(st.st_mode))
 		return -1;
 	if (rename(spare, dest) != 0)

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * segment_spare.h
- *	  The zero-filled spare segment the compressor prepares and the
+ *	  The zero-filled spare segment the maintenance worker prepares and the
  *	  archiver renames into place (segment_spare.c).
  *
  *-------------------------------------------------------------------------

@@ -16,7 +16,7 @@
  *	  All of the writer's state is one struct, CsWriterState, as
  *	  walreceiver.c keeps its LogstreamResult.  The writer only does I/O:
  *	  its callers (stream.c, archiver.c) publish the active segment in
- *	  shared memory (cs_writer_segment_index()) and wake the compressor
+ *	  shared memory (cs_writer_segment_index()) and wake the maintenance worker
  *	  after a segment is sealed.
  *
  *-------------------------------------------------------------------------
@@ -195,7 +195,7 @@ cs_writer_create_segment(int64 index, XLogRecPtr start_lsn)
 	hdr.timeline = wr.timeline;
 	cs_encode_segment_header(&hdr, buf);
 
-	/* the compressor's zero-filled spare, else an empty file */
+	/* the maintenance worker's zero-filled spare, else an empty file */
 	wr.fd = cs_spare_take(wr.archive_dir, tmp);
 	if (wr.fd < 0)
 		wr.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | PG_BINARY,
@@ -554,12 +554,12 @@ trim_preallocation(void)
 
 /*
  * cs_writer_rotate
- *	  Seal the active segment (flush; write its commit range and position,
- *	  the current position of record, into its header and fdatasync; close)
- *	  and start the next one at position.  The seal is durable before the
- *	  next segment exists, so a segment with a successor always has its
- *	  seal.  The caller publishes the new segment and wakes the compressor,
- *	  which compresses the sealed one.  Errors: file access SQLSTATEs.
+ *	  Seal the active segment (flush; write its commit range and position, the
+ *	  current position of record, into its header and fdatasync; close) and
+ *	  start the next one at position.  The seal is durable before the next
+ *	  segment exists, so a segment with a successor always has its seal.  The
+ *	  caller publishes the new segment and wakes the maintenance worker, which
+ *	  compresses the sealed one.  Errors: file access SQLSTATEs.
  */
 void
 cs_writer_rotate(XLogRecPtr position)

@@ -5,13 +5,13 @@
  *	  guc.c, that reads changestream.directory, database, slot_name,
  *	  publication and conninfo.
  *
- *	  The archiver takes a copy at the start of each session and passes it
- *	  down to everything the session runs (the connection, the generation
- *	  policy, snapshots, the stream), so that a reload changes nothing
- *	  under a running session: it is compared with a fresh copy on SIGHUP
- *	  and the session ends when they differ.  The compressor and snapshot
- *	  workers and the backends running the SQL functions take their own
- *	  copy of the current settings the same way.
+ *	  The archiver takes a copy at the start of each session and passes it down
+ *	  to everything the session runs (the connection, the generation policy,
+ *	  snapshots, the stream), so that a reload changes nothing under a running
+ *	  session: it is compared with a fresh copy on SIGHUP and the session ends
+ *	  when they differ.  The maintenance worker and snapshot workers and the
+ *	  backends running the SQL functions take their own copy of the current
+ *	  settings the same way.
  *
  * Source: the "parameter values that are passed down" of
  * src/backend/replication/walreceiver.c, and MySubscription in

@@ -258,7 +258,7 @@ cs_define_gucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.compression_level",
 							"zlib level for sealed changestream segments and snapshots (0 stores them uncompressed in gzip framing).",
-							"The default, 3, costs about 40% of level 6's CPU for about 12% more bytes: the compressor runs on the primary, beside its workload.",
+							"The default, 3, costs about 40% of level 6's CPU for about 12% more bytes: the maintenance worker runs on the primary, beside its workload.",
 							&cs_compression_level, 3, 0, 9,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * log_once.h
- *	  The log-once rule the archiver and the compressor share: an error
+ *	  The log-once rule the archiver and the maintenance worker share: an error
  *	  that repeats the last one logged is counted, not logged, for five
  *	  minutes.  See log_once.c.
  *

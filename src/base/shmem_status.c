@@ -33,24 +33,24 @@
 static CsStatus *cs_status = NULL;
 
 /*
- * The compressor's status: scalars under its own spinlock, the error text
- * under the status LWLock.
+ * The maintenance worker's status: scalars under its own spinlock, the error
+ * text under the status LWLock.
  */
-typedef struct CsCompressorShared
+typedef struct CsMaintenanceShared
 {
 	slock_t		mutex;
 	pid_t		pid;
 	Latch	   *latch;			/* set by the archiver after sealing */
 	int64		raw_sealed_segments;
 	uint64		segments_compressed;
-	bool		archiver_catching_up;	/* compression may wait: see
-										 * cs_compressor_status_set_catching_up() */
-	bool		deferring;		/* the compressor waits for the archiver */
+	/* compression may wait: see cs_maintenance_status_set_catching_up() */
+	bool		archiver_catching_up;
+	bool		deferring;		/* it waits for the archiver */
 	TimestampTz last_error_at;
 	char		last_error[CS_ERROR_LEN];	/* under cs_status->lock */
-} CsCompressorShared;
+} CsMaintenanceShared;
 
-static CsCompressorShared *cs_compressor = NULL;
+static CsMaintenanceShared *cs_maintenance = NULL;
 
 /*
  * cs_shmem_request
@@ -61,7 +61,7 @@ void
 cs_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
-	RequestAddinShmemSpace(MAXALIGN(sizeof(CsCompressorShared)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsMaintenanceShared)));
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
 
@@ -85,13 +85,13 @@ cs_shmem_startup(void)
 		cs_status->segment_index = -1;
 		cs_status->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
 	}
-	cs_compressor = ShmemInitStruct("changestream compressor status",
-									sizeof(CsCompressorShared), &found);
+	cs_maintenance = ShmemInitStruct("changestream maintenance status",
+									sizeof(CsMaintenanceShared), &found);
 	if (!found)
 	{
-		memset(cs_compressor, 0, sizeof(CsCompressorShared));
-		SpinLockInit(&cs_compressor->mutex);
-		cs_compressor->raw_sealed_segments = -1;
+		memset(cs_maintenance, 0, sizeof(CsMaintenanceShared));
+		SpinLockInit(&cs_maintenance->mutex);
+		cs_maintenance->raw_sealed_segments = -1;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -589,168 +589,169 @@ cs_status_set_no_replica_identity(const char *tables)
 }
 
 /*
- * cs_compressor_status_copy
- *	  Copy the compressor's status into *copy (pid 0 when it does not run;
- *	  raw_sealed_segments -1 before its first look at the archive).
+ * cs_maintenance_status_copy
+ *	  Copy the maintenance worker's status into *copy (pid 0 when it does not
+ *	  run; raw_sealed_segments -1 before its first look at the archive).
  */
 void
-cs_compressor_status_copy(CsCompressorStatus *copy)
+cs_maintenance_status_copy(CsMaintenanceStatus *copy)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	copy->pid = cs_compressor->pid;
-	copy->raw_sealed_segments = cs_compressor->raw_sealed_segments;
-	copy->segments_compressed = cs_compressor->segments_compressed;
-	copy->deferring = cs_compressor->deferring;
-	copy->last_error_at = cs_compressor->last_error_at;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	copy->pid = cs_maintenance->pid;
+	copy->raw_sealed_segments = cs_maintenance->raw_sealed_segments;
+	copy->segments_compressed = cs_maintenance->segments_compressed;
+	copy->deferring = cs_maintenance->deferring;
+	copy->last_error_at = cs_maintenance->last_error_at;
+	SpinLockRelease(&cs_maintenance->mutex);
 	LWLockAcquire(cs_status->lock, LW_SHARED);
-	strlcpy(copy->last_error, cs_compressor->last_error, sizeof(copy->last_error));
+	strlcpy(copy->last_error, cs_maintenance->last_error,
+			sizeof(copy->last_error));
 	LWLockRelease(cs_status->lock);
 }
 
 /*
- * cs_compressor_status_started
- *	  The compressor process starts: its PID and the latch the archiver
+ * cs_maintenance_status_started
+ *	  The maintenance worker process starts: its PID and the latch the archiver
  *	  sets after sealing a segment.
  */
 void
-cs_compressor_status_started(Latch *latch)
+cs_maintenance_status_started(Latch *latch)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->pid = MyProcPid;
-	cs_compressor->latch = latch;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->pid = MyProcPid;
+	cs_maintenance->latch = latch;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_status_exited
- *	  The compressor process is gone.
+ * cs_maintenance_status_exited
+ *	  The maintenance worker process is gone.
  */
 void
-cs_compressor_status_exited(void)
+cs_maintenance_status_exited(void)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->pid = 0;
-	cs_compressor->latch = NULL;
-	cs_compressor->deferring = false;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->pid = 0;
+	cs_maintenance->latch = NULL;
+	cs_maintenance->deferring = false;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_status_set_backlog
- *	  The number of sealed raw segments the compressor found (-1: it has no
- *	  archive to look at).
+ * cs_maintenance_status_set_backlog
+ *	  The number of sealed raw segments the maintenance worker found (-1: it
+ *	  has no archive to look at).
  */
 void
-cs_compressor_status_set_backlog(int64 raw_sealed_segments)
+cs_maintenance_status_set_backlog(int64 raw_sealed_segments)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->raw_sealed_segments = raw_sealed_segments;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->raw_sealed_segments = raw_sealed_segments;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_status_compressed
+ * cs_maintenance_status_compressed
  *	  One more segment compressed; the backlog found is one smaller.
  */
 void
-cs_compressor_status_compressed(void)
+cs_maintenance_status_compressed(void)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->segments_compressed++;
-	if (cs_compressor->raw_sealed_segments > 0)
-		cs_compressor->raw_sealed_segments--;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->segments_compressed++;
+	if (cs_maintenance->raw_sealed_segments > 0)
+		cs_maintenance->raw_sealed_segments--;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_status_set_error
- *	  Record the compressor's last error (truncated to CS_ERROR_LEN - 1
+ * cs_maintenance_status_set_error
+ *	  Record the maintenance worker's last error (truncated to CS_ERROR_LEN - 1
  *	  bytes) and when.  It stays visible until the next one.
  */
 void
-cs_compressor_status_set_error(const char *message)
+cs_maintenance_status_set_error(const char *message)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	set_text(cs_compressor->last_error, message, CS_ERROR_LEN);
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->last_error_at = now;
-	SpinLockRelease(&cs_compressor->mutex);
+	set_text(cs_maintenance->last_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->last_error_at = now;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_status_set_catching_up
+ * cs_maintenance_status_set_catching_up
  *	  The archiver is (catching_up true) or is no longer catching up with a
  *	  backlog of the local server's WAL (stream.c's catching_up()).  While
- *	  it is, the compressor starts no new segment until the backlog of
- *	  sealed raw segments reaches DEFER_MAX_RAW (compressor.c), so that
+ *	  it is, the maintenance worker starts no new segment until the backlog of
+ *	  sealed raw segments reaches DEFER_MAX_RAW (maintenance.c), so that
  *	  the walsender and the archiver have the CPUs.  The end of catching
- *	  up wakes the compressor.
+ *	  up wakes the maintenance worker.
  */
 void
-cs_compressor_status_set_catching_up(bool catching_up)
+cs_maintenance_status_set_catching_up(bool catching_up)
 {
 	bool		was;
 
-	if (cs_compressor == NULL)
+	if (cs_maintenance == NULL)
 		return;
-	SpinLockAcquire(&cs_compressor->mutex);
-	was = cs_compressor->archiver_catching_up;
-	cs_compressor->archiver_catching_up = catching_up;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	was = cs_maintenance->archiver_catching_up;
+	cs_maintenance->archiver_catching_up = catching_up;
+	SpinLockRelease(&cs_maintenance->mutex);
 	if (was && !catching_up)
-		cs_compressor_wake();
+		cs_maintenance_wake();
 }
 
 /*
- * cs_compressor_status_archiver_catching_up
+ * cs_maintenance_status_archiver_catching_up
  *	  Is the archiver catching up (as last set by
- *	  cs_compressor_status_set_catching_up())?  The archiver clears it at
+ *	  cs_maintenance_status_set_catching_up())?  The archiver clears it at
  *	  every end of a session and first thing in its exit callback
  *	  (stream.c), and a crash reinitializes shared memory, so an archiver
  *	  that is gone never holds compression back.
  */
 bool
-cs_compressor_status_archiver_catching_up(void)
+cs_maintenance_status_archiver_catching_up(void)
 {
 	bool		catching_up;
 
-	SpinLockAcquire(&cs_compressor->mutex);
-	catching_up = cs_compressor->archiver_catching_up;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	catching_up = cs_maintenance->archiver_catching_up;
+	SpinLockRelease(&cs_maintenance->mutex);
 	return catching_up;
 }
 
 /*
- * cs_compressor_status_set_deferring
- *	  The compressor waits (deferring true) or no longer waits for the
+ * cs_maintenance_status_set_deferring
+ *	  The maintenance worker waits (deferring true) or no longer waits for the
  *	  archiver to catch up, as status() shows.
  */
 void
-cs_compressor_status_set_deferring(bool deferring)
+cs_maintenance_status_set_deferring(bool deferring)
 {
-	SpinLockAcquire(&cs_compressor->mutex);
-	cs_compressor->deferring = deferring;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	cs_maintenance->deferring = deferring;
+	SpinLockRelease(&cs_maintenance->mutex);
 }
 
 /*
- * cs_compressor_wake
- *	  Wake the compressor (a segment was sealed, a snapshot finished);
+ * cs_maintenance_wake
+ *	  Wake the maintenance worker (a segment was sealed, a snapshot finished);
  *	  nothing when it does not run.  The latch is set after the spinlock
  *	  is released.
  */
 void
-cs_compressor_wake(void)
+cs_maintenance_wake(void)
 {
 	Latch	   *latch;
 
-	if (cs_compressor == NULL)
+	if (cs_maintenance == NULL)
 		return;
-	SpinLockAcquire(&cs_compressor->mutex);
-	latch = cs_compressor->latch;
-	SpinLockRelease(&cs_compressor->mutex);
+	SpinLockAcquire(&cs_maintenance->mutex);
+	latch = cs_maintenance->latch;
+	SpinLockRelease(&cs_maintenance->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
 }

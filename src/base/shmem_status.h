@@ -131,10 +131,10 @@ extern void cs_status_set_progress(int which, const char *table, int64 rows,
 extern void cs_status_clear_progress(int which);
 extern void cs_status_set_no_replica_identity(const char *tables);
 
-/* The compressor's status */
+/* The maintenance worker's status */
 
-/* A copy of the compressor's status, as status() shows it. */
-typedef struct CsCompressorStatus
+/* A copy of the maintenance worker's status, as status() shows it. */
+typedef struct CsMaintenanceStatus
 {
 	pid_t		pid;			/* 0: not running */
 	int64		raw_sealed_segments;	/* found at its last look, -1: unknown */
@@ -142,17 +142,17 @@ typedef struct CsCompressorStatus
 	bool		deferring;		/* waits for the archiver to catch up */
 	TimestampTz last_error_at;
 	char		last_error[1024];
-} CsCompressorStatus;
+} CsMaintenanceStatus;
 
-extern void cs_compressor_status_copy(CsCompressorStatus *copy);
-extern void cs_compressor_status_started(Latch *latch);
-extern void cs_compressor_status_exited(void);
-extern void cs_compressor_status_set_backlog(int64 raw_sealed_segments);
-extern void cs_compressor_status_compressed(void);
-extern void cs_compressor_status_set_error(const char *message);
-extern void cs_compressor_status_set_catching_up(bool catching_up);
-extern bool cs_compressor_status_archiver_catching_up(void);
-extern void cs_compressor_status_set_deferring(bool deferring);
-extern void cs_compressor_wake(void);
+extern void cs_maintenance_status_copy(CsMaintenanceStatus *copy);
+extern void cs_maintenance_status_started(Latch *latch);
+extern void cs_maintenance_status_exited(void);
+extern void cs_maintenance_status_set_backlog(int64 raw_sealed_segments);
+extern void cs_maintenance_status_compressed(void);
+extern void cs_maintenance_status_set_error(const char *message);
+extern void cs_maintenance_status_set_catching_up(bool catching_up);
+extern bool cs_maintenance_status_archiver_catching_up(void);
+extern void cs_maintenance_status_set_deferring(bool deferring);
+extern void cs_maintenance_wake(void);
 
 #endif							/* CS_SHMEM_STATUS_H */

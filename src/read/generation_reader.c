@@ -159,8 +159,8 @@ cs_genreader_open(const char *directory, uint64 generation,
 /*
  * cs_open_listed_segment
  *	  Opens a segment found by cs_list_segments() and returns its reader
- *	  (header read).  A raw segment may have been compressed and removed
- *	  since it was listed (the compressor works beside every reader): then
+ *	  (header read).  A raw segment may have been compressed and removed since
+ *	  it was listed (the maintenance worker works beside every reader): then
  *	  its .gz is opened instead, and sf says so.
  *	  Errors: file access error (class 58) when neither exists any more;
  *	  as cs_reader_open() for damage.

@@ -81,46 +81,46 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
 }
 
 /*
- * changestream.status(), returning a record (pid int, state text, database text,
+ * changestream.status(), returning a record (pid int, state text, database
+ * text,
  *	  slot text, generation text, segment_index bigint, received_lsn,
  *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
- *	  last_message_at, last_flush_at timestamptz, messages, transactions,
- *	  bytes bigint, last_error text, last_error_at timestamptz,
- *	  snapshot_table text, snapshot_rows bigint, waiting_for text,
- *	  tables_without_replica_identity text, compressor_pid int,
- *	  raw_sealed_segments, compressed_segments bigint,
- *	  last_compress_error text, last_compress_error_at timestamptz,
+ *	  last_message_at, last_flush_at timestamptz, messages, transactions, bytes
+ *	  bigint, last_error text, last_error_at timestamptz, snapshot_table text,
+ *	  snapshot_rows bigint, waiting_for text, tables_without_replica_identity
+ *	  text, compressor_pid int, raw_sealed_segments, compressed_segments
+ *	  bigint, last_compress_error text, last_compress_error_at timestamptz,
  *	  last_retention_at timestamptz, retention_freed_bytes bigint,
- *	  compression_deferred bool, commit_rate float8,
- *	  group_commit_ms int, retention_held bool, retention_held_since
- *	  timestamptz, retention_held_bytes bigint, retention_held_by_pid int)
- *	  flushed_lsn is what the archiver has made durable and reported;
- *	  confirmed_flush_lsn is read from the local slot (NULL when the slot is
- *	  on another server); lag_bytes is the local WAL flush LSN minus
- *	  flushed_lsn (received_lsn minus flushed_lsn for a remote server).
- *	  last_retention_at is the archiver's last retention run (NULL: none
- *	  since the server started), retention_freed_bytes what retention
- *	  deleted since then (bytes on disk).  compression_deferred: the
- *	  compressor waits while the archiver catches up (compressor.c).
- *	  commit_rate: transactions archived a second over the archiver's last
- *	  period of measurement (at least 100 ms); group_commit_ms: the group
- *	  commit window it sizes, in ms (flush_interval while catching up); both
- *	  NULL until an archiving session has published them (stream_pacing.c,
- *	  cs_pacing_update_commit_rate(), cs_pacing_group_commit_ms()).  retention_held: the last
- *	  retention run kept files the window would let go because a reader
- *	  pinned them; retention_held_since when that began (runs held back
- *	  ever since), retention_held_bytes what the last run could not free
- *	  (bytes on disk), retention_held_by_pid the backend whose pin kept
- *	  the most (all three NULL when not held).  The extension's SQL of
- *	  version 0.1 declares only the first 31 columns: the row is built
- *	  for as many columns as the declared type has.
+ *	  compression_deferred bool, commit_rate float8, group_commit_ms int,
+ *	  retention_held bool, retention_held_since timestamptz,
+ *	  retention_held_bytes bigint, retention_held_by_pid int) flushed_lsn is
+ *	  what the archiver has made durable and reported; confirmed_flush_lsn is
+ *	  read from the local slot (NULL when the slot is on another server);
+ *	  lag_bytes is the local WAL flush LSN minus flushed_lsn (received_lsn
+ *	  minus flushed_lsn for a remote server). last_retention_at is the
+ *	  archiver's last retention run (NULL: none since the server started),
+ *	  retention_freed_bytes what retention deleted since then (bytes on disk).
+ *	  compression_deferred: the maintenance worker waits while the archiver
+ *	  catches up (maintenance.c). commit_rate: transactions archived a second
+ *	  over the archiver's last period of measurement (at least 100 ms);
+ *	  group_commit_ms: the group commit window it sizes, in ms (flush_interval
+ *	  while catching up); both NULL until an archiving session has published
+ *	  them (stream_pacing.c, cs_pacing_update_commit_rate(),
+ *	  cs_pacing_group_commit_ms()).  retention_held: the last retention run
+ *	  kept files the window would let go because a reader pinned them;
+ *	  retention_held_since when that began (runs held back ever since),
+ *	  retention_held_bytes what the last run could not free (bytes on disk),
+ *	  retention_held_by_pid the backend whose pin kept the most (all three NULL
+ *	  when not held).  The extension's SQL of version 0.1 declares only the
+ *	  first 31 columns: the row is built for as many columns as the declared
+ *	  type has.
  *	  Errors: class 55 when the library was not preloaded.
  */
 Datum
 changestream_status(PG_FUNCTION_ARGS)
 {
 	CsStatus	s;
-	CsCompressorStatus c;
+	CsMaintenanceStatus c;
 	TupleDesc	tupdesc;
 	Datum		values[STATUS_COLS];
 	bool		nulls[STATUS_COLS];
@@ -133,7 +133,7 @@ changestream_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	cs_status_copy(&s);
-	cs_compressor_status_copy(&c);
+	cs_maintenance_status_copy(&c);
 
 	if (local && s.slot[0] != '\0')
 		confirmed = local_confirmed_flush(s.slot);

@@ -8,13 +8,13 @@
  *	  for a new session.  The durability rules it follows are numbered in
  *	  docs/DESIGN.md, "Durability".
  *
- *	  After an ERROR the session is torn down as bgwriter.c tears down
- *	  after one (every resource fd.c tracks is released; the long-lived
- *	  files are closed explicitly), the error is logged once (repeats of
- *	  the same message are counted, not logged, for five minutes) and shown
- *	  in status(), and a new session starts after a delay that doubles
- *	  from 1 s to 30 s; the next session that makes something durable
- *	  resets both and is logged with the number of failed attempts.  A failed session never opens a generation by
+ *	  After an ERROR the session is torn down as bgwriter.c tears down after
+ *	  one (every resource fd.c tracks is released; the long-lived files are
+ *	  closed explicitly), the error is logged once (repeats of the same message
+ *	  are counted, not logged, for five minutes) and shown in status(), and a
+ *	  new session starts after a delay that doubles from 1 s to 30 s; the next
+ *	  session that makes something durable resets both and is logged with the
+ *	  number of failed attempts.  A failed session never opens a generation by
  *	  itself: a damaged archive stays as it is until an operator acts.
  *
  * Sources: the error recovery pattern of src/backend/postmaster/
@@ -554,7 +554,7 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 								   slot->confirmed_flush, &position);
 		cs_status_set_segment(cs_writer_segment_index());
 		if (sealed)
-			cs_compressor_wake();	/* it compresses the sealed segment */
+			cs_maintenance_wake();	/* it compresses the sealed segment */
 
 		/*
 		 * Recovery found the archive intact: a slot past its position of

@@ -75,7 +75,7 @@ static void
 snapshot_exit(int code, Datum arg)
 {
 	cs_status_snapshot_worker_exited();
-	cs_compressor_wake();		/* retention runs after each snapshot */
+	cs_maintenance_wake();		/* retention runs after each snapshot */
 }
 
 /* the worker's replication connection, for snapshot_abandon() */

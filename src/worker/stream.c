@@ -13,8 +13,8 @@
  *	  cs_stream_receive() takes a batch of messages, cs_stream_periodic()
  *	  does what is due after it (flush, rotation, status update, keepalive
  *	  position), and cs_stream_wait() computes the idle timeout and waits.
- *	  Sealed segments are compressed beside it by the compressor worker
- *	  (compressor.c).
+ *	  Sealed segments are compressed beside it by the maintenance worker
+ *	  (maintenance.c).
  *
  *	  When it flushes, reports and waits is paced by stream_pacing.c
  *	  (batching while catching up, trailing naps, the group commit window,
@@ -286,7 +286,7 @@ maybe_rotate(TimestampTz now)
 	{
 		cs_writer_rotate(st.pending_position);
 		cs_status_set_segment(cs_writer_segment_index());
-		cs_compressor_wake();	/* it compresses the sealed segment */
+		cs_maintenance_wake();	/* it compresses the sealed segment */
 		st.made_durable = true;
 		st.position = st.pending_position;
 		st.unsynced_since = 0;
@@ -498,7 +498,7 @@ dispatch(char *buf, int len, TimestampTz now)
 
 /*
  * Duties inside a long batch: flush what is due and keep the server
- * informed.  Sealed segments are compressed by the compressor worker.
+ * informed.  Sealed segments are compressed by the maintenance worker.
  */
 static void
 batch_duties(TimestampTz now)
@@ -522,7 +522,7 @@ cs_stream_reset(void)
 
 	if (st.wait != NULL)
 		FreeWaitEventSet(st.wait);
-	cs_compressor_status_set_catching_up(false);
+	cs_maintenance_status_set_catching_up(false);
 	memset(&st, 0, sizeof(st));
 	st.counters = counters;
 }
@@ -790,7 +790,7 @@ cs_stream_finish(void)
 	cs_writer_close();
 	st.writer_open = false;
 	st.pacing.shared_catching_up = false;
-	cs_compressor_status_set_catching_up(false);
+	cs_maintenance_status_set_catching_up(false);
 }
 
 /*
@@ -802,7 +802,8 @@ cs_stream_finish(void)
 void
 cs_stream_exit(void)
 {
-	cs_compressor_status_set_catching_up(false);	/* first: the flush may fail */
+	/* first: the flush may fail */
+	cs_maintenance_status_set_catching_up(false);
 	if (st.writer_open)
 	{
 		st.writer_open = false;

@@ -91,8 +91,9 @@ cs_pacing_catching_up(const CsPacing *p, XLogRecPtr seen)
 
 /*
  * cs_pacing_share_catching_up
- *	  Tell the compressor when cs_pacing_catching_up() changes: while the archiver
- * catches up, compression waits, within a bound (compressor.c), so that
+ *	  Tell the maintenance worker when cs_pacing_catching_up() changes: while
+ *	  the archiver
+ * catches up, compression waits, within a bound (maintenance.c), so that
  * the walsender and the archiver have the CPUs.  When catching up ends,
  * the commit rate is measured afresh: the drain's is not a commit rate.
  */
@@ -104,7 +105,7 @@ cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen)
 	if (now == p->shared_catching_up)
 		return;
 	p->shared_catching_up = now;
-	cs_compressor_status_set_catching_up(now);
+	cs_maintenance_status_set_catching_up(now);
 	if (!now)
 	{
 		p->commit_rate = 0;
@@ -114,8 +115,9 @@ cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen)
 
 /*
  * cs_pacing_update_commit_rate
- *	  Measure the rate, in commits a second, at which transactions are
- *	  archived (transactions: the count archived so far): over the time since the last measurement, once that is at
+ *	  Measure the rate, in commits a second, at which transactions are archived
+ *	  (transactions: the count archived so far): over the time since the last
+ *	  measurement, once that is at
  * least RATE_PERIOD_MS (a quiet stream's period ends at its next
  * cs_stream_periodic() call, at most status_interval later).  The first
  * period starts at 0 commits a second, after a session starts, after a
@@ -301,23 +303,22 @@ update_batching(CsPacing *p, XLogRecPtr seen)
 }
 
 /*
- * The trailing nap of a busy stream, decided after each batch that
- * emptied the socket, outside batching while catching up.  A batch that
- * found messages is followed by a nap of p->trail_us, at most
- * TRAIL_MAX_US, and a poll, instead of a wait on the socket; a poll that
- * finds nothing ends it.  A consumer asleep on its socket is woken by the
- * walsender's send() of the first message of every transaction, at a cost
- * to both processes (about 1.3 wakeups per transaction at 3,000 tps); one
- * that naps is not on the socket's wait queue, and wakes on its timer at
- * most once per TRAIL_MAX_US to take what has arrived.  The nap starts at
- * NAP_MAX_US; it is made shorter when a poll finds more than
- * 2 * NAP_TARGET_MESSAGES or TRAIL_FULL_BYTES (the socket must not fill:
- * large rows fill it with few messages, and with a remote conninfo, where
- * catching up is never detected, this nap is the only one), and longer, up
- * to TRAIL_MAX_US, when it finds fewer than NAP_TARGET_MESSAGES / 2 and
- * less than TRAIL_FULL_BYTES / 4.  What is due (a group commit's flush, a status
- * update) is done before the nap, so a commit's durability waits for the
- * nap only when it arrives during one: at most TRAIL_MAX_US more.
+ * The trailing nap of a busy stream, decided after each batch that emptied the
+ * socket, outside batching while catching up.  A batch that found messages is
+ * followed by a nap of p->trail_us, at most TRAIL_MAX_US, and a poll, instead
+ * of a wait on the socket; a poll that finds nothing ends it.  A consumer
+ * asleep on its socket is woken by the walsender's send() of the first message
+ * of every transaction, at a cost to both processes (about 1.3 wakeups per
+ * transaction at 3,000 tps); one that naps is not on the socket's wait queue,
+ * and wakes on its timer at most once per TRAIL_MAX_US to take what has
+ * arrived.  The nap starts at NAP_MAX_US; it is made shorter when a poll finds
+ * more than 2 * NAP_TARGET_MESSAGES or TRAIL_FULL_BYTES (the socket must not
+ * fill: large rows fill it with few messages, and with a remote conninfo,
+ * where catching up is never detected, this nap is the only one), and longer,
+ * up to TRAIL_MAX_US, when it finds fewer than NAP_TARGET_MESSAGES / 2 and
+ * less than TRAIL_FULL_BYTES / 4.  What is due (a group commit's flush, a
+ * status update) is done before the nap, so a commit's durability waits for
+ * the nap only when it arrives during one: at most TRAIL_MAX_US more.
  */
 static void
 update_trailing(CsPacing *p)

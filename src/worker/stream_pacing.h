@@ -28,7 +28,7 @@ typedef struct CsPacing
 	bool		trailing;		/* nap after a batch: update_trailing() */
 	int			trail_us;		/* the current trailing nap */
 	bool		drained;		/* batching ended: the backlog is drained */
-	bool		shared_catching_up; /* as the compressor was last told */
+	bool		shared_catching_up; /* as the maintenance worker knows it */
 	double		commit_rate;	/* commits/s archived */
 	uint64		rate_base;		/* transactions at rate_since */
 	TimestampTz rate_since;		/* start of the rate period; 0: none yet */

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * compressor.c
- *	  The "changestream compressor" background worker: it gzips sealed
+ * maintenance.c
+ *	  The "changestream maintenance" background worker: it gzips sealed
  *	  segments beside the archiver, so that the archiver's receive loop
  *	  only appends and fsyncs and the number of raw sealed segments stays
  *	  bounded under any load (issue 9).
@@ -32,7 +32,7 @@
  *
  *	  It holds its own lock file in the archive directory
  *	  (changestream.compressor.lock), as the archiver holds
- *	  changestream.lock, so that the compressor of a second cluster
+ *	  changestream.lock, so that the maintenance worker of a second cluster
  *	  pointed at the same directory stays out.
  *
  *	  A failure (a full disk, an unwritable directory) never touches the
@@ -76,7 +76,7 @@
 #include "base/guc.h"
 #include "base/log_once.h"
 #include "base/shmem_status.h"
-#include "worker/compressor.h"
+#include "worker/maintenance.h"
 
 #define RESCAN_MS			10000	/* look for work at least this often */
 #define BACKOFF_MIN_MS		1000
@@ -103,7 +103,7 @@ static long backoff_ms = BACKOFF_MIN_MS;
 static bool last_attempt_failed = false;
 static bool deferring = false;	/* waits for the archiver: update_deferring() */
 
-/* Release the compressor's lock of the archive directory, if held. */
+/* Release the maintenance worker's lock of the archive directory, if held. */
 static void
 release_lock(void)
 {
@@ -169,12 +169,12 @@ find_work(const char *directory, Candidate *next)
 			}
 		}
 	}
-	cs_compressor_status_set_backlog(backlog);
+	cs_maintenance_status_set_backlog(backlog);
 	return backlog;
 }
 
 /*
- * Publish whether the compressor holds back for the archiver
+ * Publish whether the maintenance worker holds back for the archiver
  * (status().compression_deferred), with a DEBUG1 message when that
  * changes.
  */
@@ -184,7 +184,7 @@ set_deferring(bool defer, int64 backlog)
 	if (defer == deferring)
 		return;
 	deferring = defer;
-	cs_compressor_status_set_deferring(defer);
+	cs_maintenance_status_set_deferring(defer);
 	ereport(DEBUG1,
 			(errmsg_internal("changestream compressor %s (%lld sealed raw segments)",
 							 defer ? "waits for the archiver to catch up" : "resumes",
@@ -192,33 +192,33 @@ set_deferring(bool defer, int64 backlog)
 }
 
 /*
- * Does the compressor wait for the archiver, with backlog sealed raw
- * segments?  While the archiver is catching up with a backlog of the
- * local server's WAL (stream.c tells, through shared memory) the
- * compressor holds back: it prepares no spare, and starts a segment only
- * once DEFER_MAX_RAW sealed segments wait, so that the walsender and the
- * archiver have both CPUs of a small machine.  Measured on 2 CPUs (issue
- * 13): the compressor's slices preempted the walsender up to 2,400 times
- * per 100,000-transaction drain, 31 times with the compressor stopped.
- * The bound keeps the raw backlog, and the disk it takes, at about
- * DEFER_MAX_RAW segments in a long catch-up: past it, a segment is
- * compressed for each one sealed.  The end of catching up wakes the
- * compressor.  Returns true when no segment is to be started now.
+ * Does the maintenance worker wait for the archiver, with backlog sealed raw
+ * segments?  While the archiver is catching up with a backlog of the local
+ * server's WAL (stream.c tells, through shared memory) the maintenance worker
+ * holds back: it prepares no spare, and starts a segment only once
+ * DEFER_MAX_RAW sealed segments wait, so that the walsender and the archiver
+ * have both CPUs of a small machine.  Measured on 2 CPUs (issue 13): the
+ * maintenance worker's slices preempted the walsender up to 2,400 times per
+ * 100,000-transaction drain, 31 times with the maintenance worker stopped. The
+ * bound keeps the raw backlog, and the disk it takes, at about DEFER_MAX_RAW
+ * segments in a long catch-up: past it, a segment is compressed for each one
+ * sealed.  The end of catching up wakes the maintenance worker.  Returns true
+ * when no segment is to be started now.
  */
 static bool
 update_deferring(int64 backlog)
 {
-	bool		hold = cs_compressor_status_archiver_catching_up();
+	bool		hold = cs_maintenance_status_archiver_catching_up();
 
 	set_deferring(hold, backlog);
 	return hold && backlog < DEFER_MAX_RAW;
 }
 
 /*
- * Hold the compressor's lock of the archive directory: a compressor of
- * another cluster pointed at the same directory must never compress the
- * same segment.  Returns false when the directory does not exist yet
- * (nothing to compress).  Raises object_in_use when another compressor
+ * Hold the maintenance worker's lock of the archive directory: a maintenance
+ * worker of another cluster pointed at the same directory must never compress
+ * the same segment.  Returns false when the directory does not exist yet
+ * (nothing to compress).  Raises object_in_use when another maintenance worker
  * holds it.
  */
 static bool
@@ -231,16 +231,16 @@ lock_directory(const char *directory)
 	release_lock();
 	if (stat(directory, &st) != 0 && errno == ENOENT)
 		return false;
-	lock_fd = cs_lock_archive_compressor(directory);
+	lock_fd = cs_lock_archive_maintenance(directory);
 	strlcpy(locked_dir, directory, sizeof(locked_dir));
 	return true;
 }
 
 /*
- * The compression duty: one slice of the segment in progress, or, with
- * none in progress, a look for the next one, unless the compressor waits
- * for the archiver (update_deferring()).  Returns true while work remains
- * (the caller does not sleep).
+ * The compression duty: one slice of the segment in progress, or, with none in
+ * progress, a look for the next one, unless the maintenance worker waits for
+ * the archiver (update_deferring()).  Returns true while work remains (the
+ * caller does not sleep).
  */
 static bool
 compress_duty(const char *directory)
@@ -270,7 +270,7 @@ compress_duty(const char *directory)
 	if (cs_compress_step(job, CS_COMPRESS_SLICE))
 		return true;
 	job = NULL;
-	cs_compressor_status_compressed();
+	cs_maintenance_status_compressed();
 	if (last_attempt_failed)
 	{
 		int			failed = cs_log_once_reset(&log_once) + 1;
@@ -288,7 +288,7 @@ compress_duty(const char *directory)
 /*
  * The spare duty: one slice of the zero-filled spare segment the archiver
  * takes as its next one (segment_spare.c).  The caller runs it only while
- * no sealed segment waits for compression and the compressor does not
+ * no sealed segment waits for compression and the maintenance worker does not
  * hold back for the archiver (update_deferring()).  Returns true while
  * work remains.
  */
@@ -404,7 +404,7 @@ compression_failed(void)
 	AtEOXact_Files(false);
 	cs_spare_forget();
 	MemoryContextReset(job_cxt);
-	cs_compressor_status_set_error(edata->message);
+	cs_maintenance_status_set_error(edata->message);
 	FreeErrorData(edata);
 	RESUME_INTERRUPTS();
 
@@ -432,22 +432,22 @@ take_config(void)
 
 /* before_shmem_exit callback: the worker is gone from status(). */
 static void
-compressor_exit(int code, Datum arg)
+maintenance_exit(int code, Datum arg)
 {
 	cs_compress_abort();
 	cs_spare_abort();
-	cs_compressor_status_exited();
+	cs_maintenance_status_exited();
 }
 
 /*
- * changestream_compressor_main
- *	  Entry point of the "changestream compressor" background worker
+ * changestream_maintenance_main
+ *	  Entry point of the "changestream maintenance" background worker
  *	  (main_arg is unused).  Needs no database connection.  Compresses
  *	  sealed segments of changestream.directory until SIGTERM; never
  *	  returns.
  */
 void
-changestream_compressor_main(Datum main_arg)
+changestream_maintenance_main(Datum main_arg)
 {
 	sigjmp_buf	local_sigjmp_buf;
 
@@ -455,15 +455,16 @@ changestream_compressor_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	cs_compressor_status_started(MyLatch);
-	before_shmem_exit(compressor_exit, (Datum) 0);
-	job_cxt = AllocSetContextCreate(TopMemoryContext, "changestream compressor",
+	cs_maintenance_status_started(MyLatch);
+	before_shmem_exit(maintenance_exit, (Datum) 0);
+	job_cxt = AllocSetContextCreate(TopMemoryContext,
+									"changestream maintenance",
 									ALLOCSET_DEFAULT_SIZES);
 	retention_scratch = AllocSetContextCreate(TopMemoryContext,
 											  "changestream retention step",
 											  ALLOCSET_DEFAULT_SIZES);
 	config_cxt = AllocSetContextCreate(TopMemoryContext,
-									   "changestream compressor configuration",
+									   "changestream maintenance configuration",
 									   ALLOCSET_SMALL_SIZES);
 	config = take_config();
 
@@ -499,7 +500,7 @@ changestream_compressor_main(Datum main_arg)
 		}
 		if (!cs_archive_config_enabled(config))
 		{
-			cs_compressor_status_set_backlog(-1);
+			cs_maintenance_status_set_backlog(-1);
 			set_deferring(false, 0);
 			wait_ms(-1, false);
 			continue;
@@ -518,14 +519,14 @@ changestream_compressor_main(Datum main_arg)
 }
 
 /*
- * cs_register_compressor
- *	  Register the compressor at _PG_init(): BGWORKER_SHMEM_ACCESS only (no
- *	  database connection), started once recovery has finished, restarted
- *	  by the postmaster 5 s after an unexpected exit.  Mirrors the
- *	  registration in contrib/worker_spi.
+ * cs_register_maintenance
+ *	  Register the maintenance worker at _PG_init(): BGWORKER_SHMEM_ACCESS only
+ *	  (no database connection), started once recovery has finished, restarted
+ *	  by the postmaster 5 s after an unexpected exit.  Mirrors the registration
+ *	  in contrib/worker_spi.
  */
 void
-cs_register_compressor(void)
+cs_register_maintenance(void)
 {
 	BackgroundWorker worker;
 
@@ -534,9 +535,10 @@ cs_register_compressor(void)
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 5;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "changestream_compressor_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream compressor");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream compressor");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN,
+			 "changestream_maintenance_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream maintenance");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream maintenance");
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
 }
