@@ -290,8 +290,8 @@ ddl_publication_for_session(XLogRecPtr position)
 }
 
 /*
- * cs_archiver_history_relation
- *	  stream.c, on a Relation message named changestream.ddl_history,
+ * history_relation
+ *	  stream.c's CsHistoryRelationHook, on a Relation message named changestream.ddl_history,
  *	  before archiving it: an OID the generation does not trust yet is
  *	  recorded in its schema_history file if it is the extension's table
  *	  now (the local server is asked through SPI: the extension was
@@ -301,8 +301,8 @@ ddl_publication_for_session(XLogRecPtr position)
  *	  table; an OID is looked at once per process, so a table of that name
  *	  made by anyone else ends one session at most.
  */
-void
-cs_archiver_history_relation(Oid relid)
+static void
+history_relation(Oid relid)
 {
 	MemoryContext old;
 	XLogRecPtr	lsn;
@@ -626,7 +626,7 @@ run_session(void)
 	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cs_writer_generation());
 	sess_with_ddl = ddl_publication_for_session(position);
 	cs_start_replication(sess_config, conn, position, sess_with_ddl);
-	cs_stream_started(sess_config, conn);
+	cs_stream_started(sess_config, conn, history_relation);
 	cs_status_set_state(CS_STATE_STREAMING);
 	session_start = position;
 

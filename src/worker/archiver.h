@@ -8,8 +8,8 @@
 #ifndef CS_ARCHIVER_H
 #define CS_ARCHIVER_H
 
+#include "fmgr.h"
 
 extern PGDLLEXPORT void changestream_archiver_main(Datum main_arg);
-extern void cs_archiver_history_relation(Oid relid);
 
 #endif							/* CS_ARCHIVER_H */

@@ -49,7 +49,6 @@
 #include "archive/segment_writer.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
-#include "worker/archiver.h"
 #include "worker/message_filter.h"
 #include "worker/ri_monitor.h"
 #include "worker/stream.h"
@@ -68,6 +67,7 @@
 typedef struct StreamState
 {
 	WalReceiverConn *conn;		/* set while START_REPLICATION runs */
+	CsHistoryRelationHook on_history_relation;	/* the session owner's */
 	WaitEventSet *wait;			/* latch, postmaster, socket */
 	bool		writer_open;	/* the active segment is open */
 
@@ -363,15 +363,16 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
  * A Relation message (info: its OID, schema and name, cs_parse_pgoutput())
  * of a table named changestream.ddl_history: the archiver makes sure its
  * OID is recorded as the schema history's before the message is archived,
- * if it is the extension's (cs_archiver_history_relation()).
+ * if it is the extension's (the session owner's on_history_relation).
  */
 static void
 note_relation(const CsMessageInfo *info)
 {
 	if (info->nspname == NULL)
 		return;
-	if (cs_ddl_is_history_name(info->nspname, info->relname))
-		cs_archiver_history_relation(info->oid);
+	if (cs_ddl_is_history_name(info->nspname, info->relname) &&
+		st.on_history_relation != NULL)
+		st.on_history_relation(info->oid);
 }
 
 /* One XLogData message (its type byte already read). */
@@ -588,15 +589,18 @@ cs_stream_made_durable(void)
 /*
  * cs_stream_started
  *	  START_REPLICATION succeeded on conn, a connection of config: from now
- *	  on status updates go to it.  Publishes the position and sends a
- *	  first status update.
+ *	  on status updates go to it, and a Relation message of the schema
+ *	  history table is passed to on_history_relation before it is
+ *	  archived.  Publishes the position and sends a first status update.
  */
 void
-cs_stream_started(const CsArchiveConfig *config, WalReceiverConn *conn)
+cs_stream_started(const CsArchiveConfig *config, WalReceiverConn *conn,
+				  CsHistoryRelationHook on_history_relation)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
 	st.conn = conn;
+	st.on_history_relation = on_history_relation;
 	st.pacing.local_server = cs_archive_config_local(config);
 	publish(now);
 	send_status(now);

@@ -16,10 +16,18 @@
 
 struct WalReceiverConn;
 
+/*
+ * Called on a Relation message named changestream.ddl_history, before it is
+ * archived, with the relation's OID: the session's owner decides whether
+ * the generation trusts it as the schema history (archiver.c).
+ */
+typedef void (*CsHistoryRelationHook) (Oid relid);
+
 extern void cs_stream_reset(void);
 extern void cs_stream_writer_opened(XLogRecPtr position);
 extern void cs_stream_started(const CsArchiveConfig *config,
-							  struct WalReceiverConn *conn);
+							  struct WalReceiverConn *conn,
+							  CsHistoryRelationHook on_history_relation);
 extern bool cs_stream_is_streaming(void);
 extern bool cs_stream_made_durable(void);
 extern XLogRecPtr cs_stream_position(void);
