@@ -54,7 +54,7 @@
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
 #include "read/ddl_record.h"
-#include "read/restore.h"
+#include "read/restore_apply.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_restore);

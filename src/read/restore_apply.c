@@ -56,7 +56,7 @@
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
 
-#include "read/restore.h"
+#include "read/restore_apply.h"
 #include "base/compat.h"
 
 /* Keys the row cache holds per table before it starts over. */

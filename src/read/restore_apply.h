@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * restore.h
- *	  Point-in-time restore of archived tables: the SQL function and
- *	  target tables (restore.c), applying archived changes through the
- *	  executor (restore_apply.c).
+ * restore_apply.h
+ *	  Applying archived changes to a table restore() restores, through
+ *	  the executor (restore_apply.c), and the table being restored, which
+ *	  restore.c sets up.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CS_RESTORE_H
-#define CS_RESTORE_H
+#ifndef CS_RESTORE_APPLY_H
+#define CS_RESTORE_APPLY_H
 
 #include "read/ddl_record.h"
 #include "read/decoder.h"
@@ -33,8 +33,7 @@ typedef struct CsRestoreTable
 	XLogRecPtr	pending_lsn;
 } CsRestoreTable;
 
-/* restore_apply.c */
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);
 extern void cs_apply_close(CsRestoreTable *t);
 
-#endif							/* CS_RESTORE_H */
+#endif							/* CS_RESTORE_APPLY_H */
