@@ -29,8 +29,9 @@
 #include "archive/segment_format.h"
 
 /*
- * cs_validate_generation_arg(text, *generation) -> void
- *	  Validate a generation given to an SQL function.  Raises 22023
+ * cs_validate_generation_arg
+ *	  Validate a generation given to an SQL function (text) and set
+ *	  *generation.  Raises 22023
  *	  (invalid_parameter_value) unless it is 16 lowercase hex digits, so no
  *	  path can ever be built from SQL input.
  */
@@ -46,7 +47,7 @@ cs_validate_generation_arg(const char *text, uint64 *generation)
 }
 
 /*
- * cs_format_utc(t, buf, len) -> void
+ * cs_format_utc
  *	  Format a timestamp as UTC ISO 8601 with microseconds and "Z", the way
  *	  the archive's text files (identity, snapshot manifest) record times;
  *	  independent of the session's DateStyle and TimeZone.
@@ -58,7 +59,9 @@ cs_format_utc(TimestampTz t, char *buf, size_t len)
 	fsec_t		fsec;
 
 	if (timestamp2tm(t, NULL, &tm, &fsec, NULL, NULL) != 0)
-		elog(ERROR, "timestamp out of range");
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
 	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
 			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min,
 			 tm.tm_sec, (int) fsec);
@@ -267,11 +270,12 @@ write_text_file(const char *path, const char *text)
 }
 
 /*
- * cs_generation_prepare(directory, identity) -> palloc'd char * (tmp dir)
- *	  Choose the new generation's name (identity->generation) and build
+ * cs_generation_prepare
+ *	  Chooses the new generation's name (identity->generation) and builds
  *	  generations/<gen>.tmp with wal/ and snapshots/, where the opening
- *	  snapshot is written before the generation exists.  58030 on I/O
- *	  errors.  A crash leaves only a .tmp, removed at the next start.
+ *	  snapshot is written before the generation exists; returns that
+ *	  directory's palloc'd path.  Errors: file access errors (class 58).
+ *	  A crash leaves only a .tmp, removed at the next start.
  */
 char *
 cs_generation_prepare(const char *directory, CsIdentity *identity)
@@ -311,11 +315,11 @@ cs_generation_prepare(const char *directory, CsIdentity *identity)
 }
 
 /*
- * cs_generation_commit(directory, identity, session_settings, tmpdir) -> void
+ * cs_generation_commit
  *	  Write the identity file (created_at is set here; session_settings is
  *	  the replication connection's pinned settings, cs_session_settings())
  *	  into tmpdir, fsync it, rename tmpdir to generations/<gen> and fsync
- *	  generations/.  58030 on I/O errors.
+ *	  generations/.  Errors: file access errors (class 58).
  */
 void
 cs_generation_commit(const char *directory, CsIdentity *identity,

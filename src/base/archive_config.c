@@ -33,8 +33,8 @@ setting_copy(const char *value)
 }
 
 /*
- * cs_archive_config_current() -> CsArchiveConfig *
- *	  A copy of the current settings, palloc'd in CurrentMemoryContext
+ * cs_archive_config_current
+ *	  Returns a copy of the current settings, palloc'd in CurrentMemoryContext
  *	  (the caller owns it; nothing in it changes on a reload).  Raises
  *	  only out of memory.
  */
@@ -52,7 +52,7 @@ cs_archive_config_current(void)
 }
 
 /*
- * cs_archive_config_session_equal(a, b) -> bool
+ * cs_archive_config_session_equal
  *	  Can a session of configuration a go on under configuration b?  True
  *	  when the settings that reload (directory, slot, publication,
  *	  conninfo) are the same; database needs a restart and is not

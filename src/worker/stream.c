@@ -635,7 +635,7 @@ cs_stream_receive(pgsocket *fd)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("the server ended the replication stream"),
-					 errhint("The archiver reconnects and resumes from the archive's position of record.")));
+					 errdetail("The archiver reconnects and resumes from the archive's position of record.")));
 		if ((++n & 31) == 0)
 			now = GetCurrentTimestamp();
 		st.pacing.last_batch_bytes += len;
