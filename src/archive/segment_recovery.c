@@ -208,7 +208,7 @@ cut_to_durable(const char *path)
 
 	if (durable < 0)
 		return;
-	if (truncate(path, durable) != 0)
+	if (cs_storage_truncate(path, durable) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not truncate file \"%s\": %m", path)));

@@ -328,6 +328,21 @@ cs_storage_unlink(const char *path)
 }
 
 /*
+ * cs_storage_truncate
+ *	  Cuts the file path to size bytes, not durably (the caller fsyncs it).
+ *	  Returns 0, or the errno of the failure (errno is set too).  Never
+ *	  raises.
+ */
+int
+cs_storage_truncate(const char *path, int64 size)
+{
+	int			err = driver()->truncate(path, size);
+
+	errno = err;
+	return err;
+}
+
+/*
  * cs_storage_remove_dir
  *	  Removes the empty directory path, not durably.  Returns 0, or the
  *	  errno of the failure (errno is set too).  Never raises.

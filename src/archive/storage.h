@@ -106,6 +106,8 @@ typedef struct CsStorageDriver
 	int			(*rename_plain) (const char *from, const char *to);
 	/* remove a file, not durably; 0 or an errno (ENOENT included) */
 	int			(*unlink) (const char *path);
+	/* cut a file to size bytes, not durably; 0 or an errno */
+	int			(*truncate) (const char *path, int64 size);
 	/* remove an empty directory, not durably; 0 or an errno */
 	int			(*remove_dir) (const char *path);
 	/* remove a directory and everything below it; false on failure */
@@ -164,6 +166,7 @@ extern int	cs_storage_close(int fd);
 extern int	cs_storage_open_stream(const char *path, int flags);
 extern int	cs_storage_rename(const char *from, const char *to);
 extern int	cs_storage_unlink(const char *path);
+extern int	cs_storage_truncate(const char *path, int64 size);
 extern int	cs_storage_remove_dir(const char *path);
 extern bool cs_storage_try_remove_tree(const char *path);
 extern int	cs_storage_lock(const char *path, const char *content,

@@ -441,6 +441,13 @@ posix_unlink(const char *path)
 	return unlink(path) == 0 ? 0 : errno;
 }
 
+/* truncate(2); 0, or the errno of a failure. */
+static int
+posix_truncate(const char *path, int64 size)
+{
+	return truncate(path, (off_t) size) == 0 ? 0 : errno;
+}
+
 /* rmdir(2); 0, or the errno of a failure. */
 static int
 posix_remove_dir(const char *path)
@@ -534,6 +541,7 @@ const CsStorageDriver cs_storage_posix = {
 	.open_stream = posix_open_stream,
 	.rename_plain = posix_rename_plain,
 	.unlink = posix_unlink,
+	.truncate = posix_truncate,
 	.remove_dir = posix_remove_dir,
 	.try_remove_tree = posix_try_remove_tree,
 };

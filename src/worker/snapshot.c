@@ -651,6 +651,7 @@ copy_tables(const CsArchiveConfig *config, const char *snapshot_name,
 	uint64		sysid;
 	uint32		tli;
 	gzFile		gz;
+	int			fd;
 	int			ntables;
 	int			i;
 
@@ -663,11 +664,19 @@ copy_tables(const CsArchiveConfig *config, const char *snapshot_name,
 	report_replica_identity(config, copy->tables);
 
 	strlcpy(open_data_path, data_path, MAXPGPATH);
-	gz = open_gz = gzopen(data_path, "wb");
+	fd = cs_storage_open_stream(data_path, CS_OPEN_WRITE | CS_OPEN_CREATE);
+	gz = open_gz = (fd < 0) ? NULL : gzdopen(fd, "wb");
 	if (gz == NULL)
+	{
+		int			save_errno = errno;
+
+		if (fd >= 0)
+			close(fd);
+		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", data_path)));
+	}
 	gzbuffer(gz, 256 * 1024);
 	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
 	copy->rows = 0;
