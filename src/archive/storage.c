@@ -66,8 +66,9 @@ cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
  *	  callers account for it with AcquireExternalFD() (as
  *	  cs_open_counted_file() does) or own it through a memory context reset
  *	  callback.
- *	  Errors: XX001 when it is not a regular file; file access SQLSTATEs
- *	  (42501, 58P01, ...) for other failures.
+ *	  Errors: XX001 when it is not a regular file; file access errors
+ *	  (class 58 or 42, as errcode_for_file_access() finds) for other
+ *	  failures.
  */
 int
 cs_open_regular_file(const char *path, bool missing_ok)

@@ -54,7 +54,7 @@ typedef struct CsStorageEntry
 
 /*
  * A storage driver.  Every function raises ERROR with the file-access
- * SQLSTATE of the failure (class 58, 42501, ...) unless it says otherwise;
+ * SQLSTATE of the failure (class 58 or 42) unless it says otherwise;
  * none PANICs.  "dir" arguments name the directory holding a path, whose
  * entry must be made durable too.
  */

@@ -3,7 +3,11 @@
  * storage_posix.c
  *	  The local-directory storage driver (storage.h): the archive as files
  *	  of a POSIX file system, through PostgreSQL's fd.c (AllocateDir(),
- *	  OpenTransientFile()) so that an error never leaks a descriptor.
+ *	  OpenTransientFile()) so that an error never leaks a descriptor; only
+ *	  the descriptors a writer keeps open across transactions (the active
+ *	  segment, a snapshot being written) and the lock files are plain
+ *	  open(2)s, owned by their caller.  The archive directory's locks are
+ *	  flock()s on those lock files, a matter of the local directory.
  *
  * Unlike PostgreSQL's fsync_fname(), which PANICs on failure because the
  * data directory cannot be trusted afterwards, a failed fsync here raises
