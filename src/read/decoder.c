@@ -21,7 +21,6 @@
  */
 #include "postgres.h"
 
-
 #include "access/transam.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"

@@ -18,7 +18,6 @@
  */
 #include "postgres.h"
 
-
 #include "miscadmin.h"
 #include "replication/walreceiver.h"
 #include "utils/elog.h"
