@@ -11,14 +11,7 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "miscadmin.h"
-#include "storage/fd.h"
 
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
@@ -47,7 +40,7 @@ cs_require_directory(void)
 }
 
 /*
- * Take an exclusive flock() on <directory>/<name>, for the archiver or the
+ * Take the exclusive lock on <directory>/<name>, for the archiver or the
  * maintenance worker; see cs_lock_archive().
  */
 static int
@@ -55,70 +48,34 @@ lock_file(const char *directory, bool maintenance)
 {
 	char	   *path = cs_lock_file_path(directory, maintenance);
 	char		content[MAXPGPATH + 64];
+	StringInfoData holder;
 	int			fd;
 
-	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
-			  S_IRUSR | S_IWUSR);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not open lock file \"%s\": %m", path),
-				 errhint("The server's operating system user must be able to write changestream.directory.")));
-	{
-		struct stat st;
-
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-		{
-			close(fd);
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("lock file \"%s\" is not a regular file", path),
-					 errhint("Remove it; the archiver creates it again.")));
-		}
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-	{
-		int			save_errno = errno;
-		ssize_t		n = pread(fd, content, sizeof(content) - 1, 0);
-
-		close(fd);
-		content[n > 0 ? n : 0] = '\0';
-		errno = save_errno;
-		if (save_errno == EWOULDBLOCK)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 maintenance ?
-					 errmsg("archive directory \"%s\" is locked by another maintenance worker", directory) :
-					 errmsg("archive directory \"%s\" is locked by another archiver", directory),
-					 errdetail("Lock file \"%s\" says: %s", path, content),
-					 errhint("Give each cluster its own changestream.directory.")));
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not lock file \"%s\": %m", path)));
-	}
 	snprintf(content, sizeof(content), "pid %d\ndata_directory %s\n",
 			 (int) MyProcPid, DataDir);
-	if (ftruncate(fd, 0) != 0 ||
-		pwrite(fd, content, strlen(content), 0) != (ssize_t) strlen(content))
-	{
-		int			save_errno = errno;
-
-		close(fd);
-		errno = save_errno;
+	initStringInfo(&holder);
+	fd = cs_storage_lock(path, content, &holder);
+	if (fd < 0)
 		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not write lock file \"%s\": %m", path)));
-	}
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 maintenance ?
+				 errmsg("archive directory \"%s\" is locked by another maintenance worker", directory) :
+				 errmsg("archive directory \"%s\" is locked by another archiver", directory),
+				 errdetail("Lock file \"%s\" says: %s", path, holder.data),
+				 errhint("Give each cluster its own changestream.directory.")));
+	pfree(holder.data);
 	return fd;
 }
 
 /*
  * cs_lock_archive(directory) -> int (file descriptor)
- *	  Create the directory if needed and take an exclusive flock() on
- *	  <directory>/changestream.lock; the kernel releases it when the
- *	  process exits, even on kill -9.  The file records who holds it.
- *	  Raises 55006 (object_in_use) when another process holds it, 58030 on
- *	  I/O errors.  The caller closes the descriptor to release the lock.
+ *	  Create the directory if needed and take an exclusive lock on
+ *	  <directory>/changestream.lock (cs_storage_lock(): flock() in the
+ *	  local directory); the kernel releases it when the process exits,
+ *	  even on kill -9.  The file records who holds it.  Raises 55006
+ *	  (object_in_use) when another process holds it, XX001 when the lock
+ *	  file is not a regular file, file access errors (class 58) on I/O
+ *	  errors.  The caller closes the descriptor to release the lock.
  */
 int
 cs_lock_archive(const char *directory)
@@ -145,14 +102,14 @@ cs_lock_archive_maintenance(const char *directory)
 static void
 remove_tmp_below(const char *path, int depth)
 {
-	DIR		   *dir;
-	struct dirent *de;
-	char	   *child;
+	List	   *entries;
+	ListCell   *lc;
+	int			err;
 
-	dir = AllocateDir(path);
-	if (dir == NULL)
+	entries = cs_storage_list_entries(path, &err);
+	if (err != 0)
 	{
-		if (errno == ENOENT)
+		if (err == ENOENT)
 			return;
 
 		/*
@@ -166,36 +123,34 @@ remove_tmp_below(const char *path, int depth)
 				 errdetail("Leftover temporary files in it, if any, are not removed.")));
 		return;
 	}
-	while ((de = ReadDir(dir, path)) != NULL)
+	foreach(lc, entries)
 	{
-		CsStorageInfo info;
+		CsStorageEntry *e = lfirst(lc);
+		char	   *child;
 
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (e->info.type == CS_STORAGE_MISSING)
 			continue;
-		child = cs_file_in(path, de->d_name);
-		if (cs_storage_stat(child, false, &info) != 0 ||
-			info.type == CS_STORAGE_MISSING)
-			continue;
-		if (cs_is_maintenance_tmp_name(de->d_name))
+		if (cs_is_maintenance_tmp_name(e->name))
 			continue;			/* the maintenance worker replaces it */
-		if (cs_is_tmp_name(de->d_name))
+		child = cs_file_in(path, e->name);
+		if (cs_is_tmp_name(e->name))
 		{
-			if (info.type == CS_STORAGE_DIR)
+			if (e->info.type == CS_STORAGE_DIR)
 				cs_remove_tree(child);
 			else
 				(void) cs_durable_unlink(child, path);
 			ereport(DEBUG1, (errmsg_internal("removed leftover \"%s\"", child)));
 		}
-		else if (info.type == CS_STORAGE_DIR && depth < 3)
+		else if (e->info.type == CS_STORAGE_DIR && depth < 3)
 		{
 			/* a running snapshot worker owns the tmp files in snapshots/ */
-			if (cs_is_snapshots_dir_name(de->d_name) &&
+			if (cs_is_snapshots_dir_name(e->name) &&
 				cs_status_snapshot_running())
 				continue;
 			remove_tmp_below(child, depth + 1);
 		}
 	}
-	FreeDir(dir);
+	list_free_deep(entries);
 }
 
 /*

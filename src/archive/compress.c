@@ -22,12 +22,8 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#include "storage/fd.h"
 
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
@@ -43,7 +39,7 @@ struct CsCompressJob
 	char		gz_path[MAXPGPATH];
 	char		tmp_path[MAXPGPATH];
 	int			in_fd;			/* cs_open_regular_file(): closed here */
-	int			out_fd;			/* OpenTransientFile() */
+	int			out_fd;			/* cs_storage_open(): a transient file */
 	z_stream	zs;
 	bool		zs_live;		/* deflateInit2() succeeded */
 	int64		in_bytes;		/* read so far */
@@ -139,14 +135,14 @@ cs_compress_begin(const char *wal_dir, int64 index, int level)
 	job->in_fd = fd;
 	current = job;
 
-	if (unlink(job->tmp_path) != 0 && errno != ENOENT)
+	if (cs_storage_unlink(job->tmp_path) != 0 && errno != ENOENT)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not remove file \"%s\": %m", job->tmp_path),
 				 errdetail("Sealed changestream segment \"%s\" stays uncompressed until this succeeds.",
 						   job->raw_path)));
-	job->out_fd = OpenTransientFile(job->tmp_path,
-									O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+	job->out_fd = cs_storage_open(job->tmp_path,
+								  CS_OPEN_WRITE | CS_OPEN_EXCL);
 	if (job->out_fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -173,12 +169,12 @@ finish(CsCompressJob *job)
 	deflateEnd(&job->zs);
 	job->zs_live = false;
 	cs_fsync_fd(job->out_fd, job->tmp_path);
-	CloseTransientFile(job->out_fd);
+	cs_storage_close(job->out_fd);
 	job->out_fd = -1;
 	close(job->in_fd);
 	job->in_fd = -1;
 	cs_durable_rename(job->tmp_path, job->gz_path, job->wal_dir);
-	if (unlink(job->raw_path) != 0 && errno != ENOENT)
+	if (cs_storage_unlink(job->raw_path) != 0 && errno != ENOENT)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not remove file \"%s\": %m", job->raw_path)));
@@ -231,7 +227,7 @@ void
 cs_compress_abort(void)
 {
 	CsCompressJob *job = current;
-	struct stat st;
+	CsStorageInfo info;
 
 	current = NULL;
 	if (job == NULL)
@@ -240,10 +236,11 @@ cs_compress_abort(void)
 		deflateEnd(&job->zs);
 	job->zs_live = false;
 	if (job->out_fd >= 0)
-		CloseTransientFile(job->out_fd);
+		cs_storage_close(job->out_fd);
 	if (job->in_fd >= 0)
 		close(job->in_fd);
 	job->in_fd = job->out_fd = -1;
-	if (lstat(job->tmp_path, &st) == 0 && S_ISREG(st.st_mode))
-		(void) unlink(job->tmp_path);
+	if (cs_storage_stat(job->tmp_path, false, &info) == 0 &&
+		info.type == CS_STORAGE_FILE)
+		(void) cs_storage_unlink(job->tmp_path);
 }

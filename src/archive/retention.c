@@ -22,11 +22,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "common/file_utils.h"
-#include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -131,20 +126,20 @@ cmp_names(const ListCell *a, const ListCell *b)
 static void
 enqueue_dir(const char *dir)
 {
-	DIR		   *d = AllocateDir(dir);
-	struct dirent *de;
+	int			err;
+	List	   *entries = cs_storage_list_entries(dir, &err);
 	List	   *names = NIL;
 	ListCell   *lc;
 
-	if (d == NULL)
+	if (err != 0)
 		return;
-	while ((de = ReadDir(d, dir)) != NULL)
+	foreach(lc, entries)
 	{
-		if (get_dirent_type(cs_file_in(dir, de->d_name), de, false,
-							LOG) == PGFILETYPE_REG)
-			names = lappend(names, pstrdup(de->d_name));
+		CsStorageEntry *e = lfirst(lc);
+
+		if (e->info.type == CS_STORAGE_FILE)
+			names = lappend(names, e->name);
 	}
-	FreeDir(d);
 	list_sort(names, cmp_names);
 	foreach(lc, names)
 		enqueue(ITEM_FILE, cs_file_in(dir, (char *) lfirst(lc)), dir);
@@ -173,20 +168,19 @@ note_hold(pid_t pid, XLogRecPtr lsn, int64 bytes)
 static int64
 dir_bytes(const char *dir)
 {
-	DIR		   *d = AllocateDir(dir);
-	struct dirent *de;
+	int			err;
+	List	   *entries = cs_storage_list_entries(dir, &err);
+	ListCell   *lc;
 	int64		bytes = 0;
-	struct stat st;
 
-	if (d == NULL)
-		return 0;
-	while ((de = ReadDir(d, dir)) != NULL)
+	foreach(lc, entries)
 	{
-		if (lstat(cs_file_in(dir, de->d_name), &st) == 0 &&
-			S_ISREG(st.st_mode))
-			bytes += st.st_size;
+		CsStorageEntry *e = lfirst(lc);
+
+		if (e->info.type == CS_STORAGE_FILE)
+			bytes += e->info.size;
 	}
-	FreeDir(d);
+	list_free_deep(entries);
 	return bytes;
 }
 
@@ -197,12 +191,15 @@ last_write_time(const char *directory, uint64 generation)
 	List	   *segments = cs_list_all_segments(directory, generation);
 	ListCell   *lc;
 	TimestampTz newest = 0;
-	struct stat st;
+	CsStorageInfo info;
 
 	foreach(lc, segments)
 		newest = Max(newest, ((CsSegmentFile *) lfirst(lc))->mtime);
-	if (newest == 0 && stat(cs_generation_path(directory, generation), &st) == 0)
-		newest = cs_file_mtime(&st);
+	if (newest == 0 &&
+		cs_storage_stat(cs_generation_path(directory, generation), true,
+						&info) == 0 &&
+		info.type != CS_STORAGE_MISSING)
+		newest = info.mtime;
 	return newest;
 }
 
@@ -333,12 +330,14 @@ bytes_between(const char *directory, uint64 generation,
 	foreach(lc, names)
 	{
 		XLogRecPtr	lsn;
-		struct stat st;
+		CsStorageInfo info;
 
 		if (cs_snapshot_name_lsn(lfirst(lc), &lsn) && lsn >= from_lsn &&
 			lsn < to->snapshot_lsn &&
-			stat(cs_file_in(snap_dir, (char *) lfirst(lc)), &st) == 0)
-			bytes += st.st_size;
+			cs_storage_stat(cs_file_in(snap_dir, (char *) lfirst(lc)), true,
+							&info) == 0 &&
+			info.type != CS_STORAGE_MISSING)
+			bytes += info.size;
 	}
 	return bytes;
 }
@@ -351,8 +350,8 @@ enqueue_below_horizon(const char *directory, uint64 generation,
 	List	   *segments = cs_list_all_segments(directory, generation);
 	char	   *wal_dir = cs_wal_dir_path(directory, generation);
 	char	   *snap_dir = cs_snapshots_dir_path(directory, generation);
-	DIR		   *d;
-	struct dirent *de;
+	List	   *entries;
+	int			err;
 	List	   *names = NIL;
 	ListCell   *lc;
 
@@ -369,16 +368,15 @@ enqueue_below_horizon(const char *directory, uint64 generation,
 			enqueue(ITEM_FILE, sf->path, wal_dir);
 		}
 	}
-	d = AllocateDir(snap_dir);
-	while (d != NULL && (de = ReadDir(d, snap_dir)) != NULL)
+	entries = cs_storage_list_entries(snap_dir, &err);
+	foreach(lc, entries)
 	{
+		CsStorageEntry *e = lfirst(lc);
 		XLogRecPtr	lsn;
 
-		if (cs_snapshot_name_lsn(de->d_name, &lsn) && lsn < h->snapshot_lsn)
-			names = lappend(names, pstrdup(de->d_name));
+		if (cs_snapshot_name_lsn(e->name, &lsn) && lsn < h->snapshot_lsn)
+			names = lappend(names, e->name);
 	}
-	if (d != NULL)
-		FreeDir(d);
 	list_sort(names, cmp_names);
 	foreach(lc, names)
 		enqueue(ITEM_FILE, cs_file_in(snap_dir, (char *) lfirst(lc)),
@@ -482,31 +480,32 @@ mark_dirty(const char *dir)
 static void
 delete_item(RetentionItem *item)
 {
-	struct stat st;
+	CsStorageInfo info;
 
 	if (item->kind == ITEM_TREE)
 	{
-		if (!rmtree(item->path, true) && errno != ENOENT)
+		if (!cs_storage_try_remove_tree(item->path) && errno != ENOENT)
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("could not remove directory \"%s\": %m", item->path)));
 	}
 	else if (item->kind == ITEM_DIR)
 	{
-		if (rmdir(item->path) != 0 && errno != ENOENT)
+		if (cs_storage_remove_dir(item->path) != 0 && errno != ENOENT)
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("could not remove directory \"%s\": %m", item->path)));
 		return;
 	}
-	else if (lstat(item->path, &st) == 0)
+	else if (cs_storage_stat(item->path, false, &info) == 0 &&
+			 info.type != CS_STORAGE_MISSING)
 	{
-		if (unlink(item->path) != 0 && errno != ENOENT)
+		if (cs_storage_unlink(item->path) != 0 && errno != ENOENT)
 			ereport(ERROR,
 					(errcode_for_file_access(),
 					 errmsg("could not remove file \"%s\": %m", item->path)));
 		run.files++;
-		run.freed_bytes += st.st_size;
+		run.freed_bytes += info.size;
 	}
 	mark_dirty(item->parent);
 }
@@ -551,9 +550,10 @@ delete_slice(TimestampTz now)
 	}
 	foreach(lc, run.dirty_dirs)
 	{
-		struct stat st;
+		CsStorageInfo info;
 
-		if (stat(lfirst(lc), &st) == 0)
+		if (cs_storage_stat(lfirst(lc), true, &info) == 0 &&
+			info.type != CS_STORAGE_MISSING)
 			cs_fsync_path(lfirst(lc), true);
 	}
 	run.dirty_dirs = NIL;

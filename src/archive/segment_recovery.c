@@ -15,12 +15,9 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nodes/pg_list.h"
-#include "storage/fd.h"
 
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
@@ -95,7 +92,7 @@ rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail,
 	int64		done = 0;
 
 	strlcpy(tmp, cs_tmp_path(path), sizeof(tmp));
-	out = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	out = cs_storage_open(tmp, CS_OPEN_WRITE | CS_OPEN_CREATE);
 	if (out < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -113,7 +110,7 @@ rewrite_segment(int fd, const char *path, int64 keep, const StringInfo tail,
 	}
 	cs_writer_write_all(out, tail->data, tail->len, tmp);
 	cs_fsync_fd(out, tmp);
-	CloseTransientFile(out);
+	cs_storage_close(out);
 	cs_durable_rename(tmp, path, wal_dir);
 	pfree(buf);
 }
@@ -131,19 +128,21 @@ static void
 cut_torn_tail(const char *path, const char *wal_dir, const CsSegmentScan *scan)
 {
 	int			fd;
-	struct stat st;
+	CsStorageInfo st;
 	int64		keep;
 	StringInfoData rewritten;
 
-	if (stat(path, &st) != 0)
+	/* errno is ENOENT when it is missing */
+	if (cs_storage_stat(path, true, &st) != 0 ||
+		st.type == CS_STORAGE_MISSING)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
 	keep = scan->safe_entry_offset == 0 ? scan->safe_end : scan->safe_frame_offset;
-	if (scan->safe_entry_offset == 0 && st.st_size == keep)
+	if (scan->safe_entry_offset == 0 && st.size == keep)
 		return;
 
-	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	fd = cs_storage_open(path, CS_OPEN_UPDATE);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -155,13 +154,13 @@ cut_torn_tail(const char *path, const char *wal_dir, const CsSegmentScan *scan)
 	if (scan->zero_tail && keep == scan->valid_end && rewritten.len == 0)
 		ereport(DEBUG1,
 				(errmsg_internal("removed the preallocated tail of changestream segment \"%s\" (%lld of %lld bytes kept)",
-								 path, (long long) keep, (long long) st.st_size)));
+								 path, (long long) keep, (long long) st.size)));
 	else
 		ereport(LOG,
 				(errmsg("cut changestream segment \"%s\" back to its last complete transaction at " CS_LSN_FMT,
 						path, LSN_FORMAT_ARGS(scan->position)),
 				 errdetail("Kept %lld of %lld bytes; the %s held no transaction the server counts as archived, so streaming resumes at " CS_LSN_FMT " and the server sends it again.",
-						   (long long) (keep + rewritten.len), (long long) st.st_size,
+						   (long long) (keep + rewritten.len), (long long) st.size,
 						   scan->torn ? "interrupted write cut" : "incomplete transaction cut",
 						   LSN_FORMAT_ARGS(scan->position))));
 
@@ -175,7 +174,7 @@ cut_torn_tail(const char *path, const char *wal_dir, const CsSegmentScan *scan)
 	}
 	else
 		rewrite_segment(fd, path, keep, &rewritten, wal_dir);
-	CloseTransientFile(fd);
+	cs_storage_close(fd);
 	pfree(rewritten.data);
 }
 
@@ -209,7 +208,7 @@ cut_to_durable(const char *path)
 
 	if (durable < 0)
 		return;
-	if (truncate(path, durable) != 0)
+	if (cs_storage_truncate(path, durable) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not truncate file \"%s\": %m", path)));

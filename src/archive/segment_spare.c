@@ -37,11 +37,7 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include "storage/fd.h"
 
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
@@ -75,26 +71,24 @@ cs_spare_size(void)
 }
 
 /*
- * lstat() path: 1 a usable spare, 0 none, -1 something that must go (not a
- * regular file with one link), -2 a spare of another size (made before a
- * change of changestream.segment_size).
+ * Look at path (not through a link): 1 a usable spare, 0 none, -1
+ * something that must go (not a regular file with one link), -2 a spare
+ * of another size (made before a change of changestream.segment_size).
  */
 static int
 judge_spare(const char *path)
 {
-	struct stat st;
+	CsStorageInfo info;
 
-	if (lstat(path, &st) != 0)
-	{
-		if (errno == ENOENT)
-			return 0;
+	if (cs_storage_stat(path, false, &info) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
-	}
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+	if (info.type == CS_STORAGE_MISSING)
+		return 0;
+	if (info.type != CS_STORAGE_FILE || info.nlinks != 1)
 		return -1;
-	if ((int64) st.st_size != cs_spare_size())
+	if (info.size != cs_spare_size())
 		return -2;
 	return 1;
 }
@@ -104,22 +98,18 @@ judge_spare(const char *path)
  * the archive (and unlink(2) could not): a spare file's name held by one means
  * no preallocation (the archiver creates its segments empty), with one WARNING
  * per directory, instead of an error every few seconds that would delay
- * compression.  Raises on a failed lstat() other than ENOENT.
+ * compression.  Raises when path cannot be examined (other than missing).
  */
 static bool
 name_blocked(const char *path)
 {
-	struct stat st;
+	CsStorageInfo info;
 
-	if (lstat(path, &st) != 0)
-	{
-		if (errno == ENOENT)
-			return false;
+	if (cs_storage_stat(path, false, &info) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", path)));
-	}
-	if (!S_ISDIR(st.st_mode))
+	if (info.type != CS_STORAGE_DIR)
 		return false;
 	if (!blocked_warned)
 		ereport(WARNING,
@@ -137,9 +127,8 @@ begin_part(const char *directory)
 {
 	strlcpy(part_path, cs_spare_part_path(directory), sizeof(part_path));
 	/* a leftover part (or anything under its name) is not trusted */
-	(void) unlink(part_path);
-	part_fd = OpenTransientFile(part_path,
-								O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+	(void) cs_storage_unlink(part_path);
+	part_fd = cs_storage_open(part_path, CS_OPEN_WRITE | CS_OPEN_EXCL);
 	if (part_fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -182,10 +171,10 @@ finish_part(const char *directory)
 	char		spare[MAXPGPATH];
 
 	cs_fsync_fd(part_fd, part_path);
-	CloseTransientFile(part_fd);
+	cs_storage_close(part_fd);
 	part_fd = -1;
 	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
-	if (rename(part_path, spare) != 0)
+	if (cs_storage_rename(part_path, spare) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not rename file \"%s\" to \"%s\": %m",
@@ -209,7 +198,7 @@ finish_part(const char *directory)
  *	  not cs_spare_size() (segment_size changed).  A directory under either
  *	  name is left alone (one WARNING, 42809): no spare is made while it is
  *	  there.  Returns true while work remains.  Errors: file access
- *	  SQLSTATEs (58030, 53100 disk full); after one, cs_spare_abort()
+ *	  errors (class 58; 53100 disk full); after one, cs_spare_abort()
  *	  cleans up.
  */
 bool
@@ -271,11 +260,11 @@ cs_spare_abort(void)
 {
 	if (part_fd >= 0)
 	{
-		CloseTransientFile(part_fd);
+		cs_storage_close(part_fd);
 		part_fd = -1;
 	}
 	if (part_path[0] != '\0')
-		(void) unlink(part_path);
+		(void) cs_storage_unlink(part_path);
 	part_path[0] = '\0';
 }
 
@@ -295,9 +284,9 @@ cs_spare_discard(const char *directory)
 	cs_spare_abort();
 	blocked_warned = false;
 	strlcpy(path, cs_spare_part_path(directory), sizeof(path));
-	(void) unlink(path);
+	(void) cs_storage_unlink(path);
 	strlcpy(path, cs_spare_path(directory), sizeof(path));
-	if (unlink(path) == 0)
+	if (cs_storage_unlink(path) == 0)
 		ereport(DEBUG1,
 				(errmsg_internal("removed spare changestream segment \"%s\" of a former changestream.directory",
 								 path)));
@@ -314,7 +303,7 @@ cs_spare_forget(void)
 {
 	part_fd = -1;
 	if (part_path[0] != '\0')
-		(void) unlink(part_path);
+		(void) cs_storage_unlink(part_path);
 	part_path[0] = '\0';
 }
 
@@ -329,24 +318,25 @@ cs_spare_forget(void)
  *	  Returns -1, leaving no dest behind, when there is no spare, it is not
  *	  one of changestream's own (a link: it is never written through), or
  *	  the rename or open fails (logged at DEBUG1): the caller then creates
- *	  the segment empty.  The caller owns the descriptor (plain open(), as
- *	  the active segment's always is).
+ *	  the segment empty.  The caller owns the descriptor
+ *	  (cs_storage_open_stream(), as the active segment's always is).
  *	  Errors: file access SQLSTATEs if the directory fsync fails.
  */
 int
 cs_spare_take(const char *directory, const char *dest)
 {
 	char		spare[MAXPGPATH];
-	struct stat st;
+	CsStorageInfo info;
 	int			fd;
 
 	if (!cs_preallocate_segments)
 		return -1;
 	strlcpy(spare, cs_spare_path(directory), sizeof(spare));
 	/* only a regular file is moved (the maintenance worker sees to the rest) */
-	if (lstat(spare, &st) != 0 || !S_ISREG(st.st_mode))
+	if (cs_storage_stat(spare, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE)
 		return -1;
-	if (rename(spare, dest) != 0)
+	if (cs_storage_rename(spare, dest) != 0)
 	{
 		if (errno != ENOENT)
 			ereport(DEBUG1,
@@ -355,10 +345,10 @@ cs_spare_take(const char *directory, const char *dest)
 		return -1;
 	}
 	cs_fsync_path(directory, true);
-	fd = open(dest, O_WRONLY | O_NOFOLLOW | PG_BINARY, 0);
+	fd = cs_storage_open_stream(dest, CS_OPEN_WRITE | CS_OPEN_NOFOLLOW);
 	if (fd >= 0 &&
-		(fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-		 (int64) st.st_size != cs_spare_size()))
+		(cs_storage_fstat(fd, &info) != 0 || info.type != CS_STORAGE_FILE ||
+		 info.nlinks != 1 || info.size != cs_spare_size()))
 	{
 		close(fd);
 		fd = -1;
@@ -368,7 +358,7 @@ cs_spare_take(const char *directory, const char *dest)
 		ereport(DEBUG1,
 				(errmsg_internal("spare segment \"%s\" is not usable: removed",
 								 spare)));
-		(void) unlink(dest);
+		(void) cs_storage_unlink(dest);
 	}
 	return fd;
 }

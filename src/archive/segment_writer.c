@@ -23,12 +23,9 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
-#include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -198,8 +195,8 @@ cs_writer_create_segment(int64 index, XLogRecPtr start_lsn)
 	/* the maintenance worker's zero-filled spare, else an empty file */
 	wr.fd = cs_spare_take(wr.archive_dir, tmp);
 	if (wr.fd < 0)
-		wr.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | PG_BINARY,
-					 S_IRUSR | S_IWUSR);
+		wr.fd = cs_storage_open_stream(tmp, CS_OPEN_WRITE | CS_OPEN_CREATE |
+									   CS_OPEN_NOFOLLOW);
 	if (wr.fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -264,22 +261,22 @@ void
 cs_writer_resume_segment(int64 index, const char *path,
 						 const CsSegmentScan *scan)
 {
-	struct stat st;
+	CsStorageInfo info;
 	int64		size;
 
 	strlcpy(wr.path, path, sizeof(wr.path));
-	wr.fd = open(wr.path, O_WRONLY | PG_BINARY, 0);
+	wr.fd = cs_storage_open_stream(wr.path, CS_OPEN_WRITE);
 	if (wr.fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", wr.path),
 				 errhint("The server's operating system user must be able to write changestream.directory.")));
-	if (fstat(wr.fd, &st) != 0)
+	if (cs_storage_fstat(wr.fd, &info) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", wr.path)));
 	/* after a preallocated tail that was not cut, write over its zeros */
-	size = scan->zero_tail ? Min(scan->valid_end, st.st_size) : st.st_size;
+	size = scan->zero_tail ? Min(scan->valid_end, info.size) : info.size;
 	if (lseek(wr.fd, size, SEEK_SET) != size)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -310,7 +307,7 @@ cs_writer_write_seal(const char *path, const CsSegmentSeal *seal)
 		cs_encode_segment_seal(seal, buf);
 	else
 		memset(buf, 0, sizeof(buf));
-	fd = OpenTransientFile(path, O_WRONLY | PG_BINARY);
+	fd = cs_storage_open(path, CS_OPEN_WRITE);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -320,7 +317,7 @@ cs_writer_write_seal(const char *path, const CsSegmentSeal *seal)
 				(errcode_for_file_access(),
 				 errmsg("could not write to file \"%s\": %m", path)));
 	cs_fsync_fd(fd, path);
-	CloseTransientFile(fd);
+	cs_storage_close(fd);
 }
 
 /*
@@ -537,13 +534,13 @@ cs_writer_should_rotate(TimestampTz now)
 static bool
 trim_preallocation(void)
 {
-	struct stat st;
+	CsStorageInfo info;
 
-	if (fstat(wr.fd, &st) != 0)
+	if (cs_storage_fstat(wr.fd, &info) != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", wr.path)));
-	if (st.st_size <= wr.size)
+	if (info.size <= wr.size)
 		return false;
 	if (ftruncate(wr.fd, wr.size) != 0)
 		ereport(ERROR,

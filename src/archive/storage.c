@@ -43,16 +43,17 @@ cs_storage_list(const char *path, bool missing_ok, bool *found)
  * cs_storage_stat
  *	  Fills *info with what path names (through a symbolic link when
  *	  follow): type CS_STORAGE_MISSING when nothing is there, size in
- *	  bytes, mtime with microseconds.  Returns 0, or the errno of a failure
- *	  other than a missing path (the caller reports it: errno is set too).
- *	  Never raises.
+ *	  bytes, mtime with microseconds, nlinks.  Returns 0, or the errno of
+ *	  a failure other than a missing path (the caller reports it: errno is
+ *	  set too; ENOENT when the path is missing, for a caller that reports
+ *	  that as a failure).  Never raises.
  */
 int
 cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
 {
 	int			err = driver()->stat(path, follow, info);
 
-	errno = err;
+	errno = (err == 0 && info->type == CS_STORAGE_MISSING) ? ENOENT : err;
 	return err;
 }
 
@@ -65,8 +66,9 @@ cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
  *	  callers account for it with AcquireExternalFD() (as
  *	  cs_open_counted_file() does) or own it through a memory context reset
  *	  callback.
- *	  Errors: XX001 when it is not a regular file; file access SQLSTATEs
- *	  (42501, 58P01, ...) for other failures.
+ *	  Errors: XX001 when it is not a regular file; file access errors
+ *	  (class 58 or 42, as errcode_for_file_access() finds) for other
+ *	  failures.
  */
 int
 cs_open_regular_file(const char *path, bool missing_ok)
@@ -200,7 +202,7 @@ cs_make_dir(const char *path)
  * cs_fsync_path
  *	  Makes the contents of file or directory path durable; directories
  *	  need it after a file in them is created, renamed or removed.
- *	  Errors: 58030 on failure.
+ *	  Errors: file access errors (class 58).
  */
 void
 cs_fsync_path(const char *path, bool isdir)
@@ -211,7 +213,7 @@ cs_fsync_path(const char *path, bool isdir)
 /*
  * cs_fsync_fd
  *	  fdatasync()s a file open for writing, as the driver returned it (path
- *	  is for the message).  Errors: 58030 on failure.
+ *	  is for the message).  Errors: file access errors (class 58).
  */
 void
 cs_fsync_fd(int fd, const char *path)
@@ -220,4 +222,166 @@ cs_fsync_fd(int fd, const char *path)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not fsync file \"%s\": %m", path)));
+}
+
+/*
+ * cs_storage_list_entries
+ *	  Returns the entries of directory path as a List of CsStorageEntry
+ *	  (palloc'd, in no order, without "." and ".."), each with what it is,
+ *	  not through a symbolic link (type CS_STORAGE_MISSING when that could
+ *	  not be found: the entry went meanwhile, say).  When the directory
+ *	  cannot be opened, returns NIL with *err (and errno) the errno of the
+ *	  failure, ENOENT when it is missing; else *err is 0.  Raises only when
+ *	  reading an open directory fails (file access errors, class 58).
+ */
+List *
+cs_storage_list_entries(const char *path, int *err)
+{
+	List	   *entries = driver()->list_entries(path, err);
+
+	errno = *err;
+	return entries;
+}
+
+/*
+ * cs_storage_fstat
+ *	  Fills *info with what the open file fd (from cs_storage_open() or
+ *	  cs_storage_open_stream()) is.  Returns 0, or the errno of a failure
+ *	  (errno is set too).  Never raises.
+ */
+int
+cs_storage_fstat(int fd, CsStorageInfo *info)
+{
+	int			err = driver()->fstat(fd, info);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_storage_open
+ *	  Opens a file of the archive as flags (CS_OPEN_*, storage.h) say, as a
+ *	  descriptor that fd.c counts and closes at the end of the transaction
+ *	  or on error (a transient file); new files get mode 0600.  The caller
+ *	  closes it with cs_storage_close().  Returns the descriptor, or -1
+ *	  with errno set: the caller reports the failure.  Never raises.
+ */
+int
+cs_storage_open(const char *path, int flags)
+{
+	return driver()->open(path, flags);
+}
+
+/*
+ * cs_storage_close
+ *	  Closes a descriptor from cs_storage_open().  Returns 0, or -1 with
+ *	  errno set.  Never raises.
+ */
+int
+cs_storage_close(int fd)
+{
+	return driver()->close(fd);
+}
+
+/*
+ * cs_storage_open_stream
+ *	  Opens a file of the archive as flags (CS_OPEN_*) say, for a writer
+ *	  that keeps it open across transactions (the active segment, a
+ *	  snapshot being written): the descriptor is not tracked by fd.c and
+ *	  the caller closes it with close(2).  New files get mode 0600.
+ *	  Returns the descriptor, or -1 with errno set.  Never raises.
+ */
+int
+cs_storage_open_stream(const char *path, int flags)
+{
+	return driver()->open_stream(path, flags);
+}
+
+/*
+ * cs_storage_rename
+ *	  Renames from to to, not durably (the caller fsyncs the directory).
+ *	  Returns 0, or the errno of the failure (errno is set too).  Never
+ *	  raises.
+ */
+int
+cs_storage_rename(const char *from, const char *to)
+{
+	int			err = driver()->rename_plain(from, to);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_storage_unlink
+ *	  Removes the file path, not durably: for cleanup of temporary files,
+ *	  or when the caller fsyncs the directory itself.  Returns 0, or the
+ *	  errno of the failure, ENOENT when there was none (errno is set too).
+ *	  Never raises.
+ */
+int
+cs_storage_unlink(const char *path)
+{
+	int			err = driver()->unlink(path);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_storage_truncate
+ *	  Cuts the file path to size bytes, not durably (the caller fsyncs it).
+ *	  Returns 0, or the errno of the failure (errno is set too).  Never
+ *	  raises.
+ */
+int
+cs_storage_truncate(const char *path, int64 size)
+{
+	int			err = driver()->truncate(path, size);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_storage_remove_dir
+ *	  Removes the empty directory path, not durably.  Returns 0, or the
+ *	  errno of the failure (errno is set too).  Never raises.
+ */
+int
+cs_storage_remove_dir(const char *path)
+{
+	int			err = driver()->remove_dir(path);
+
+	errno = err;
+	return err;
+}
+
+/*
+ * cs_storage_try_remove_tree
+ *	  Removes directory path and everything below it, not durably.
+ *	  Returns false, with errno set, when that failed (a missing path is a
+ *	  failure too, with errno ENOENT); the driver may have said why at
+ *	  WARNING.  Never raises an ERROR.
+ */
+bool
+cs_storage_try_remove_tree(const char *path)
+{
+	return driver()->try_remove_tree(path);
+}
+
+/*
+ * cs_storage_lock
+ *	  Creates the lock file path unless it exists, takes an exclusive lock
+ *	  on it that the system releases when the process exits (even on kill
+ *	  -9), and writes content into it.  Returns the descriptor that holds
+ *	  the lock (closing it releases the lock), or -1 when another process
+ *	  holds it, with what the file says appended to holder.
+ *	  Errors: XX001 when the lock file is not a regular file; file access
+ *	  errors (class 58 or 42) when it cannot be opened, locked or written.
+ */
+int
+cs_storage_lock(const char *path, const char *content, StringInfo holder)
+{
+	return driver()->lock(path, content, holder);
 }

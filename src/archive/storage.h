@@ -2,7 +2,7 @@
  *
  * storage.h
  *	  The storage seam: the one layer through which the archive's files are
- *	  listed, examined, opened, read, written, renamed and removed.  A
+ *	  listed, examined, opened, read, written, renamed, removed and locked.  A
  *	  driver (CsStorageDriver) implements it; the local directory is the
  *	  one driver today (storage_posix.c), chosen in storage.c.  Paths are
  *	  made by the layout (archive_layout.c), never here.  See storage.c.
@@ -30,11 +30,31 @@ typedef struct CsStorageInfo
 	CsStorageType type;
 	int64		size;			/* bytes */
 	TimestampTz mtime;			/* last modification, microseconds */
+	int			nlinks;			/* hard links to the file */
 } CsStorageInfo;
+
+/* One entry of a directory, as cs_storage_list_entries() finds it. */
+typedef struct CsStorageEntry
+{
+	char	   *name;			/* palloc'd; never "." or ".." */
+	CsStorageInfo info;			/* not through a link; MISSING if unknown */
+} CsStorageEntry;
+
+/*
+ * How cs_storage_open() and cs_storage_open_stream() open a file: one of
+ * READ, WRITE, UPDATE, with CREATE (truncating what is there) or EXCL
+ * (failing if anything is there) and NOFOLLOW (failing on a link) added.
+ */
+#define CS_OPEN_READ		0x00	/* read only */
+#define CS_OPEN_WRITE		0x01	/* write only */
+#define CS_OPEN_UPDATE		0x02	/* read and write */
+#define CS_OPEN_CREATE		0x04	/* create, or truncate to 0 bytes */
+#define CS_OPEN_EXCL		0x08	/* create; fail if the name exists */
+#define CS_OPEN_NOFOLLOW	0x10	/* fail on a symbolic link */
 
 /*
  * A storage driver.  Every function raises ERROR with the file-access
- * SQLSTATE of the failure (class 58, 42501, ...) unless it says otherwise;
+ * SQLSTATE of the failure (class 58 or 42) unless it says otherwise;
  * none PANICs.  "dir" arguments name the directory holding a path, whose
  * entry must be made durable too.
  */
@@ -63,6 +83,35 @@ typedef struct CsStorageDriver
 	void		(*make_dir) (const char *path);
 	/* make a file's or a directory's contents durable */
 	void		(*sync) (const char *path, bool isdir);
+	/* create and lock a lock file, write content; -1 (holder read) if held */
+	int			(*lock) (const char *path, const char *content,
+						 StringInfo holder);
+
+	/*
+	 * The operations below never raise for the failure they report: they
+	 * return -1 or false with errno set (or the errno), and the caller
+	 * reports it in its own words.
+	 */
+	/* entries of a directory with what they are; NIL and *err when it fails */
+	List	   *(*list_entries) (const char *path, int *err);
+	/* what an open file is; 0 or an errno */
+	int			(*fstat) (int fd, CsStorageInfo *info);
+	/* open (CS_OPEN_* flags), counted by fd.c as a transient file; -1 */
+	int			(*open) (const char *path, int flags);
+	/* close what open() returned; 0 or -1 */
+	int			(*close) (int fd);
+	/* open (CS_OPEN_* flags), not tracked by fd.c; -1 */
+	int			(*open_stream) (const char *path, int flags);
+	/* rename, not durably; 0 or an errno */
+	int			(*rename_plain) (const char *from, const char *to);
+	/* remove a file, not durably; 0 or an errno (ENOENT included) */
+	int			(*unlink) (const char *path);
+	/* cut a file to size bytes, not durably; 0 or an errno */
+	int			(*truncate) (const char *path, int64 size);
+	/* remove an empty directory, not durably; 0 or an errno */
+	int			(*remove_dir) (const char *path);
+	/* remove a directory and everything below it; false on failure */
+	bool		(*try_remove_tree) (const char *path);
 } CsStorageDriver;
 
 extern const CsStorageDriver cs_storage_posix;
@@ -110,5 +159,17 @@ extern void cs_remove_tree(const char *path);
 extern void cs_make_dir(const char *path);
 extern void cs_fsync_path(const char *path, bool isdir);
 extern void cs_fsync_fd(int fd, const char *path);
+extern List *cs_storage_list_entries(const char *path, int *err);
+extern int	cs_storage_fstat(int fd, CsStorageInfo *info);
+extern int	cs_storage_open(const char *path, int flags);
+extern int	cs_storage_close(int fd);
+extern int	cs_storage_open_stream(const char *path, int flags);
+extern int	cs_storage_rename(const char *from, const char *to);
+extern int	cs_storage_unlink(const char *path);
+extern int	cs_storage_truncate(const char *path, int64 size);
+extern int	cs_storage_remove_dir(const char *path);
+extern bool cs_storage_try_remove_tree(const char *path);
+extern int	cs_storage_lock(const char *path, const char *content,
+							StringInfo holder);
 
 #endif							/* CS_STORAGE_H */

@@ -3,11 +3,15 @@
  * storage_posix.c
  *	  The local-directory storage driver (storage.h): the archive as files
  *	  of a POSIX file system, through PostgreSQL's fd.c (AllocateDir(),
- *	  OpenTransientFile()) so that an error never leaks a descriptor.
+ *	  OpenTransientFile()) so that an error never leaks a descriptor; only
+ *	  the descriptors a writer keeps open across transactions (the active
+ *	  segment, a snapshot being written) and the lock files are plain
+ *	  open(2)s, owned by their caller.  The archive directory's locks are
+ *	  flock()s on those lock files, a matter of the local directory.
  *
  * Unlike PostgreSQL's fsync_fname(), which PANICs on failure because the
  * data directory cannot be trusted afterwards, a failed fsync here raises
- * ERROR (SQLSTATE 58030): the archiver stops reporting progress, so the
+ * ERROR (a file access error, class 58): the archiver stops reporting progress, so the
  * slot keeps every change, and the worker retries.  The archive is synced
  * whatever the server's own fsync setting: pg_fsync() would follow
  * fsync = off, and the archive's position of record must not.
@@ -24,6 +28,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +67,22 @@ posix_list(const char *path, bool missing_ok, bool *found)
 	return names;
 }
 
+/* What st says, as a CsStorageInfo. */
+static void
+info_from_stat(const struct stat *st, CsStorageInfo *info)
+{
+	if (S_ISREG(st->st_mode))
+		info->type = CS_STORAGE_FILE;
+	else if (S_ISDIR(st->st_mode))
+		info->type = CS_STORAGE_DIR;
+	else
+		info->type = CS_STORAGE_OTHER;
+	info->size = st->st_size;
+	info->mtime = time_t_to_timestamptz(st->st_mtim.tv_sec) +
+		st->st_mtim.tv_nsec / 1000;
+	info->nlinks = (int) st->st_nlink;
+}
+
 /* stat() or lstat() path into info; 0, or the errno of a failure. */
 static int
 posix_stat(const char *path, bool follow, CsStorageInfo *info)
@@ -75,15 +96,20 @@ posix_stat(const char *path, bool follow, CsStorageInfo *info)
 			return 0;
 		return errno;
 	}
-	if (S_ISREG(st.st_mode))
-		info->type = CS_STORAGE_FILE;
-	else if (S_ISDIR(st.st_mode))
-		info->type = CS_STORAGE_DIR;
-	else
-		info->type = CS_STORAGE_OTHER;
-	info->size = st.st_size;
-	info->mtime = time_t_to_timestamptz(st.st_mtim.tv_sec) +
-		st.st_mtim.tv_nsec / 1000;
+	info_from_stat(&st, info);
+	return 0;
+}
+
+/* fstat() fd into info; 0, or the errno of a failure. */
+static int
+posix_fstat(int fd, CsStorageInfo *info)
+{
+	struct stat st;
+
+	memset(info, 0, sizeof(*info));
+	if (fstat(fd, &st) != 0)
+		return errno;
+	info_from_stat(&st, info);
 	return 0;
 }
 
@@ -201,7 +227,7 @@ posix_read_small(const char *path, Size max_bytes, StringInfo out,
 	return true;
 }
 
-/* Open path and fsync it (58030 on failure). */
+/* Open path and fsync it (file access errors, class 58, on failure). */
 static void
 posix_sync(const char *path, bool isdir)
 {
@@ -212,7 +238,7 @@ posix_sync(const char *path, bool isdir)
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not open \"%s\" for fsync: %m", path)));
+				 errmsg("could not open file \"%s\": %m", path)));
 	if (fsync(fd) != 0)
 	{
 		save_errno = errno;
@@ -220,7 +246,7 @@ posix_sync(const char *path, bool isdir)
 		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not fsync \"%s\": %m", path)));
+				 errmsg("could not fsync file \"%s\": %m", path)));
 	}
 	CloseTransientFile(fd);
 }
@@ -327,6 +353,178 @@ posix_make_dir(const char *path)
 		posix_sync(parent, true);
 }
 
+/*
+ * The entries of directory path, each lstat()ed (type CS_STORAGE_MISSING
+ * when that fails); NIL with *err set when the directory cannot be opened.
+ */
+static List *
+posix_list_entries(const char *path, int *err)
+{
+	DIR		   *dir = AllocateDir(path);
+	struct dirent *de;
+	List	   *entries = NIL;
+
+	*err = 0;
+	if (dir == NULL)
+	{
+		*err = errno;
+		return NIL;
+	}
+	while ((de = ReadDir(dir, path)) != NULL)
+	{
+		CsStorageEntry *e;
+		char	   *child;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		e = palloc0(sizeof(CsStorageEntry));
+		e->name = pstrdup(de->d_name);
+		child = psprintf("%s/%s", path, de->d_name);
+		if (posix_stat(child, false, &e->info) != 0)
+			e->info.type = CS_STORAGE_MISSING;
+		pfree(child);
+		entries = lappend(entries, e);
+	}
+	FreeDir(dir);
+	return entries;
+}
+
+/* The open(2) flags for CS_OPEN_* flags. */
+static int
+posix_flags(int flags)
+{
+	int			oflags = PG_BINARY;
+
+	if (flags & CS_OPEN_WRITE)
+		oflags |= O_WRONLY;
+	else if (flags & CS_OPEN_UPDATE)
+		oflags |= O_RDWR;
+	else
+		oflags |= O_RDONLY;
+	if (flags & CS_OPEN_CREATE)
+		oflags |= O_CREAT | O_TRUNC;
+	if (flags & CS_OPEN_EXCL)
+		oflags |= O_CREAT | O_EXCL;
+	if (flags & CS_OPEN_NOFOLLOW)
+		oflags |= O_NOFOLLOW;
+	return oflags;
+}
+
+/* OpenTransientFile() (mode pg_file_create_mode); -1 with errno. */
+static int
+posix_open(const char *path, int flags)
+{
+	return OpenTransientFile(path, posix_flags(flags));
+}
+
+/* CloseTransientFile(); 0, or -1 with errno. */
+static int
+posix_close(int fd)
+{
+	return CloseTransientFile(fd);
+}
+
+/* open(2), mode 0600, not tracked by fd.c; -1 with errno. */
+static int
+posix_open_stream(const char *path, int flags)
+{
+	return open(path, posix_flags(flags), S_IRUSR | S_IWUSR);
+}
+
+/* rename(2); 0, or the errno of a failure. */
+static int
+posix_rename_plain(const char *from, const char *to)
+{
+	return rename(from, to) == 0 ? 0 : errno;
+}
+
+/* unlink(2); 0, or the errno of a failure. */
+static int
+posix_unlink(const char *path)
+{
+	return unlink(path) == 0 ? 0 : errno;
+}
+
+/* truncate(2); 0, or the errno of a failure. */
+static int
+posix_truncate(const char *path, int64 size)
+{
+	return truncate(path, (off_t) size) == 0 ? 0 : errno;
+}
+
+/* rmdir(2); 0, or the errno of a failure. */
+static int
+posix_remove_dir(const char *path)
+{
+	return rmdir(path) == 0 ? 0 : errno;
+}
+
+/* rmtree(); false (errno set, rmtree's own WARNINGs given) on failure. */
+static bool
+posix_try_remove_tree(const char *path)
+{
+	return rmtree(path, true);
+}
+
+/*
+ * Create path (0600) without blocking, check it is a regular file, take
+ * an exclusive flock() and write content over it.  -1, with what the file
+ * says in holder and errno EWOULDBLOCK, when another process holds it.
+ */
+static int
+posix_lock(const char *path, const char *content, StringInfo holder)
+{
+	char		said[MAXPGPATH + 64];
+	int			fd;
+	struct stat st;
+
+	fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC | PG_BINARY,
+			  S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open lock file \"%s\": %m", path),
+				 errhint("The server's operating system user must be able to write changestream.directory.")));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("lock file \"%s\" is not a regular file", path),
+				 errhint("Remove it; the archiver creates it again.")));
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		int			save_errno = errno;
+		ssize_t		n = pread(fd, said, sizeof(said) - 1, 0);
+
+		close(fd);
+		said[n > 0 ? n : 0] = '\0';
+		errno = save_errno;
+		if (save_errno == EWOULDBLOCK)
+		{
+			appendStringInfoString(holder, said);
+			errno = save_errno;
+			return -1;
+		}
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not lock file \"%s\": %m", path)));
+	}
+	if (ftruncate(fd, 0) != 0 ||
+		pwrite(fd, content, strlen(content), 0) != (ssize_t) strlen(content))
+	{
+		int			save_errno = errno;
+
+		close(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write lock file \"%s\": %m", path)));
+	}
+	return fd;
+}
+
 const CsStorageDriver cs_storage_posix = {
 	.name = "posix",
 	.list = posix_list,
@@ -339,4 +537,15 @@ const CsStorageDriver cs_storage_posix = {
 	.remove_tree = posix_remove_tree,
 	.make_dir = posix_make_dir,
 	.sync = posix_sync,
+	.lock = posix_lock,
+	.list_entries = posix_list_entries,
+	.fstat = posix_fstat,
+	.open = posix_open,
+	.close = posix_close,
+	.open_stream = posix_open_stream,
+	.rename_plain = posix_rename_plain,
+	.unlink = posix_unlink,
+	.truncate = posix_truncate,
+	.remove_dir = posix_remove_dir,
+	.try_remove_tree = posix_try_remove_tree,
 };

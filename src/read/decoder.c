@@ -21,8 +21,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-
 #include "access/transam.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
@@ -94,14 +92,15 @@ uint64
 cs_resolve_generation(const char *directory, const char *gen_text)
 {
 	uint64		generation;
-	struct stat st;
+	CsStorageInfo info;
 	char	   *path;
 
 	if (gen_text == NULL)
 		return cs_newest_generation(directory);
 	cs_validate_generation_arg(gen_text, &generation);
 	path = cs_generation_path(directory, generation);
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (cs_storage_stat(path, true, &info) != 0 ||
+		info.type != CS_STORAGE_DIR)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("generation \"%s\" does not exist", gen_text),

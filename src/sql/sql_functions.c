@@ -14,7 +14,6 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include "access/htup_details.h"
@@ -27,7 +26,6 @@
 #include "postmaster/bgworker.h"
 #include "replication/slot.h"
 #include "storage/latch.h"
-#include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
@@ -59,36 +57,34 @@ PG_FUNCTION_INFO_V1(changestream_snapshots);
 #define RECORD_COLS		4
 #define SNAPSHOT_COLS	6
 
-/* Sum of file sizes and newest mtime below path (lstat: nothing is opened). */
+/*
+ * Sum of file sizes and newest mtime below path (not through links:
+ * nothing is opened).
+ */
 static void
 du(const char *path, int64 *bytes, TimestampTz *newest, int *count_snapshots)
 {
-	DIR		   *dir = AllocateDir(path);
-	struct dirent *de;
+	int			err;
+	List	   *entries = cs_storage_list_entries(path, &err);
+	ListCell   *lc;
 
-	if (dir == NULL)
-		return;
-	while ((de = ReadDir(dir, path)) != NULL)
+	foreach(lc, entries)
 	{
-		char		child[MAXPGPATH];
-		struct stat st;
+		CsStorageEntry *e = lfirst(lc);
 
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (e->info.type == CS_STORAGE_MISSING)
 			continue;
-		strlcpy(child, cs_file_in(path, de->d_name), sizeof(child));
-		if (lstat(child, &st) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode))
-			du(child, bytes, newest, count_snapshots);
+		if (e->info.type == CS_STORAGE_DIR)
+			du(cs_file_in(path, e->name), bytes, newest, count_snapshots);
 		else
 		{
-			*bytes += st.st_size;
-			*newest = Max(*newest, cs_file_mtime(&st));
-			if (count_snapshots && cs_is_snapshot_file_name(de->d_name))
+			*bytes += e->info.size;
+			*newest = Max(*newest, e->info.mtime);
+			if (count_snapshots && cs_is_snapshot_file_name(e->name))
 				(*count_snapshots)++;
 		}
 	}
-	FreeDir(dir);
+	list_free_deep(entries);
 }
 
 /*
@@ -130,9 +126,10 @@ static void
 require_generation(const char *directory, uint64 generation, const char *text)
 {
 	char	   *path = cs_generation_path(directory, generation);
-	struct stat st;
+	CsStorageInfo info;
 
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (cs_storage_stat(path, true, &info) != 0 ||
+		info.type != CS_STORAGE_DIR)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("generation \"%s\" does not exist", text),

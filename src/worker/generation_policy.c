@@ -18,13 +18,8 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
-#include "common/file_utils.h"
 #include "miscadmin.h"
 #include "replication/walreceiver.h"
-#include "storage/fd.h"
 #include "utils/elog.h"
 #include "utils/timestamp.h"
 
@@ -264,11 +259,14 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 	}
 	PG_CATCH();
 	{
-		struct stat st;
+		CsStorageInfo info;
 
 		/* a walsender still creating the slot would linger: end it */
 		cs_walsender_reap(config, snap_conn);
-		if (tmpdir != NULL && stat(tmpdir, &st) == 0 && !rmtree(tmpdir, true))
+		if (tmpdir != NULL &&
+			cs_storage_stat(tmpdir, true, &info) == 0 &&
+			info.type != CS_STORAGE_MISSING &&
+			!cs_storage_try_remove_tree(tmpdir))
 			ereport(WARNING,
 					(errmsg("could not remove directory \"%s\"", tmpdir)));
 		PG_RE_THROW();

@@ -48,7 +48,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "libpq/pqsignal.h"
@@ -224,12 +223,13 @@ update_deferring(int64 backlog)
 static bool
 lock_directory(const char *directory)
 {
-	struct stat st;
+	CsStorageInfo info;
 
 	if (lock_fd >= 0 && strcmp(locked_dir, directory) == 0)
 		return true;
 	release_lock();
-	if (stat(directory, &st) != 0 && errno == ENOENT)
+	if (cs_storage_stat(directory, true, &info) == 0 &&
+		info.type == CS_STORAGE_MISSING)
 		return false;
 	lock_fd = cs_lock_archive_maintenance(directory);
 	strlcpy(locked_dir, directory, sizeof(locked_dir));

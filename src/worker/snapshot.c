@@ -40,9 +40,6 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -52,7 +49,6 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "replication/walreceiver.h"
-#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
@@ -113,9 +109,9 @@ cs_snapshot_cleanup(void)
 		close(open_fd);
 	open_fd = -1;
 	if (open_data_path[0])
-		unlink(open_data_path);
+		(void) cs_storage_unlink(open_data_path);
 	if (open_tmp_path[0])
-		unlink(open_tmp_path);
+		(void) cs_storage_unlink(open_tmp_path);
 	if (open_copy_conn != NULL)
 		cs_disconnect(open_copy_conn);
 	open_copy_conn = NULL;
@@ -484,7 +480,7 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 static void
 append_file(int out, const char *out_path, const char *in_path)
 {
-	int			in = OpenTransientFile(in_path, O_RDONLY | PG_BINARY);
+	int			in = cs_storage_open(in_path, CS_OPEN_READ);
 	char	   *buf = palloc(128 * 1024);
 	ssize_t		n;
 
@@ -509,7 +505,7 @@ append_file(int out, const char *out_path, const char *in_path)
 	}
 	PG_FINALLY();
 	{
-		CloseTransientFile(in);
+		cs_storage_close(in);
 	}
 	PG_END_TRY();
 	pfree(buf);
@@ -655,6 +651,7 @@ copy_tables(const CsArchiveConfig *config, const char *snapshot_name,
 	uint64		sysid;
 	uint32		tli;
 	gzFile		gz;
+	int			fd;
 	int			ntables;
 	int			i;
 
@@ -667,11 +664,19 @@ copy_tables(const CsArchiveConfig *config, const char *snapshot_name,
 	report_replica_identity(config, copy->tables);
 
 	strlcpy(open_data_path, data_path, MAXPGPATH);
-	gz = open_gz = gzopen(data_path, "wb");
+	fd = cs_storage_open_stream(data_path, CS_OPEN_WRITE | CS_OPEN_CREATE);
+	gz = open_gz = (fd < 0) ? NULL : gzdopen(fd, "wb");
 	if (gz == NULL)
+	{
+		int			save_errno = errno;
+
+		if (fd >= 0)
+			close(fd);
+		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", data_path)));
+	}
 	gzbuffer(gz, 256 * 1024);
 	gzsetparams(gz, cs_compression_level, Z_DEFAULT_STRATEGY);
 	copy->rows = 0;
@@ -702,7 +707,8 @@ write_snapshot_file(const char *manifest, const char *data_path,
 	gzFile		gz;
 
 	strlcpy(open_tmp_path, tmp_path, MAXPGPATH);
-	out = open_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY, S_IRUSR | S_IWUSR);
+	out = open_fd = cs_storage_open_stream(tmp_path,
+										   CS_OPEN_WRITE | CS_OPEN_CREATE);
 	if (out < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -727,7 +733,7 @@ write_snapshot_file(const char *manifest, const char *data_path,
 	open_fd = -1;
 	cs_durable_rename(tmp_path, final_path, snapshots_dir);
 	open_tmp_path[0] = '\0';
-	unlink(data_path);
+	(void) cs_storage_unlink(data_path);
 	open_data_path[0] = '\0';
 }
 
