@@ -19,8 +19,8 @@
 #include "base/shmem_status.h"
 
 /*
- * cs_require_directory() -> const char *
- *	  The configured archive directory.  Raises 55000
+ * cs_require_directory
+ *	  Returns the configured archive directory.  Raises 55000
  *	  (object_not_in_prerequisite_state) when the library was not preloaded
  *	  or changestream.directory is empty.
  */
@@ -68,14 +68,15 @@ lock_file(const char *directory, bool maintenance)
 }
 
 /*
- * cs_lock_archive(directory) -> int (file descriptor)
+ * cs_lock_archive
  *	  Create the directory if needed and take an exclusive lock on
  *	  <directory>/changestream.lock (cs_storage_lock(): flock() in the
  *	  local directory); the kernel releases it when the process exits,
  *	  even on kill -9.  The file records who holds it.  Raises 55006
  *	  (object_in_use) when another process holds it, XX001 when the lock
  *	  file is not a regular file, file access errors (class 58) on I/O
- *	  errors.  The caller closes the descriptor to release the lock.
+ *	  errors.  Returns the lock file's descriptor; the caller closes it
+ *	  to release the lock.
  */
 int
 cs_lock_archive(const char *directory)
@@ -154,7 +155,7 @@ remove_tmp_below(const char *path, int depth)
 }
 
 /*
- * cs_remove_tmp_files(directory) -> void
+ * cs_remove_tmp_files
  *	  Remove every leftover *.tmp file or directory in the archive (a crash
  *	  during a durable write leaves them).  Durability rule 5.
  */

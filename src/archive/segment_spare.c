@@ -58,8 +58,8 @@ static int64 part_target;
 static bool blocked_warned = false;
 
 /*
- * cs_spare_size() -> int64 bytes
- *	  Size of a spare: changestream.segment_size rounded up to a multiple
+ * cs_spare_size
+ *	  Size of a spare, in bytes: changestream.segment_size rounded up to a multiple
  *	  of BLCKSZ.
  */
 static int64
@@ -187,7 +187,7 @@ finish_part(const char *directory)
 }
 
 /*
- * cs_spare_step(directory, budget) -> bool
+ * cs_spare_step
  *	  One step of the maintenance worker's spare duty for the archive directory
  *	  (an absolute path): with changestream.preallocate_segments on and no
  *	  usable spare.wal, write at most budget (bytes) of zeros to
@@ -249,7 +249,7 @@ cs_spare_step(const char *directory, int64 budget)
 }
 
 /*
- * cs_spare_abort() -> void
+ * cs_spare_abort
  *	  Forget the spare being filled and remove its part file; for the
  *	  maintenance worker's error path and for a change of directory.  The
  *	  descriptor itself is a transient file, closed by AtEOXact_Files() on
@@ -269,7 +269,7 @@ cs_spare_abort(void)
 }
 
 /*
- * cs_spare_discard(directory) -> void
+ * cs_spare_discard
  *	  When changestream.directory changes away from directory (an absolute
  *	  path): remove the spare files the maintenance worker made there, which no
  *	  archiver will take now.  A removal the archiver races (it renamed
@@ -293,7 +293,7 @@ cs_spare_discard(const char *directory)
 }
 
 /*
- * cs_spare_forget() -> void
+ * cs_spare_forget
  *	  After AtEOXact_Files() closed the part's descriptor (the maintenance
  *	  worker's error path): remove the part without closing anything.  Never
  *	  raises.
@@ -308,7 +308,7 @@ cs_spare_forget(void)
 }
 
 /*
- * cs_spare_take(directory, dest) -> int
+ * cs_spare_take
  *	  For the archiver, at segment creation: with changestream.
  *	  preallocate_segments on, rename directory's spare.wal to dest (the
  *	  new segment's .tmp path, in the same file system) and return a
