@@ -110,6 +110,7 @@ typedef enum StreamWakeup
 	WAKEUP_FLUSH,				/* flush_interval since the oldest unsynced
 								 * data */
 	WAKEUP_GROUP_COMMIT,		/* the group commit window after a flush */
+	WAKEUP_COMMIT_RATE,			/* the end of a rate period with commits */
 	NUM_STREAM_WAKEUPS
 } StreamWakeup;
 
@@ -155,6 +156,8 @@ wakeup_time(StreamWakeup which)
 		case WAKEUP_GROUP_COMMIT:
 			return TimestampTzPlusMilliseconds(st.counters.last_flush_at,
 											   group_commit_ms());
+		case WAKEUP_COMMIT_RATE:
+			return cs_pacing_rate_period_end(&st.pacing);
 		case NUM_STREAM_WAKEUPS:
 			break;
 	}
@@ -177,6 +180,8 @@ wakeup_armed(StreamWakeup which)
 			return st.unsynced_since != 0;
 		case WAKEUP_GROUP_COMMIT:
 			return st.unsynced_since != 0 && !st.in_txn;
+		case WAKEUP_COMMIT_RATE:
+			return st.pacing.commit_rate > 0;
 		case NUM_STREAM_WAKEUPS:
 			break;
 	}
@@ -668,6 +673,8 @@ cs_stream_receive(pgsocket *fd)
 void
 cs_stream_periodic(TimestampTz now, bool idle)
 {
+	double		rate_before = st.pacing.commit_rate;
+
 	cs_pacing_update_commit_rate(&st.pacing, now, st.counters.transactions);
 	if (idle)
 	{
@@ -687,16 +694,19 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	maybe_rotate(now);
 	if (now >= wakeup_time(WAKEUP_STATUS))
 		send_status(now);
-	if (TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
-		publish(now);
 	record_keepalive_position(now, now, false);
 	cs_pacing_share_catching_up(&st.pacing, seen_lsn());
+	/* a new rate changes the group commit window status() shows */
+	if (st.pacing.commit_rate != rate_before ||
+		TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))
+		publish(now);
 }
 
 /*
  * How long the idle stream may wait (ms): until the earliest armed
  * deadline (an owed report of a durable position, the next keepalive
- * position record, the end of the flush window), at least 1 ms, and
+ * position record, the end of the flush window or of the group commit
+ * window, the end of a rate period with commits), at least 1 ms, and
  * never longer than the longest time without a status update, counted
  * from now.
  */

@@ -117,12 +117,13 @@ cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen)
  * cs_pacing_update_commit_rate
  *	  Measure the rate, in commits a second, at which transactions are archived
  *	  (transactions: the count archived so far): over the time since the last
- *	  measurement, once that is at
- * least RATE_PERIOD_MS (a quiet stream's period ends at its next
- * cs_stream_periodic() call, at most status_interval later).  The first
- * period starts at 0 commits a second, after a session starts, after a
- * backlog is drained (the drain's rate is not the commit rate) and after
- * the clock went back.  cs_pacing_group_commit_ms() sizes its window by it.
+ *	  measurement, once that is at least RATE_PERIOD_MS (a period with commits
+ *	  is a deadline of the stream, cs_pacing_rate_period_end(), so a stream
+ *	  that goes quiet has its rate fall to 0 one period later).  The first
+ *	  period starts at 0 commits a second, after a session starts, after a
+ *	  backlog is drained (the drain's rate is not the commit rate) and after
+ *	  the clock went back.  cs_pacing_group_commit_ms() sizes its window by
+ *	  it.
  */
 void
 cs_pacing_update_commit_rate(CsPacing *p, TimestampTz now,
@@ -143,6 +144,22 @@ cs_pacing_update_commit_rate(CsPacing *p, TimestampTz now,
 	p->commit_rate = (transactions - p->rate_base) * 1000.0 / ms;
 	p->rate_since = now;
 	p->rate_base = transactions;
+}
+
+/*
+ * cs_pacing_rate_period_end
+ *	  When the current rate period ends, for a stream whose commit rate is
+ *	  not 0: a stream that goes quiet then has its rate measured again (it
+ *	  falls to what it is) instead of keeping a busy period's rate, and the
+ *	  group commit window that follows from it, until its next message.
+ *	  DT_NOEND while the rate is 0: there is nothing to correct.
+ */
+TimestampTz
+cs_pacing_rate_period_end(const CsPacing *p)
+{
+	if (p->commit_rate <= 0 || p->rate_since == 0)
+		return DT_NOEND;
+	return TimestampTzPlusMilliseconds(p->rate_since, RATE_PERIOD_MS);
 }
 
 /*

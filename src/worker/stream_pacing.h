@@ -38,6 +38,7 @@ extern bool cs_pacing_catching_up(const CsPacing *p, XLogRecPtr seen);
 extern void cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen);
 extern void cs_pacing_update_commit_rate(CsPacing *p, TimestampTz now,
 										 uint64 transactions);
+extern TimestampTz cs_pacing_rate_period_end(const CsPacing *p);
 extern long cs_pacing_group_commit_ms(const CsPacing *p, XLogRecPtr seen);
 extern int	cs_pacing_alive_status_ms(void);
 extern int	cs_pacing_report_pace_ms(const CsPacing *p, XLogRecPtr seen);
