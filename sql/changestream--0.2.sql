@@ -280,7 +280,8 @@ GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
  *   the record in new_row.  Row values are the archived
  *   text form as JSON strings (SQL NULL as JSON null), json and jsonb
  *   columns embedded, so jsonb_populate_record(NULL::t, new_row) gives the
- *   typed row back.  old_row is the old key (the whole old row under
+ *   typed row back (a json value jsonb cannot hold, e.g. with \u0000, is
+ *   a string of its exact text, with a WARNING).  old_row is the old key (the whole old row under
  *   REPLICA IDENTITY FULL); unchanged TOASTed columns are left out of
  *   new_row and listed in unchanged_columns.
  *   Errors: 22023 malformed generation; 42704 no such generation;
