@@ -165,6 +165,18 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 #endif
 
 /*
+ * cs_table_beginscan(rel, snapshot): a sequential scan of rel without scan
+ * keys; 19 added table_beginscan()'s flags argument (ScanOptions).
+ */
+#if PG_VERSION_NUM >= 190000
+#define cs_table_beginscan(rel, snapshot) \
+	table_beginscan((rel), (snapshot), 0, NULL, 0)
+#else
+#define cs_table_beginscan(rel, snapshot) \
+	table_beginscan((rel), (snapshot), 0, NULL)
+#endif
+
+/*
  * CsJsonbBuild: the state of a jsonb value built with pushJsonbValue(), to
  * be zeroed before the first push.
  * cs_jsonb_push(state, seq, value) -> the completed value after the token

@@ -387,7 +387,7 @@ scan_full_row(ApplyState *as, const CsRestoreTable *t,
 			  TupleTableSlot *localslot, bool by_image)
 {
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(as->rel, snap, 0, NULL);
+	TableScanDesc scan = cs_table_beginscan(as->rel, snap);
 	TupleTableSlot *scanslot = table_slot_create(as->rel, NULL);
 	bool		found = false;
 
