@@ -215,12 +215,12 @@ typedef JsonbParseState *CsJsonbBuild;
  * cs_jsonb_in_soft(text, &result) -> true with the jsonb value of text in
  *	  *result, or false when jsonb_in rejects text with a data exception
  *	  (class 22: a \u0000 escape, a number outside numeric's range, an
- *	  escape the database encoding cannot hold, a string over jsonb's
- *	  length limit), without raising it.  Any other error is raised.
+ *	  escape the database encoding cannot hold), without raising it.
  * 16 has soft errors (DirectInputFunctionCallSafe with an
- * ErrorSaveContext, utils/fmgr.h); 15 has not, so the call runs in an
+ * ErrorSaveContext, utils/fmgr.h), which also turn a string over jsonb's
+ * length limit (54000) into false; 15 has not, so the call runs in an
  * internal subtransaction, as PL/pgSQL's exception blocks do, and only a
- * class 22 error is caught.
+ * class 22 error is caught: any other (54000 included) is raised.
  */
 #if PG_VERSION_NUM >= 160000
 #include "nodes/miscnodes.h"

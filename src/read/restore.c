@@ -463,17 +463,6 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 /* ---------- following column changes ---------- */
 
 static int
-name_index(List *names, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, names)
-		if (strcmp(lfirst(lc), name) == 0)
-			return foreach_current_index(lc);
-	return -1;
-}
-
-static int
 rel_index(LogicalRepRelation *rel, const char *name)
 {
 	for (int i = 0; i < rel->natts; i++)
@@ -560,7 +549,7 @@ cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
 
 		if (rel_index(rel, old) >= 0)
 			continue;
-		if (pos < rel->natts && name_index(t->columns, rel->attnames[pos]) < 0)
+		if (pos < rel->natts && cs_name_index(t->columns, rel->attnames[pos]) < 0)
 			run_sql(psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", target,
 							 quote_identifier(old),
 							 quote_identifier(rel->attnames[pos])));

@@ -29,15 +29,20 @@
 #include "read/restore_key.h"
 #include "base/compat.h"
 
-static bool
-name_in(List *names, const char *name)
+/*
+ * cs_name_index
+ *	  The 0-based position of name in names (a List of C strings, such as
+ *	  a table's column names), or -1 when it is not there.
+ */
+int
+cs_name_index(List *names, const char *name)
 {
 	ListCell   *lc;
 
 	foreach(lc, names)
 		if (strcmp(lfirst(lc), name) == 0)
-			return true;
-	return false;
+			return foreach_current_index(lc);
+	return -1;
 }
 
 /* Do two lists of column names hold the same names (in any order)? */
@@ -49,7 +54,7 @@ same_columns(List *a, List *b)
 	if (list_length(a) != list_length(b))
 		return false;
 	foreach(lc, a)
-		if (!name_in(b, lfirst(lc)))
+		if (cs_name_index(b, lfirst(lc)) < 0)
 			return false;
 	return true;
 }
@@ -122,7 +127,7 @@ cs_restore_key_ddl(Oid relid, const char *qualified, char identity, List *key)
 		ddl = lappend(ddl, psprintf("ALTER TABLE %s DROP CONSTRAINT %s", qualified,
 									quote_identifier(conname)));
 		foreach(lc, have)
-			if (!name_in(want, lfirst(lc)))
+			if (cs_name_index(want, lfirst(lc)) < 0)
 				ddl = lappend(ddl, psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
 											qualified, quote_identifier(lfirst(lc))));
 		have = NIL;

@@ -11,6 +11,7 @@
 
 #include "nodes/pg_list.h"
 
+extern int	cs_name_index(List *names, const char *name);
 extern List *cs_restore_key_ddl(Oid relid, const char *qualified,
 								char identity, List *key);
 

@@ -24,6 +24,7 @@
 #include "utils/numeric.h"
 
 #include "archive/storage.h"
+#include "read/restore_key.h"
 #include "read/restore_manifest.h"
 
 /* The longest quoted, schema-qualified sequence name a source can write. */
@@ -124,17 +125,6 @@ read_columns(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *co
 }
 
 static bool
-name_in(List *names, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, names)
-		if (strcmp(lfirst(lc), name) == 0)
-			return true;
-	return false;
-}
-
-static bool
 is_column(const CsManifestTable *mt, const char *name)
 {
 	ListCell   *lc;
@@ -159,7 +149,7 @@ read_key(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *key)
 	{
 		char	   *name = string_value(element(key, j), NAMEDATALEN - 1);
 
-		if (name == NULL || !is_column(mt, name) || name_in(mt->key, name))
+		if (name == NULL || !is_column(mt, name) || cs_name_index(mt->key, name) >= 0)
 			manifest_damage(place,
 							"Key column %d of table %d (\"%s.%s\") of the manifest is not a column of the table, or is named twice.",
 							j + 1, place->table, mt->schema, mt->name);
