@@ -388,5 +388,32 @@ with_manifest(sub { $_[0] =~ s/(\n-- manifest: .*)\}\]\}\n/$1\}\]\n/ },
 with_manifest(sub { $_[0] =~ s/-- format_version: 2/-- format_version: 3/ },
 	'0A000', qr/format version 3, newer than this changestream \(2\)/, 'a newer snapshot format: 0A000');
 
+# A column type in the manifest is text that must not reach SQL as it
+# stands: a type that is SQL (an injection), or that names no type, is
+# XX001 naming the file and offset; no statement of it runs (the table
+# it would drop survives, the sequence it would advance does not move).
+$node->safe_psql($db, q{CREATE TABLE public.victim (x int); INSERT INTO public.victim VALUES (1), (2);
+	CREATE SEQUENCE public.canary;});
+my $victim_before = join(',', map { $_->[0] } cs_rows($node, $db, 'SELECT x FROM public.victim ORDER BY x'));
+for my $type (q{int); DROP TABLE public.victim; SELECT nextval('public.canary'); --},
+	q{int DEFAULT nextval('public.canary')}, q{nosuchtype}, q{int[] ) ; SELECT 1 --})
+{
+	my $edit = sub { $_[0] =~ s/("name" : "v", "type" : ")text(")/$1$type$2/ or die "no text column v" };
+	my $text = $original;
+	$edit->($text);
+	open(my $fh, '|-', "gzip -c > '$victim'") or die;
+	print $fh $text;
+	close($fh) or die "gzip failed";
+	my ($out, $err) = ('', '');
+	$node->psql($db, "SELECT changestream.restore('dmg', archive_directory => '$copy');",
+		stdout => \$out, stderr => \$err, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+XX001:.*$at.*The type of column \d+ \(v\) of table \d+ .* is not the name of a type of this database/s,
+		"manifest column type \Q$type\E: XX001 naming file and offset");
+	my ($called) = cs_rows($node, $db, 'SELECT is_called FROM public.canary');
+	is($called->[0], 'f', "manifest column type \Q$type\E: no statement of it ran (the canary sequence did not move)");
+	is(join(',', map { $_->[0] } cs_rows($node, $db, 'SELECT x FROM public.victim ORDER BY x')), $victim_before,
+		"manifest column type \Q$type\E: the table it names survives with its rows");
+}
+
 $node->stop;
 done_testing();

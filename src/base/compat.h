@@ -270,4 +270,35 @@ cs_jsonb_in_soft(char *text, Datum *result)
 }
 #endif
 
+/*
+ * cs_parse_type_string(str, &typid, &typmod) -> true with the type str
+ *	  names (parser/parse_type.h's parseTypeString(): one type name, with
+ *	  its modifiers, as a cast would read it) in *typid and *typmod; false
+ *	  when no such type exists.  A string that is not a type name, or whose
+ *	  modifiers the type rejects, still raises its error (class 42 or 22),
+ *	  which the caller catches.  15 takes missing_ok; 16 on take a soft
+ *	  error context, in which a syntax error is also soft (false).
+ */
+#include "parser/parse_type.h"
+
+#if PG_VERSION_NUM >= 160000
+static inline bool
+cs_parse_type_string(const char *str, Oid *typid, int32 *typmod)
+{
+	ErrorSaveContext escontext = {T_ErrorSaveContext};
+
+	*typid = InvalidOid;
+	return parseTypeString(str, typid, typmod, (Node *) &escontext) &&
+		OidIsValid(*typid);
+}
+#else
+static inline bool
+cs_parse_type_string(const char *str, Oid *typid, int32 *typmod)
+{
+	*typid = InvalidOid;
+	parseTypeString(str, typid, typmod, true);
+	return OidIsValid(*typid);
+}
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */

@@ -368,8 +368,9 @@ check_existing(CsRestoreTable *t)
 }
 
 /*
- * CREATE TABLE from (name, type) pairs; its key and replica identity come
- * later (match_key()).
+ * CREATE TABLE from (name, type) pairs, the types as SQL that restore()
+ * built (format_type_extended() or quoted names, never archive text as it
+ * stands); its key and replica identity come later (match_key()).
  */
 static void
 create_target(CsRestoreTable *t, List *pairs)
@@ -396,9 +397,15 @@ create_target(CsRestoreTable *t, List *pairs)
 	t->created = true;
 }
 
-/* Find or create the target of a wanted table. */
+/*
+ * Find or create the target of a wanted table: with pairs (name, type SQL)
+ * for a table first seen in the stream, or with the manifest table mt's
+ * columns, whose types are resolved only when the target is created
+ * (cs_manifest_column_types(): the manifest's text never reaches SQL).
+ */
 static void
-prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs)
+prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
+			   const CsManifestTable *mt)
 {
 	Oid			nsp = get_namespace_oid(t->target_schema, true);
 
@@ -406,7 +413,7 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs)
 	if (OidIsValid(t->relid))
 		check_existing(t);
 	else
-		create_target(t, pairs);
+		create_target(t, mt != NULL ? cs_manifest_column_types(mt) : pairs);
 	check_distinct_targets(rs, t);
 	rs->restored_tables++;
 }
@@ -456,7 +463,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 		t->columns = lappend(t->columns, pstrdup(rel->attnames[i]));
 		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
 	}
-	prepare_target(rs, t, pairs);
+	prepare_target(rs, t, pairs, NULL);
 	return t;
 }
 
@@ -1379,7 +1386,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 		CsRestoreTable *t = lfirst(lc1);
 
 		if (t->target_schema != NULL)
-			prepare_target(&rs, t, ((CsManifestTable *) lfirst(lc2))->columns);
+			prepare_target(&rs, t, NIL, lfirst(lc2));
 	}
 	resolve_sequences(&rs);
 	load_snapshot(&rs);

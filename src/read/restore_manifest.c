@@ -11,6 +11,9 @@
  *	  value for agreeing with its is_called; anything else is XX001 naming
  *	  the file and the offset of the manifest line, the table and the
  *	  member in the detail.  Members added by later formats are ignored.
+ *	  A column's type is text that restore() puts into CREATE TABLE: it is
+ *	  resolved to a type of this database first (cs_manifest_column_types())
+ *	  and written back from the type's OID and modifier, never as read.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,6 +22,7 @@
 #include <errno.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -26,6 +30,7 @@
 #include "archive/storage.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
+#include "base/compat.h"
 
 /* The longest quoted, schema-qualified sequence name a source can write. */
 #define MAX_QUALIFIED_NAME	(2 * (2 * (NAMEDATALEN - 1) + 2) + 1)
@@ -240,6 +245,9 @@ read_table(const ManifestPlace *place, JsonbValue *tv, int version)
 						"Table %d of the manifest lacks schema, name, oid or columns.",
 						place->table);
 	mt->oid = (Oid) oid;
+	mt->path = place->path;
+	mt->offset = place->offset;
+	mt->position = place->table;
 	ident = member(obj, "replica_identity");
 	if (ident != NULL)
 	{
@@ -286,4 +294,99 @@ cs_manifest_tables(CsSnapshotReader *reader, const char *path)
 											cs_snapreader_format_version(reader)));
 	}
 	return tables;
+}
+
+/*
+ * The type text names, as the SQL of a column definition: resolved by the
+ * parser (cs_parse_type_string()) in a subtransaction, so that text that
+ * is not a type name is caught and not raised as the parser's error, and
+ * written back by format_type_extended() from the OID and modifier, schema
+ * qualified.  NULL, with the parser's message in *why, when text names no
+ * type of this database.  Errors other than syntax errors, undefined
+ * objects and invalid modifiers (classes 42 and 22) are raised.
+ */
+static char *
+type_sql(const char *text, char **why)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Oid			typid = InvalidOid;
+	int32		typmod = -1;
+	volatile bool found = false;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		found = cs_parse_type_string(text, &typid, &typmod);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (edata != NULL)
+	{
+		int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+		if (category != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION &&
+			category != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		*why = pstrdup(edata->message);
+		return NULL;
+	}
+	if (!found)
+	{
+		*why = pstrdup("no such type exists in this database");
+		return NULL;
+	}
+	return format_type_extended(typid, typmod,
+								FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+/*
+ * cs_manifest_column_types
+ *	  The columns of manifest table mt as restore() creates them: per
+ *	  column a List of (name, type), the type as the SQL of a column
+ *	  definition, resolved from the manifest's text to a type of this
+ *	  database and written back from its OID and modifier (type_sql()), so
+ *	  that no text of the file reaches SQL as it stands.
+ *	  Errors: XX001 naming the snapshot file and the manifest line's offset,
+ *	  the table and the column, when a column's type is not the name of a
+ *	  type that exists in this database (the manifest is damaged, or the
+ *	  type must be created first: the hint says so).
+ */
+List *
+cs_manifest_column_types(const CsManifestTable *mt)
+{
+	List	   *pairs = NIL;
+	ListCell   *lc;
+
+	foreach(lc, mt->columns)
+	{
+		List	   *pair = lfirst(lc);
+		char	   *why = NULL;
+		char	   *sql = type_sql(lsecond(pair), &why);
+
+		if (sql == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("changestream file \"%s\" is damaged at offset %lld",
+							mt->path, (long long) mt->offset),
+					 errdetail("The type of column %d (%s) of table %d (%s) of the manifest, %s, is not the name of a type of this database: %s.",
+							   foreach_current_index(lc) + 1,
+							   quote_identifier(linitial(pair)), mt->position,
+							   quote_qualified_identifier(mt->schema, mt->name),
+							   quote_literal_cstr(lsecond(pair)), why),
+					 errhint("If the type exists on the archived server only, create it in this database first; else the archive is damaged: call changestream.verify().")));
+		pairs = lappend(pairs, list_make2(linitial(pair), sql));
+	}
+	return pairs;
 }

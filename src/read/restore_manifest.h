@@ -38,8 +38,12 @@ typedef struct CsManifestTable
 	bool		has_key;		/* "key" given (snapshot format 2 on) */
 	List	   *key;			/* char *: replica identity key columns */
 	List	   *sequences;		/* CsArchivedSequence * (format 2 on) */
+	const char *path;			/* the snapshot file, for messages */
+	int64		offset;			/* the manifest line's offset in it */
+	int			position;		/* 1-based, in the manifest's tables */
 } CsManifestTable;
 
 extern List *cs_manifest_tables(CsSnapshotReader *reader, const char *path);
+extern List *cs_manifest_column_types(const CsManifestTable *mt);
 
 #endif							/* CS_RESTORE_MANIFEST_H */
