@@ -385,6 +385,18 @@ with_manifest(sub { $_[0] =~ s/("is_called" : )true/${1}false/ },
 	'XX001', qr/$at.*does not agree with is_called/s, 'is_called false with a value: XX001');
 with_manifest(sub { $_[0] =~ s/(\n-- manifest: .*)\}\]\}\n/$1\}\]\n/ },
 	'XX001', qr/$at.*not JSON/s, 'a manifest line that is not JSON: XX001');
+# a manifest nested beyond the parser's stack (class 54 in jsonb_in) is
+# damage too, not the server's limit error
+with_manifest(sub { $_[0] =~ s/\n-- manifest: [^\n]*/"\n-- manifest: {\"x\": " . ('[' x 3000000) . (']' x 3000000) . '}'/e },
+	'XX001', qr/$at.*not JSON that this server can read/s, 'a manifest nested beyond the stack depth: XX001');
+# header numbers: strtoi64 with end and range checks, at the line's offset
+my $at_any = qr/"[^"]*\Q$vname\E" is damaged at offset \d+/;
+with_manifest(sub { $_[0] =~ s/\n-- tables: (\d+)\n/\n-- tables: ${1}x\n/ or die },
+	'XX001', qr/$at_any.*"-- tables: " does not end in an integer/s, 'a tables line with trailing text: XX001');
+with_manifest(sub { $_[0] =~ s/\n-- rows: (\d+)\n/\n-- rows: 99999999999999999999999\n/ or die },
+	'XX001', qr/$at_any.*"-- rows: " does not end in an integer/s, 'a rows count beyond int64: XX001');
+with_manifest(sub { $_[0] =~ s/\n-- lsn: ([0-9A-F]+)\//\n-- lsn: 1${1}00000000\// or die },
+	'XX001', qr/$at_any.*"-- lsn: " does not end in an LSN/s, 'an LSN half beyond 32 bits: XX001');
 with_manifest(sub { $_[0] =~ s/-- format_version: 2/-- format_version: 3/ },
 	'0A000', qr/format version 3, newer than this changestream \(2\)/, 'a newer snapshot format: 0A000');
 

@@ -19,6 +19,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -163,6 +165,65 @@ check_format_version(CsSnapshotReader *r, int64 at, long long v)
 	r->format_version = (int) v;
 }
 
+/*
+ * A header line "<prefix><integer>": false when line lacks the prefix; else
+ * the integer in *out, and XX001 naming the line's offset at unless the
+ * rest of the line is exactly a decimal integer in [min, max] (strtoi64()
+ * with an end-pointer and range check: no sscanf(), whose overflow is
+ * undefined).
+ */
+static bool
+header_int64(CsSnapshotReader *r, int64 at, const char *line,
+			 const char *prefix, int64 min, int64 max, int64 *out)
+{
+	size_t		n = strlen(prefix);
+	const char *digits = line + n;
+	char	   *end;
+
+	if (strncmp(line, prefix, n) != 0)
+		return false;
+	errno = 0;
+	*out = strtoi64(digits, &end, 10);
+	if (errno != 0 || end == digits || *end != '\0' ||
+		!(isdigit((unsigned char) *digits) || *digits == '-') ||
+		*out < min || *out > max)
+		cs_file_damage(r->path, at,
+					   "The manifest line \"%s\" does not end in an integer from " INT64_FORMAT " to " INT64_FORMAT ".",
+					   prefix, min, max);
+	return true;
+}
+
+/*
+ * The "-- lsn: X/X" line (two hexadecimal halves of at most 32 bits): false
+ * when line is not one; else the LSN in *out, and XX001 naming the line's
+ * offset at unless both halves parse exactly.
+ */
+static bool
+header_lsn(CsSnapshotReader *r, int64 at, const char *line, XLogRecPtr *out)
+{
+	const char *prefix = "-- lsn: ";
+	const char *p = line + strlen(prefix);
+	uint64		half[2];
+
+	if (strncmp(line, prefix, strlen(prefix)) != 0)
+		return false;
+	for (int i = 0; i < 2; i++)
+	{
+		char	   *end;
+
+		errno = 0;
+		half[i] = isxdigit((unsigned char) *p) ? strtou64(p, &end, 16) : 0;
+		if (!isxdigit((unsigned char) *p) || errno != 0 ||
+			half[i] > PG_UINT32_MAX || *end != (i == 0 ? '/' : '\0'))
+			cs_file_damage(r->path, at,
+						   "The manifest line \"%s\" does not end in an LSN (two hexadecimal halves of at most 32 bits).",
+						   prefix);
+		p = end + 1;
+	}
+	*out = (half[0] << 32) | half[1];
+	return true;
+}
+
 static void
 read_manifest(CsSnapshotReader *r)
 {
@@ -173,9 +234,7 @@ read_manifest(CsSnapshotReader *r)
 	r->format_version = 1;		/* files without the line are version 1 */
 	for (;;)
 	{
-		unsigned int hi,
-					lo;
-		long long	v;
+		int64		v;
 		int64		at = cs_snapreader_offset(r);
 
 		if (!read_line(r, &line))
@@ -186,17 +245,14 @@ read_manifest(CsSnapshotReader *r)
 				break;
 			return;
 		}
-		if (sscanf(line.data, "-- lsn: %X/%X", &hi, &lo) == 2)
-		{
-			r->lsn = ((uint64) hi << 32) | lo;
+		if (header_lsn(r, at, line.data, &r->lsn))
 			seen |= 1;
-		}
-		else if (sscanf(line.data, "-- tables: %lld", &v) == 1 && v >= 0 && v <= PG_INT32_MAX)
+		else if (header_int64(r, at, line.data, "-- tables: ", 0, PG_INT32_MAX, &v))
 		{
 			r->tables = (int) v;
 			seen |= 2;
 		}
-		else if (sscanf(line.data, "-- rows: %lld", &v) == 1 && v >= 0)
+		else if (header_int64(r, at, line.data, "-- rows: ", 0, PG_INT64_MAX, &v))
 		{
 			r->rows = v;
 			seen |= 4;
@@ -207,7 +263,8 @@ read_manifest(CsSnapshotReader *r)
 			r->manifest_offset = at;
 			seen |= 8;
 		}
-		else if (sscanf(line.data, "-- format_version: %lld", &v) == 1)
+		else if (header_int64(r, at, line.data, "-- format_version: ",
+							  PG_INT64_MIN, PG_INT64_MAX, &v))
 			check_format_version(r, at, v);
 		else if (strncmp(line.data, "-- snapshot_time: ", 18) == 0)
 		{
@@ -316,8 +373,10 @@ cs_snapreader_manifest_offset(CsSnapshotReader *r)
  *	  that text it rejects is damage and not an input syntax error),
  *	  palloc'd in the caller's context.
  *	  Errors: XX001 naming the file and the line's offset when the line is
- *	  not JSON (jsonb_in's message as detail) or not a JSON object; errors
- *	  other than data exceptions (cancel, out of memory) as raised.
+ *	  not JSON (jsonb_in's message as detail), exceeds a limit of jsonb
+ *	  (class 54: nesting beyond max_stack_depth, a string too long) or is
+ *	  not a JSON object; errors of other classes (cancel, out of memory)
+ *	  as raised.
  */
 Jsonb *
 cs_snapreader_manifest_json(CsSnapshotReader *r)
@@ -347,10 +406,15 @@ cs_snapreader_manifest_json(CsSnapshotReader *r)
 	CurrentResourceOwner = owner;
 	if (edata != NULL)
 	{
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+		int			category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+		/* a limit the file's text exceeds (class 54) is damage too */
+		if (category != ERRCODE_DATA_EXCEPTION &&
+			category != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
 			ReThrowError(edata);
 		cs_file_damage(r->path, r->manifest_offset,
-					   "The manifest line is not JSON: %s", edata->message);
+					   "The manifest line is not JSON that this server can read: %s",
+					   edata->message);
 	}
 	if (!JB_ROOT_IS_OBJECT(jb))
 		cs_file_damage(r->path, r->manifest_offset,
