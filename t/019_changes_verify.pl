@@ -158,6 +158,14 @@ check_step('edge', 'public', 'edge', q{UPDATE edge SET t = 'changed' WHERE id = 
 	is($out, '3|3|0|3', 'each is given back as its stored text, the other columns as usual');
 	my $warnings = () = $err =~ /WARNING:  a value of column "js" cannot be held by jsonb/g;
 	is($warnings, 1, 'one WARNING for the call names the column');
+	like($err, qr/HINT:  Read it with \(new_row->>'js'\)::json/, 'the hint quotes the column name as a literal');
+	# the warning is per call (its state is the call's): two calls in one
+	# statement warn once each
+	(undef, undef, $err) = $node->psql($db, qq{SELECT
+		(SELECT count(*) FROM changestream.changes(NULL, '$jb', '$ja', relations => '{edge}')),
+		(SELECT count(*) FROM changestream.changes(NULL, '$jb', '$ja', relations => '{edge}'))});
+	$warnings = () = $err =~ /WARNING:  a value of column "js" cannot be held by jsonb/g;
+	is($warnings, 2, 'two calls in one statement: one WARNING each');
 	is($node->safe_psql($db, qq{SELECT new_row->'js'
 		FROM changestream.changes(NULL, '$jb', '$ja', relations => '{edge}')
 		WHERE action = 'insert' AND new_row->>'id' = '12'}),

@@ -33,12 +33,9 @@
 
 PG_FUNCTION_INFO_V1(changestream_changes);
 
-/* A json value was given back as text in this call (push_value()). */
-static bool json_warned = false;
-
 #define CHANGE_COLS 10
 
-/* The bounds and filter of one changes() call. */
+/* The bounds and filter of one changes() call, and its state. */
 typedef struct ChangeFilter
 {
 	XLogRecPtr	start_lsn;
@@ -49,6 +46,8 @@ typedef struct ChangeFilter
 	TimestampTz end_time;
 	List	   *relations;		/* char *: "schema.table" or "table" */
 	List	   *ddl_trusted;	/* OIDs of the schema history table */
+	bool		json_warned;	/* a json value was given back as text in
+								 * this call (push_value()) */
 } ChangeFilter;
 
 /*
@@ -110,8 +109,8 @@ push_value(CsJsonbBuild *state, const char *column, Oid typid,
 					 errmsg("a value of column \"%s\" cannot be held by jsonb and is given back as a string holding its json text",
 							column),
 					 errdetail("jsonb rejects a \\u0000 escape, and numbers beyond numeric's range, which json keeps."),
-					 errhint("Read it with (new_row->>'%s')::json; this warning is given once per call.",
-							 column)));
+					 errhint("Read it with (new_row->>%s)::json; this warning is given once per call.",
+							 quote_literal_cstr(column))));
 			*warned = true;
 		}
 		string_value(&v, value);
@@ -140,7 +139,7 @@ push_string(CsJsonbBuild *state, JsonbIteratorToken seq,
  */
 static Datum
 tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
-			List **unchanged)
+			List **unchanged, bool *json_warned)
 {
 	CsJsonbBuild state;
 	JsonbValue *result;
@@ -165,7 +164,7 @@ tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 			cs_jsonb_push(&state, WJB_VALUE, &null_value);
 		else
 			push_value(&state, rel->attnames[i], rel->atttyps[i],
-					   &tup->colvalues[i], &json_warned);
+					   &tup->colvalues[i], json_warned);
 	}
 	result = cs_jsonb_push(&state, WJB_END_OBJECT, NULL);
 	return JsonbPGetDatum(JsonbValueToJsonb(result));
@@ -235,7 +234,7 @@ name_wanted(const ChangeFilter *f, const char *nspname, const char *relname)
 
 static void change_row(const CsChange *c, LogicalRepRelation *rel,
 					   const char *action, int ordinal, Datum *values,
-					   bool *nulls);
+					   bool *nulls, bool *json_warned);
 
 static bool
 relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
@@ -251,7 +250,7 @@ relation_wanted(const ChangeFilter *f, LogicalRepRelation *rel)
  * columns, retyped, retyped_to, rows_changed, id).
  */
 static void
-emit_ddl(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
+emit_ddl(ReturnSetInfo *rsinfo, ChangeFilter *f, const CsChange *c)
 {
 	Datum		values[CHANGE_COLS];
 	bool		nulls[CHANGE_COLS];
@@ -260,7 +259,7 @@ emit_ddl(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 	cs_ddl_read(c, &rec);
 	if (!name_wanted(f, rec.schema_name, rec.table_name))
 		return;
-	change_row(c, c->rel, "ddl", c->ordinal, values, nulls);
+	change_row(c, c->rel, "ddl", c->ordinal, values, nulls, &f->json_warned);
 	values[5] = CStringGetTextDatum(rec.schema_name);
 	values[6] = CStringGetTextDatum(rec.table_name);
 	nulls[9] = true;
@@ -284,7 +283,7 @@ lsn_wanted(const ChangeFilter *f, XLogRecPtr lsn)
 /* Fill one row's values for a change (not TRUNCATE). */
 static void
 change_row(const CsChange *c, LogicalRepRelation *rel, const char *action,
-		   int ordinal, Datum *values, bool *nulls)
+		   int ordinal, Datum *values, bool *nulls, bool *json_warned)
 {
 	List	   *unchanged = NIL;
 
@@ -318,16 +317,16 @@ change_row(const CsChange *c, LogicalRepRelation *rel, const char *action,
 	{
 		if (c->old_kind != 0)
 			values[7] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->oldtup,
-									c->old_kind == 'K', NULL);
+									c->old_kind == 'K', NULL, json_warned);
 		else
 			values[7] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->newtup,
-									true, NULL);
+									true, NULL, json_warned);
 		nulls[7] = false;
 	}
 	if (c->kind == CS_CHANGE_INSERT || c->kind == CS_CHANGE_UPDATE)
 	{
 		values[8] = tuple_jsonb(rel, (LogicalRepTupleData *) &c->newtup,
-								false, &unchanged);
+								false, &unchanged, json_warned);
 		nulls[8] = false;
 		values[9] = names_array(unchanged);
 		nulls[9] = false;
@@ -336,7 +335,7 @@ change_row(const CsChange *c, LogicalRepRelation *rel, const char *action,
 
 /* Emit the rows of one decoded change that passes the filter. */
 static void
-emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
+emit_change(ReturnSetInfo *rsinfo, ChangeFilter *f, const CsChange *c)
 {
 	Datum		values[CHANGE_COLS];
 	bool		nulls[CHANGE_COLS];
@@ -372,7 +371,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 
 					if (relation_wanted(f, rel) && !cs_ddl_is_history(rel, f->ddl_trusted))
 					{
-						change_row(c, rel, "truncate", ordinal, values, nulls);
+						change_row(c, rel, "truncate", ordinal, values, nulls, &f->json_warned);
 						tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 											 values, nulls);
 					}
@@ -383,7 +382,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 		case CS_CHANGE_MESSAGE:
 			if (f->relations != NIL)
 				return;
-			change_row(c, NULL, "message", c->ordinal, values, nulls);
+			change_row(c, NULL, "message", c->ordinal, values, nulls, &f->json_warned);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 			return;
 		default:
@@ -391,7 +390,7 @@ emit_change(ReturnSetInfo *rsinfo, const ChangeFilter *f, const CsChange *c)
 	}
 	if (!relation_wanted(f, c->rel))
 		return;
-	change_row(c, c->rel, action, c->ordinal, values, nulls);
+	change_row(c, c->rel, action, c->ordinal, values, nulls, &f->json_warned);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -448,7 +447,6 @@ changestream_changes(PG_FUNCTION_ARGS)
 		f.relations = cs_relation_names(PG_GETARG_ARRAYTYPE_P(5));
 	cs_pin_read(generation, f.start_lsn);
 	InitMaterializedSRF(fcinfo, 0);
-	json_warned = false;
 
 	f.ddl_trusted = cs_ddl_trusted_oids(directory, generation);
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);
