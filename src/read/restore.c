@@ -342,7 +342,11 @@ check_distinct_targets(RestoreState *rs, CsRestoreTable *t)
 	}
 }
 
-/* Check an existing target: privileges, empty, has the archived columns. */
+/*
+ * Check an existing target: privileges, no row level security that hides
+ * rows, empty, has the archived columns; and note the columns that own a
+ * sequence, whose archived values restore() tracks (see_values()).
+ */
 static void
 check_existing(CsRestoreTable *t)
 {
@@ -353,6 +357,8 @@ check_existing(CsRestoreTable *t)
 							ACL_INSERT | ACL_UPDATE | ACL_DELETE | ACL_TRUNCATE);
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_TABLE, t->name);
+	/* row level security must not hide a row from the checks */
+	cs_require_all_rows(t->relid, qualified_target(t));
 	run_sql(psprintf("SELECT 1 FROM ONLY %s LIMIT 1", qualified_target(t)));
 	if (SPI_processed > 0)
 		ereport(ERROR,
@@ -365,6 +371,7 @@ check_existing(CsRestoreTable *t)
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("target table \"%s.%s\" has no column \"%s\", which the archive has",
 							t->target_schema, t->name, (char *) lfirst(lc))));
+	t->seen_values = cs_sequence_columns(t->relid);
 }
 
 /*
@@ -1116,6 +1123,22 @@ past_target(RestoreState *rs, const CsChange *c)
 		(rs->has_target_time && c->commit_time > rs->target_time);
 }
 
+/*
+ * The values an archived insert or update gives the target's columns that
+ * own a sequence (restore_sequences.c sets the sequence past them, even
+ * when the row is deleted before the target).
+ */
+static void
+see_values(CsRestoreTable *t, const CsChange *c)
+{
+	const LogicalRepTupleData *tup = &c->newtup;
+
+	for (int i = 0; i < tup->ncols && i < t->synced->natts; i++)
+		if (tup->colstatus[i] == LOGICALREP_COLUMN_TEXT &&
+			t->attmap[i] != InvalidAttrNumber)
+			cs_see_value(t->seen_values, t->attmap[i], tup->colvalues[i].data);
+}
+
 static void
 apply_archive(RestoreState *rs)
 {
@@ -1163,6 +1186,8 @@ apply_archive(RestoreState *rs)
 				if (skip || (t = table_for(rs, d, c.rel)) == NULL)
 					break;
 				cs_restore_sync_table(t, d, c.rel);
+				if (t->seen_values != NIL && c.kind != CS_CHANGE_DELETE)
+					see_values(t, &c);
 				cs_apply_change(t, &c);
 				rs->changes++;
 				break;
@@ -1254,6 +1279,7 @@ set_sequences(RestoreState *rs)
 		st = palloc0(sizeof(CsSequenceTarget));
 		st->relid = t->relid;
 		st->qualified = qualified_target(t);
+		st->seen = t->seen_values;
 		if (i < list_length(rs->manifest))
 			st->archived = ((CsManifestTable *) list_nth(rs->manifest, i))->sequences;
 		targets = lappend(targets, st);

@@ -30,6 +30,9 @@ typedef struct CsRestoreTable
 	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
 								 * it is (the record, and its commit LSN) */
 	XLogRecPtr	pending_lsn;
+	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
+								 * archived rows' extremes in columns of an
+								 * existing target that own a sequence */
 } CsRestoreTable;
 
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);

@@ -6,14 +6,22 @@
  *	  database (serial and identity columns; pg_depend entries of type 'a'
  *	  and 'i') are set so that the next value they hand out collides with
  *	  no restored row, and repeats no value the source had handed out at
- *	  the snapshot the restore started from.  pgoutput streams no sequence
+ *	  the snapshot the restore started from, nor any value an archived row
+ *	  held in that column between the snapshot and the target (rows
+ *	  deleted before the target included).  pgoutput streams no sequence
  *	  changes, so what the archive knows of a sequence is its value read
  *	  while the snapshot was taken (docs/FORMAT.md section 3.2: at least
- *	  its value at the snapshot's consistent point, possibly later).
+ *	  its value at the snapshot's consistent point, possibly later), and
+ *	  the values of the rows it archived after it.  A value the source
+ *	  handed out after the snapshot that no archived row held (a rolled
+ *	  back insert, a nextval() used elsewhere) is not known, and may be
+ *	  handed out again.
  *
  *	  For an ascending sequence the value set (setval(..., true), so that
  *	  the next value is the one after it) is the greatest of the archived
- *	  last value (when the source's sequence had handed out one) and the
+ *	  last value (when the source's sequence had handed out one), the
+ *	  greatest value the archived rows after the snapshot gave the column
+ *	  (CsSeenValues, tracked by restore.c through cs_see_value()) and the
  *	  restored column's maximum, capped at the sequence's MAXVALUE (its
  *	  next nextval() then fails rather than collides).  A sequence whose
  *	  own next value is beyond that already is left as it is: a restore
@@ -21,7 +29,9 @@
  *	  out before (to another table, to rows rolled back) are not handed
  *	  out again.  A descending sequence mirrors this (least, column
  *	  minimum, MINVALUE).  Columns of other types than the integer ones
- *	  count with the archived value only.  A table restore() created owns
+ *	  (and domains over them) count with the archived value only.  The
+ *	  column's extreme is read with row level security that would hide
+ *	  rows refused (cs_require_all_rows()).  A table restore() created owns
  *	  no sequence; a table created before (the disaster-recovery
  *	  walkthrough of the README, a schema from a dump) usually does, with
  *	  a fresh sequence.  Each sequence set is reported in a NOTICE.
@@ -30,9 +40,14 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rls.h"
 
 #include "read/restore_sequences.h"
 
@@ -132,15 +147,126 @@ archived_for(const OwnedSequence *o)
 	return NULL;
 }
 
+/* An integer type, or a domain over one? */
+static bool
+integer_type(Oid typid)
+{
+	Oid			base = getBaseType(typid);
+
+	return base == INT2OID || base == INT4OID || base == INT8OID;
+}
+
+/*
+ * cs_require_all_rows
+ *	  Refuses (42501) target table relid, named qualified (quoted), when row
+ *	  level security would hide rows of it from the calling role
+ *	  (check_enable_rls(): enabled, and the role neither bypasses it nor
+ *	  owns the table without FORCE ROW LEVEL SECURITY): restore() must see
+ *	  every row to tell that a target is empty and to set its sequences
+ *	  past its rows.  Returns nothing.
+ */
+void
+cs_require_all_rows(Oid relid, const char *qualified)
+{
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("row level security of target table %s would hide rows from restore()",
+						qualified),
+				 errdetail("restore() must see every row of a target table: to check that it is empty, and to set the sequences its columns own past its rows."),
+				 errhint("Restore as a role with BYPASSRLS, or as the table's owner without FORCE ROW LEVEL SECURITY, or disable row level security on the table while restoring.")));
+}
+
+/*
+ * cs_sequence_columns
+ *	  The columns of target table relid that own a sequence (pg_depend
+ *	  types 'a' and 'i') and are of an integer type or a domain over one,
+ *	  each as a CsSeenValues * with nothing seen yet, for restore.c to
+ *	  track the archived rows' values in (cs_see_value()).  The caller is
+ *	  connected to SPI.  NIL when there are none.
+ */
+List *
+cs_sequence_columns(Oid relid)
+{
+	List	   *seen = NIL;
+
+	run(psprintf("SELECT DISTINCT d.refobjsubid::pg_catalog.int8, a.atttypid::pg_catalog.int8 "
+				 "FROM pg_catalog.pg_depend d "
+				 "JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S' "
+				 "JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid "
+				 "  AND a.attnum = d.refobjsubid AND NOT a.attisdropped "
+				 "WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+				 "AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+				 "AND d.deptype IN ('a', 'i') AND d.refobjid = %u", relid));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		CsSeenValues *v;
+
+		if (!integer_type((Oid) int8_at(i, 2, &isnull)))
+			continue;
+		v = palloc0(sizeof(CsSeenValues));
+		v->attnum = (AttrNumber) int8_at(i, 1, &isnull);
+		seen = lappend(seen, v);
+	}
+	return seen;
+}
+
+/*
+ * cs_see_value
+ *	  Counts text, the text form of an archived row's value of target
+ *	  column attnum, into the extremes of seen (from cs_sequence_columns())
+ *	  when that column is tracked and text is an integer.  Returns nothing.
+ */
+void
+cs_see_value(List *seen, AttrNumber attnum, const char *text)
+{
+	ListCell   *lc;
+
+	foreach(lc, seen)
+	{
+		CsSeenValues *v = lfirst(lc);
+		char	   *end;
+		int64		x;
+
+		if (v->attnum != attnum)
+			continue;
+		errno = 0;
+		x = strtoi64(text, &end, 10);
+		if (errno != 0 || end == text || *end != '\0')
+			return;
+		v->max = v->any ? Max(v->max, x) : x;
+		v->min = v->any ? Min(v->min, x) : x;
+		v->any = true;
+		return;
+	}
+}
+
+/* The extremes the archived rows gave o's column, or NULL. */
+static CsSeenValues *
+seen_for(const OwnedSequence *o)
+{
+	ListCell   *lc;
+
+	foreach(lc, o->target->seen)
+	{
+		CsSeenValues *v = lfirst(lc);
+
+		if (v->attnum == o->attnum && v->any)
+			return v;
+	}
+	return NULL;
+}
+
 /* The restored column's maximum (minimum when descending) into *v. */
 static bool
 column_extreme(const OwnedSequence *o, int64 *v)
 {
 	bool		isnull;
 
-	if (o->column_type != INT2OID && o->column_type != INT4OID &&
-		o->column_type != INT8OID)
+	if (!integer_type(o->column_type))
 		return false;
+	cs_require_all_rows(o->target->relid, o->target->qualified);
 	run(psprintf("SELECT %s(%s)::pg_catalog.int8 FROM ONLY %s",
 				 o->increment > 0 ? "pg_catalog.max" : "pg_catalog.min",
 				 quote_identifier(o->column), o->target->qualified));
@@ -160,6 +286,8 @@ static bool
 set_sequence(const OwnedSequence *o)
 {
 	CsArchivedSequence *a = archived_for(o);
+	CsSeenValues *seen = seen_for(o);
+	int64		seen_value = 0;
 	int64		extreme = 0;
 	bool		has_extreme = column_extreme(o, &extreme);
 	int64		v;
@@ -167,9 +295,13 @@ set_sequence(const OwnedSequence *o)
 	bool		own_called;
 	bool		isnull;
 
-	if (a == NULL && !has_extreme)
+	if (seen != NULL)
+		seen_value = o->increment > 0 ? seen->max : seen->min;
+	if (a == NULL && !has_extreme && seen == NULL)
 		return false;
-	v = a != NULL ? a->last_value : extreme;
+	v = a != NULL ? a->last_value : seen != NULL ? seen_value : extreme;
+	if (seen != NULL && beyond(o, seen_value, v))
+		v = seen_value;
 	if (has_extreme && beyond(o, extreme, v))
 		v = extreme;
 	if (o->increment > 0 && v > o->maxvalue)
@@ -188,9 +320,11 @@ set_sequence(const OwnedSequence *o)
 	ereport(NOTICE,
 			(errmsg("sequence %s of column %s of %s set to " INT64_FORMAT,
 					o->sequence, quote_identifier(o->column), o->target->qualified, v),
-			 errdetail("The snapshot's value of the source's sequence %s: %s; the restored column's %s: %s; the sequence's own value before: " INT64_FORMAT "%s.",
+			 errdetail("The snapshot's value of the source's sequence %s: %s; the archived rows' %s after the snapshot: %s; the restored column's %s: %s; the sequence's own value before: " INT64_FORMAT "%s.",
 					   a != NULL ? a->sequence : "(none)",
 					   a != NULL ? psprintf(INT64_FORMAT, a->last_value) : "none",
+					   o->increment > 0 ? "maximum" : "minimum",
+					   seen != NULL ? psprintf(INT64_FORMAT, seen_value) : "none",
 					   o->increment > 0 ? "maximum" : "minimum",
 					   has_extreme ? psprintf(INT64_FORMAT, extreme) : "none",
 					   own, own_called ? "" : " (not yet handed out)")));
