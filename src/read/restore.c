@@ -309,6 +309,17 @@ read_manifest_tables(RestoreState *rs)
 		t->remote_oid = mt->oid;
 		foreach(lp, mt->columns)
 			t->columns = lappend(t->columns, linitial(lfirst(lp)));
+
+		/*
+		 * An empty key under DEFAULT or USING INDEX: under USING INDEX, the
+		 * index's columns are not all published (column lists); under
+		 * DEFAULT, the same or no primary key.  With the schema history, a
+		 * key added later has a record, after which a Relation's key
+		 * columns are taken again; until then they may be a part of the
+		 * key only (pgoutput marks the published key columns).
+		 */
+		t->key.unpublished = mt->has_key && mt->key == NIL &&
+			(mt->identity == 'i' || (mt->identity == 'd' && rs->ddl_trusted != NIL));
 		/* the extension's own table is schema history, never restored */
 		if (table_wanted(rs, t->remote_oid, t->schema, t->name) &&
 			!(cs_ddl_is_history_name(t->schema, t->name) &&
@@ -512,7 +523,8 @@ match_key(CsRestoreTable *t, char identity, List *key)
 {
 	ListCell   *lc;
 
-	foreach(lc, cs_restore_key_ddl(t->relid, qualified_target(t), identity, key))
+	foreach(lc, cs_restore_key_ddl(t->relid, qualified_target(t), identity, key,
+								   &t->key))
 		run_sql(lfirst(lc));
 }
 
@@ -977,6 +989,28 @@ follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
 }
 
 /*
+ * A DDL record for t, a table restore() created: its key may have changed
+ * without a new Relation.  A Relation's key columns are taken again (the
+ * key may have been added: t->key.unpublished no longer holds), and under
+ * REPLICA IDENTITY FULL or NOTHING, where no later Relation would show the
+ * source's primary key dropped, the one kept is dropped (restore_key.c).
+ */
+static void
+forget_key(CsRestoreTable *t)
+{
+	Relation	rel = table_open(t->relid, AccessShareLock);
+	char		identity = rel->rd_rel->relreplident;
+
+	table_close(rel, AccessShareLock);
+	t->key.unpublished = false;
+	if ((identity == 'f' || identity == 'n') && t->key.from_primary)
+	{
+		t->key.from_primary = false;
+		match_key(t, identity, NIL);
+	}
+}
+
+/*
  * A row of changestream.ddl_history in a transaction being applied: a
  * table whose rows the command changed without changes, or whose changes
  * stop or start being archived (a change of the generation's publication's
@@ -1013,6 +1047,8 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 	}
 	if (t->target_schema == NULL || !OidIsValid(t->relid))
 		return;
+	if (t->created)
+		forget_key(t);
 	if (publication ||
 		(rec.rows_changed && !retype_is_exact(t, &rec)))
 		refuse_table(rs, t, c->commit_lsn, &rec);

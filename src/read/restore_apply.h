@@ -12,6 +12,7 @@
 
 #include "read/ddl_record.h"
 #include "read/decoder.h"
+#include "read/restore_key.h"
 
 /* One archived table being restored. */
 typedef struct CsRestoreTable
@@ -30,6 +31,7 @@ typedef struct CsRestoreTable
 	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
 								 * it is (the record, and its commit LSN) */
 	XLogRecPtr	pending_lsn;
+	CsKeyState	key;			/* a created table's key (restore_key.c) */
 	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
 								 * archived rows' extremes in columns of an
 								 * existing target that own a sequence */

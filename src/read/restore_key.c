@@ -9,11 +9,16 @@
  *	  their primary key, and a target database with a publication that
  *	  publishes updates and deletes needs one to apply them.  Whenever the
  *	  archive names another identity (ADD PRIMARY KEY after a bulk load, a
- *	  key moved to other columns, REPLICA IDENTITY USING INDEX, FULL,
- *	  NOTHING, a key dropped), the target follows: its primary key is
- *	  dropped, with the NOT NULL it set on columns that leave the key, and
- *	  the new one added.  Tables that existed before the restore are the
- *	  user's and are never altered here.
+ *	  key moved to other columns, REPLICA IDENTITY USING INDEX, NOTHING,
+ *	  a key dropped), the target follows: its primary key is dropped, with
+ *	  the NOT NULL restore() set for it (tracked by attnum, so that a key
+ *	  that vanished with a dropped column also gives them up), and the new
+ *	  one added.  REPLICA IDENTITY FULL or NOTHING says nothing of the
+ *	  source's primary key: a primary key that is the source's (taken
+ *	  under identity DEFAULT) is kept.  The archive holds no NOT NULL of
+ *	  the source, so the target has only those its key needs.  Tables that
+ *	  existed before the restore are the user's and are never altered
+ *	  here.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "access/tupdesc.h"
 
 #include "read/restore_key.h"
 #include "base/compat.h"
@@ -97,44 +103,104 @@ column_list(List *names)
 }
 
 /*
+ * Drop the NOT NULL restore() set on columns (ks->notnull) that are not in
+ * want, forgetting them (and dropped columns, and ones nullable already).
+ */
+static List *
+drop_our_not_null(Relation rel, const char *qualified, List *want,
+				  CsKeyState *ks, List *ddl)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+
+	foreach(lc, ks->notnull)
+	{
+		AttrNumber	attnum = (AttrNumber) lfirst_int(lc);
+		Form_pg_attribute att;
+		char	   *name;
+
+		if (attnum > RelationGetNumberOfAttributes(rel))
+			continue;
+		att = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+		if (att->attisdropped || !att->attnotnull)
+			continue;
+		name = NameStr(att->attname);
+		if (cs_name_index(want, name) >= 0)
+			keep = lappend_int(keep, attnum);
+		else
+			ddl = lappend(ddl, psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
+										qualified, quote_identifier(name)));
+	}
+	ks->notnull = keep;
+	return ddl;
+}
+
+/* Note the columns of want that the primary key about to be added makes NOT NULL. */
+static void
+note_not_null(Relation rel, List *want, CsKeyState *ks)
+{
+	ListCell   *lc;
+
+	foreach(lc, want)
+	{
+		AttrNumber	attnum = get_attnum(RelationGetRelid(rel), lfirst(lc));
+
+		if (attnum != InvalidAttrNumber &&
+			!TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attnotnull &&
+			!list_member_int(ks->notnull, attnum))
+			ks->notnull = lappend_int(ks->notnull, attnum);
+	}
+}
+
+/*
  * cs_restore_key_ddl
  *	  The ALTER TABLE statements (char *, in order) that give relid, a
  *	  table restore() created, named qualified (quoted), the source's
  *	  replica identity identity ('d', 'i', 'f' or 'n') with key columns
  *	  key (char *, the target's names; used for 'd' and 'i' only): for 'd'
  *	  and 'i' a primary key on key (none when key is NIL: the source has no
- *	  key) and REPLICA IDENTITY DEFAULT; for 'f' and 'n' no primary key and
- *	  REPLICA IDENTITY FULL or NOTHING.  A primary key on other columns is
- *	  dropped first, and the NOT NULL of its columns that are not in the
- *	  new key (a table restore() created has NOT NULL from its primary key
- *	  only).  NIL when the table matches already.
+ *	  key, or ks->unpublished: not all of it is published) and REPLICA
+ *	  IDENTITY DEFAULT; for 'f' and 'n' REPLICA IDENTITY FULL or NOTHING,
+ *	  and the primary key the target has kept when it is the source's
+ *	  (ks->from_primary), else none.  A primary key on other columns is
+ *	  dropped first, and the NOT NULL restore() set for it on columns not
+ *	  in the new key (ks->notnull, updated, as ks->from_primary is).  NIL
+ *	  when the table matches already.
  */
 List *
-cs_restore_key_ddl(Oid relid, const char *qualified, char identity, List *key)
+cs_restore_key_ddl(Oid relid, const char *qualified, char identity, List *key,
+				   CsKeyState *ks)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
 	char		current = rel->rd_rel->relreplident;
 	char	   *conname;
 	List	   *have = primary_key(rel, &conname);
 	char		want_identity = (identity == 'f' || identity == 'n') ? identity : 'd';
-	List	   *want = (want_identity == 'd') ? key : NIL;
+	List	   *want;
 	List	   *ddl = NIL;
-	ListCell   *lc;
 
-	table_close(rel, NoLock);
+	if (want_identity != 'd')
+		want = ks->from_primary ? have : NIL;
+	else
+		want = ks->unpublished ? NIL : key;
 	if (have != NIL && !same_columns(have, want))
 	{
 		ddl = lappend(ddl, psprintf("ALTER TABLE %s DROP CONSTRAINT %s", qualified,
 									quote_identifier(conname)));
-		foreach(lc, have)
-			if (cs_name_index(want, lfirst(lc)) < 0)
-				ddl = lappend(ddl, psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
-											qualified, quote_identifier(lfirst(lc))));
 		have = NIL;
 	}
+	ddl = drop_our_not_null(rel, qualified, want, ks, ddl);
 	if (want != NIL && have == NIL)
+	{
+		note_not_null(rel, want, ks);
 		ddl = lappend(ddl, psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified,
 									column_list(want)));
+	}
+	if (want_identity == 'd')
+		ks->from_primary = (identity == 'd' && want != NIL);
+	else if (want == NIL)
+		ks->from_primary = false;
+	table_close(rel, NoLock);
 	if (current != want_identity)
 		ddl = lappend(ddl, psprintf("ALTER TABLE %s REPLICA IDENTITY %s", qualified,
 									want_identity == 'f' ? "FULL" :
