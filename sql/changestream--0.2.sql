@@ -361,8 +361,11 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   Errors: 0A000 a table cannot be restored exactly (above); 22023 target outside the generation (range in DETAIL), or both
  *           targets given; 42P07 two tables would share a target; 55000 a
  *           target table is not empty; 42703 a target lacks a column;
- *           42501 archive_directory without superuser; 42704 no such
- *           generation; XX001 damaged archive (file and offset named).
+ *           42501 archive_directory without superuser, or row level
+ *           security of a target would hide rows from the caller; 42704 no
+ *           such generation; XX001 damaged archive (file and offset
+ *           named), a snapshot manifest's column type included when it is
+ *           not the name of a type of this database.
  */
 CREATE FUNCTION restore(
 	target_schema text,

@@ -1411,9 +1411,11 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
  *	  both targets; 42P07 when two tables would share a
  *	  target; 55000 for a non-empty target, or changestream.directory
  *	  unset; 42703 for a target lacking a column; 42501 for
- *	  archive_directory without superuser, or missing table privileges;
+ *	  archive_directory without superuser, missing table privileges, or
+ *	  a target whose row level security would hide rows from the caller;
  *	  42704 for a missing generation; XX001 naming file and offset for a
- *	  damaged archive; 57014 on cancel.
+ *	  damaged archive (a snapshot manifest's column type that is not the
+ *	  name of a type of this database included); 57014 on cancel.
  */
 Datum
 changestream_restore(PG_FUNCTION_ARGS)
