@@ -51,6 +51,17 @@ $$;
  *   restorable_from_lsn/_time: the oldest snapshot kept, the earliest point
  *   restore() can reach in the generation (later after retention deleted
  *   older history; see changestream.retention).
+ *   gap_start_lsn/_end_lsn, gap_start_time/_end_time: the history no
+ *   generation holds before this one, from the previous generation's end
+ *   (its end_lsn and last archived commit time) to this generation's start
+ *   (start_lsn and its opening snapshot's time); restore() refuses a target
+ *   there (22023, naming the gap).  NULL when the generation continues the
+ *   previous one without a gap (new_generation() hands off at the new
+ *   generation's start) or is the oldest.  A gap remains where the previous
+ *   generation could not be continued: a lost or recreated slot, a changed
+ *   system identifier, timeline, slot, database or plugin options, a wiped,
+ *   older or damaged archive.  gap_start_* is NULL when the previous
+ *   generation's end cannot be read (its damage column says why).
  *   Errors: 55000 when changestream.directory is not set; file access
  *   SQLSTATEs when generations/ itself cannot be read.
  */
@@ -65,7 +76,11 @@ CREATE FUNCTION generations(
 	OUT size_bytes bigint,
 	OUT damage text,
 	OUT restorable_from_lsn pg_lsn,
-	OUT restorable_from_time timestamptz)
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_generations'
 LANGUAGE C STRICT VOLATILE;
@@ -88,7 +103,11 @@ CREATE FUNCTION generation_stats(
 	OUT size_bytes bigint,
 	OUT damage text,
 	OUT restorable_from_lsn pg_lsn,
-	OUT restorable_from_time timestamptz)
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_generation_stats'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;

@@ -50,6 +50,8 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "archive/archive_layout.h"
+#include "archive/generation_span.h"
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
@@ -221,9 +223,79 @@ json_member(JsonbContainer *obj, const char *key)
 
 /* ---------- choosing the snapshot ---------- */
 
+/* Does the target lie in gap (generation_span.c)? */
+static bool
+target_in_gap(RestoreState *rs, const CsGap *gap)
+{
+	if (rs->has_target_lsn)
+		return (!gap->start_known || rs->target_lsn >= gap->start_lsn) &&
+			rs->target_lsn < gap->end_lsn;
+	return rs->has_target_time &&
+		(!gap->start_known || rs->target_time > gap->start_time) &&
+		rs->target_time < gap->end_time;
+}
+
+/* An LSN for a message: "unknown" when the gap's start could not be read. */
+static char *
+gap_lsn_text(bool known, XLogRecPtr lsn)
+{
+	return known ? psprintf(CS_LSN_FMT, LSN_FORMAT_ARGS(lsn)) :
+		pstrdup("an unreadable end");
+}
+
+/*
+ * A target that rs->generation does not hold: when it lies in the gap
+ * before generation (rs->generation itself, or the generation after it),
+ * raise 22023 naming the gap: both generations, its LSN range and time
+ * range (docs/DESIGN.md section 6).  Returns otherwise.
+ */
+static void
+refuse_in_gap(RestoreState *rs, uint64 generation, const char *what)
+{
+	CsGap		gap;
+
+	if (!cs_generation_gap(rs->directory, cs_list_generations(rs->directory),
+						   generation, &gap) ||
+		!target_in_gap(rs, &gap))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target %s lies in the gap between generations %016llx and %016llx",
+					what, (unsigned long long) gap.previous,
+					(unsigned long long) generation),
+			 errdetail("No generation holds the transactions that committed from %s (the end of generation %016llx, last commit %s) to before " CS_LSN_FMT " (the start of generation %016llx, its snapshot taken %s).",
+					   gap_lsn_text(gap.start_known, gap.start_lsn),
+					   (unsigned long long) gap.previous,
+					   gap.start_known && gap.start_time != 0 ?
+					   pstrdup(timestamptz_to_str(gap.start_time)) : "unknown",
+					   LSN_FORMAT_ARGS(gap.end_lsn),
+					   (unsigned long long) generation,
+					   pstrdup(timestamptz_to_str(gap.end_time))),
+			 errhint("Choose a target before the gap in generation %016llx or from the start of generation %016llx on; changestream.generations() shows each gap (gap_start_lsn to gap_end_lsn).",
+					 (unsigned long long) gap.previous,
+					 (unsigned long long) generation)));
+}
+
+/* The generation after rs->generation in the listing, or 0. */
+static uint64
+next_generation(RestoreState *rs)
+{
+	ListCell   *lc;
+
+	foreach(lc, cs_list_generations(rs->directory))
+	{
+		uint64		g = *(uint64 *) lfirst(lc);
+
+		if (g > rs->generation)
+			return g;
+	}
+	return 0;
+}
+
 static void
 not_archived(RestoreState *rs, const char *what)
 {
+	refuse_in_gap(rs, rs->generation, what);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("the target %s is not archived in generation %016llx", what,
@@ -1136,6 +1208,12 @@ check_reached(RestoreState *rs, CsDecoder *d)
 	TimestampTz send_time;
 
 	cs_decoder_reached(d, &position, &send_time);
+	if (((rs->has_target_lsn && position <= rs->target_lsn) ||
+		 (rs->has_target_time && send_time < rs->target_time)) &&
+		next_generation(rs) != 0)
+		refuse_in_gap(rs, next_generation(rs), rs->has_target_lsn ?
+					  psprintf("LSN " CS_LSN_FMT, LSN_FORMAT_ARGS(rs->target_lsn)) :
+					  psprintf("time %s", timestamptz_to_str(rs->target_time)));
 	if (rs->has_target_lsn && position <= rs->target_lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1309,8 +1387,9 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
  *	  tables int, snapshot_rows bigint, transactions bigint, changes
  *	  bigint).
  *	  Errors: 0A000 for a table that cannot be restored exactly; 22023
- *	  for a target outside the generation (the range is in errdetail) or
- *	  both targets; 42P07 when two tables would share a
+ *	  for a target outside the generation (the range is in errdetail; a
+ *	  target in a gap between two generations names the gap) or both
+ *	  targets; 42P07 when two tables would share a
  *	  target; 55000 for a non-empty target, or changestream.directory
  *	  unset; 42703 for a target lacking a column; 42501 for
  *	  archive_directory without superuser, or missing table privileges;
