@@ -325,14 +325,14 @@ oracle('around the gap', (grep { $_->{phase} ne 'in the gap' } @points[ -16 .. -
 # fresh 0.2 has them
 $node->safe_psql($db, 'CREATE DATABASE up');
 $node->safe_psql('up', "CREATE EXTENSION changestream VERSION '0.1'; ALTER EXTENSION changestream UPDATE");
-my $shape = q{SELECT string_agg(p.proname || pg_get_function_result(p.oid) || ' '
+my $shape = q{SELECT string_agg(p.proname || '(' || pg_get_function_arguments(p.oid) || ') '
 	  || has_function_privilege('pg_monitor', p.oid, 'EXECUTE') || ' '
 	  || has_function_privilege('public', p.oid, 'EXECUTE'), E'\n' ORDER BY p.proname)
 	FROM pg_proc p WHERE p.pronamespace = 'changestream'::regnamespace
 	  AND p.proname IN ('generations', 'generation_stats')};
 my $updated = $node->safe_psql('up', $shape);
 is($updated, $node->safe_psql($db, $shape), 'after ALTER EXTENSION UPDATE from 0.1, generations() and generation_stats() are as in 0.2');
-like($updated, qr/gap_end_time timestamp with time zone\) true false/, 'with the gap columns, for pg_monitor only');
+like($updated, qr/OUT gap_end_time timestamp with time zone\) true false/, 'with the gap columns, for pg_monitor only');
 
 note(sprintf('oracle: %d points restored equal to the source across %d generations; hand-off window of the first run: %d points, %d bytes of WAL',
 	$good1 + $good2, scalar(@gens), scalar(@window), $bytes));
