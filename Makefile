@@ -57,6 +57,9 @@ OBJS = \
 	src/read/sql_verify.o \
 	src/read/restore.o \
 	src/read/restore_apply.o \
+	src/read/restore_manifest.o \
+	src/read/restore_key.o \
+	src/read/restore_sequences.o \
 	src/read/ddl_record.o \
 	src/sql/ddl_history.o
 

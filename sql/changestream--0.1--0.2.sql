@@ -462,7 +462,11 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
  *   order (session_replication_role = replica; column changes followed).
  *   Existing target tables must be empty and have the archived columns
  *   (and, for updates and deletes, the key as replica identity index or
- *   primary key); missing ones are created.  archive_directory (superuser only) reads a
+ *   primary key); missing ones are created, with the replica identity
+ *   key as primary key (following it when the archive shows it change).
+ *   Then the sequences the targets' columns own are set past the
+ *   restored rows and the snapshot's archived values, never back (a
+ *   NOTICE each).  archive_directory (superuser only) reads a
  *   copy of an archive, for disaster recovery.  NOTICEs report progress.
  *   A table whose existing rows a DDL command changed without archived
  *   changes (ddl_history.rows_changed) between the snapshot and the

@@ -299,7 +299,8 @@ GRANT EXECUTE ON FUNCTION snapshots(text) TO pg_monitor;
  *   the record in new_row.  Row values are the archived
  *   text form as JSON strings (SQL NULL as JSON null), json and jsonb
  *   columns embedded, so jsonb_populate_record(NULL::t, new_row) gives the
- *   typed row back.  old_row is the old key (the whole old row under
+ *   typed row back (a json value jsonb cannot hold, e.g. with \u0000, is
+ *   a string of its exact text, with a WARNING).  old_row is the old key (the whole old row under
  *   REPLICA IDENTITY FULL); unchanged TOASTed columns are left out of
  *   new_row and listed in unchanged_columns.
  *   Errors: 22023 malformed generation; 42704 no such generation;
@@ -362,7 +363,11 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   order (session_replication_role = replica; column changes followed).
  *   Existing target tables must be empty and have the archived columns
  *   (and, for updates and deletes, the key as replica identity index or
- *   primary key); missing ones are created.  archive_directory (superuser only) reads a
+ *   primary key); missing ones are created, with the replica identity
+ *   key as primary key (following it when the archive shows it change).
+ *   Then the sequences the targets' columns own are set past the
+ *   restored rows and the snapshot's archived values, never back (a
+ *   NOTICE each).  archive_directory (superuser only) reads a
  *   copy of an archive, for disaster recovery.  NOTICEs report progress.
  *   A table whose existing rows a DDL command changed without archived
  *   changes (ddl_history.rows_changed) between the snapshot and the

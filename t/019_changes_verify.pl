@@ -128,6 +128,41 @@ check_step('edge', 'public', 'edge', qq{
 	3, name => 'value classes');
 check_step('edge', 'public', 'edge', q{UPDATE edge SET t = 'changed' WHERE id = 1},
 	1, name => 'unchanged TOAST', unchanged => 'big');
+
+# json values that jsonb cannot hold (issue 30): a \u0000 escape and a
+# number beyond numeric's range are valid json.  changes() gives them back
+# as strings holding the stored text, exactly, with one WARNING for the
+# call, and the other rows of the same transaction and call as usual.
+{
+	my $jb = $node->safe_psql($db, 'SELECT pg_current_wal_lsn()');
+	$node->safe_psql($db, q{INSERT INTO edge (id, js, j) VALUES
+		(10, '{"z": "a\u0000b", "z": 1}', '{"k": 1}'),
+		(11, '[1e1000000]', NULL),
+		(12, '{"a":   [2]}', '{"b": "\u00e9"}');
+		UPDATE edge SET js = '"\u0000"' WHERE id = 12});
+	my $ja = $node->safe_psql($db, 'SELECT pg_current_wal_lsn()');
+	cs_wait_archived($node, name => 'json jsonb cannot hold');
+	my ($ret, $out, $err) = $node->psql($db, $ChangestreamTest::ORACLE_SETTINGS . qq{
+		WITH c AS (SELECT * FROM changestream.changes(NULL, '$jb', '$ja', relations => '{edge}'))
+		SELECT count(*),
+		       count(*) FILTER (WHERE jsonb_typeof(c.new_row->'js') = 'string'
+		                          AND c.new_row->>'js' = s.js::text),
+		       count(*) FILTER (WHERE jsonb_typeof(c.new_row->'js') <> 'string'
+		                          AND c.new_row->'js' = s.js::jsonb),
+		       count(*) FILTER (WHERE c.new_row->'j' IS NOT DISTINCT FROM
+		                          coalesce(s.j, 'null'::jsonb))
+		FROM c JOIN edge s ON s.id::text = c.new_row->>'id'
+		WHERE c.action = 'insert' AND s.id IN (10, 11)
+		   OR c.action = 'update' AND s.id = 12});
+	is($ret, 0, 'changes() over json values jsonb cannot hold succeeds');
+	is($out, '3|3|0|3', 'each is given back as its stored text, the other columns as usual');
+	my $warnings = () = $err =~ /WARNING:  a value of column "js" cannot be held by jsonb/g;
+	is($warnings, 1, 'one WARNING for the call names the column');
+	is($node->safe_psql($db, qq{SELECT new_row->'js'
+		FROM changestream.changes(NULL, '$jb', '$ja', relations => '{edge}')
+		WHERE action = 'insert' AND new_row->>'id' = '12'}),
+		'{"a": [2]}', 'a json value jsonb holds stays embedded');
+}
 check_step('"Odd Schema"."Weird ""Table"""', 'Odd Schema', 'Weird "Table"',
 	q{INSERT INTO "Odd Schema"."Weird ""Table""" VALUES (1, 'x'), (2, NULL)},
 	2, name => 'quoted names', key => 'Id');

@@ -24,6 +24,7 @@ use strict;
 use warnings;
 
 use Carp;
+use File::Basename qw(dirname);
 use Exporter 'import';
 use IPC::Run;
 use JSON::PP;
@@ -135,6 +136,18 @@ sub snap_canon_text
 
 ############################################################################
 # Reading a snapshot file
+
+# The snapshot format version the writer writes, from its one source,
+# src/archive/snapshot_manifest.h.
+our $SNAPSHOT_FORMAT_VERSION = do
+{
+	my $h = dirname(__FILE__) . '/../src/archive/snapshot_manifest.h';
+	open(my $fh, '<', $h) or croak "open $h: $!";
+	my ($v) = map { /^#define CS_SNAPSHOT_FORMAT_VERSION\s+(\d+)/ ? $1 : () } <$fh>;
+	close($fh);
+	croak "no CS_SNAPSHOT_FORMAT_VERSION in $h" unless defined $v;
+	$v;
+};
 
 # snap_read($path, %opts) -> {
 #   header   => { 'format_version' => 1, generation, lsn, snapshot_time,
@@ -277,7 +290,9 @@ sub snap_check_file
 	my $h = $r->{header};
 	my $m = $r->{manifest} // {};
 	is($r->{first_line}, '-- changestream snapshot', "$name: first line");
-	is($h->{format_version}, '1', "$name: format_version 1");
+	is($h->{format_version}, $SNAPSHOT_FORMAT_VERSION,
+		"$name: format_version $SNAPSHOT_FORMAT_VERSION (the writer's)");
+	is($m->{format_version} // '', $h->{format_version}, "$name: manifest format_version = header's");
 	is($h->{generation}, $gen, "$name: header names generation $gen");
 	is($h->{lsn}, cs_lsn_file_text($snap->{lsn}), "$name: header lsn = snapshots().lsn");
 	like($h->{snapshot_time} // '', qr/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/,
@@ -308,6 +323,9 @@ sub snap_check_file
 		my @mc = map { _quote_ident($_->{name}) } @{ $t->{columns} // [] };
 		push @bad, "$qn: manifest columns (@mc) but COPY columns (@{ $ft->{columns} })"
 		  if join(',', @mc) ne join(',', @{ $ft->{columns} });
+		push @bad, "$qn: no key and sequences arrays (format 2)"
+		  if ($m->{format_version} // 1) >= 2
+		  && (ref($t->{key}) ne 'ARRAY' || ref($t->{sequences}) ne 'ARRAY');
 		push @bad, "$qn: duplicate first-column values in the snapshot: "
 		  . join(', ', @{ $ft->{dups} }[ 0 .. ($#{ $ft->{dups} } < 4 ? $#{ $ft->{dups} } : 4) ])
 		  if @{ $ft->{dups} } && !$opts{dups_ok};

@@ -11,6 +11,14 @@
 
 #include "access/xlogdefs.h"
 
+/*
+ * Version of the snapshot file (manifest and COPY sections, docs/FORMAT.md
+ * 3.2) that writers write; readers read every version from 1 to it.
+ * Segment formats 2 and 3 changed only segments; snapshot version 2 added
+ * each table's "key" and "sequences" to the manifest JSON.
+ */
+#define CS_SNAPSHOT_FORMAT_VERSION	2
+
 struct stat;
 extern bool cs_snapshot_read_manifest(const char *path, XLogRecPtr *lsn,
 									  int *tables, int64 *rows,

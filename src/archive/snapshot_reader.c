@@ -9,9 +9,10 @@
  *	  verify() counts them.
  *
  *	  The file is untrusted: it is opened without blocking and checked to
- *	  be a regular file; header lines are bounded; a gzip error, or the
- *	  file ending inside a section, is XX001 naming the file and the offset
- *	  in the decompressed stream.  The file and zlib's buffers are released
+ *	  be a regular file; header lines are bounded; a gzip error, the file
+ *	  ending inside a section, or a manifest line that is not a JSON object
+ *	  is XX001 naming the file and the offset in the decompressed stream; a
+ *	  format version above CS_SNAPSHOT_FORMAT_VERSION is refused.  The file and zlib's buffers are released
  *	  by a reset callback of the reader's memory context, on error too.
  *
  *-------------------------------------------------------------------------
@@ -21,13 +22,17 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "archive/archive_layout.h"
+#include "archive/snapshot_manifest.h"
 #include "archive/snapshot_reader.h"
 
 #define SNAP_BUF_SIZE	(256 * 1024)
@@ -51,7 +56,9 @@ struct CsSnapshotReader
 	TimestampTz time;
 	int64		rows;
 	int			tables;
+	int			format_version;
 	char	   *manifest;
+	int64		manifest_offset;	/* of the "-- manifest:" line */
 };
 
 static void
@@ -141,6 +148,21 @@ read_line(CsSnapshotReader *r, StringInfo out)
 	}
 }
 
+/* The manifest's format version v (at offset at): 1 to ours, else refused. */
+static void
+check_format_version(CsSnapshotReader *r, int64 at, long long v)
+{
+	if (v < 1)
+		cs_file_damage(r->path, at, "The manifest's format version %lld is not a version.", v);
+	if (v > CS_SNAPSHOT_FORMAT_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("snapshot \"%s\" has format version %lld, newer than this changestream (%d)",
+						r->path, v, CS_SNAPSHOT_FORMAT_VERSION),
+				 errhint("Read the archive with a changestream at least as new as the one that wrote it.")));
+	r->format_version = (int) v;
+}
+
 static void
 read_manifest(CsSnapshotReader *r)
 {
@@ -148,12 +170,16 @@ read_manifest(CsSnapshotReader *r)
 	int			seen = 0;
 
 	initStringInfo(&line);
-	while (read_line(r, &line))
+	r->format_version = 1;		/* files without the line are version 1 */
+	for (;;)
 	{
 		unsigned int hi,
 					lo;
 		long long	v;
+		int64		at = cs_snapreader_offset(r);
 
+		if (!read_line(r, &line))
+			break;
 		if (strcmp(line.data, "-- end of manifest") == 0)
 		{
 			if (seen != 15)
@@ -178,8 +204,11 @@ read_manifest(CsSnapshotReader *r)
 		else if (strncmp(line.data, "-- manifest: ", 13) == 0)
 		{
 			r->manifest = pstrdup(line.data + 13);
+			r->manifest_offset = at;
 			seen |= 8;
 		}
+		else if (sscanf(line.data, "-- format_version: %lld", &v) == 1)
+			check_format_version(r, at, v);
 		else if (strncmp(line.data, "-- snapshot_time: ", 18) == 0)
 		{
 			char	   *t = pstrdup(line.data + 18);
@@ -265,6 +294,68 @@ const char *
 cs_snapreader_manifest(CsSnapshotReader *r)
 {
 	return r->manifest;
+}
+
+/* The snapshot's format version (1 when the manifest has no such line). */
+int
+cs_snapreader_format_version(CsSnapshotReader *r)
+{
+	return r->format_version;
+}
+
+/* Offset of the "-- manifest:" line in the decompressed stream. */
+int64
+cs_snapreader_manifest_offset(CsSnapshotReader *r)
+{
+	return r->manifest_offset;
+}
+
+/*
+ * cs_snapreader_manifest_json
+ *	  The manifest's JSON line parsed (by jsonb_in, in a subtransaction, so
+ *	  that text it rejects is damage and not an input syntax error),
+ *	  palloc'd in the caller's context.
+ *	  Errors: XX001 naming the file and the line's offset when the line is
+ *	  not JSON (jsonb_in's message as detail) or not a JSON object; errors
+ *	  other than data exceptions (cancel, out of memory) as raised.
+ */
+Jsonb *
+cs_snapreader_manifest_json(CsSnapshotReader *r)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Jsonb	   *volatile jb = NULL;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+												CStringGetDatum(r->manifest)));
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (edata != NULL)
+	{
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		cs_file_damage(r->path, r->manifest_offset,
+					   "The manifest line is not JSON: %s", edata->message);
+	}
+	if (!JB_ROOT_IS_OBJECT(jb))
+		cs_file_damage(r->path, r->manifest_offset,
+					   "The manifest line is not a JSON object.");
+	return jb;
 }
 
 /* Offset of the next unread byte in the decompressed stream. */

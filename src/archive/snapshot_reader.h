@@ -10,6 +10,7 @@
 
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
+#include "utils/jsonb.h"
 
 #include "archive/archive_layout.h"
 
@@ -21,6 +22,9 @@ extern TimestampTz cs_snapreader_time(CsSnapshotReader *reader);
 extern int64 cs_snapreader_rows(CsSnapshotReader *reader);
 extern int	cs_snapreader_tables(CsSnapshotReader *reader);
 extern const char *cs_snapreader_manifest(CsSnapshotReader *reader);
+extern int	cs_snapreader_format_version(CsSnapshotReader *reader);
+extern int64 cs_snapreader_manifest_offset(CsSnapshotReader *reader);
+extern Jsonb *cs_snapreader_manifest_json(CsSnapshotReader *reader);
 extern char *cs_snapreader_next_table(CsSnapshotReader *reader);
 extern int	cs_snapreader_read(CsSnapshotReader *reader, char *buf,
 							   int maxread);

@@ -16,8 +16,13 @@
 
 #include "replication/walreceiver.h"
 #include "storage/latch.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #if PG_VERSION_NUM < 150000
 #error "changestream requires PostgreSQL 15 or later"
@@ -160,6 +165,18 @@ cs_walrcv_identify_system(WalReceiverConn *conn, TimeLineID *primary_tli)
 #endif
 
 /*
+ * cs_table_beginscan(rel, snapshot): a sequential scan of rel without scan
+ * keys; 19 added table_beginscan()'s flags argument (ScanOptions).
+ */
+#if PG_VERSION_NUM >= 190000
+#define cs_table_beginscan(rel, snapshot) \
+	table_beginscan((rel), (snapshot), 0, NULL, 0)
+#else
+#define cs_table_beginscan(rel, snapshot) \
+	table_beginscan((rel), (snapshot), 0, NULL)
+#endif
+
+/*
  * CsJsonbBuild: the state of a jsonb value built with pushJsonbValue(), to
  * be zeroed before the first push.
  * cs_jsonb_push(state, seq, value) -> the completed value after the token
@@ -192,6 +209,65 @@ typedef JsonbParseState *CsJsonbBuild;
 #else
 #define cs_is_add_column(subtype) \
 	((subtype) == AT_AddColumn || (subtype) == AT_AddColumnRecurse)
+#endif
+
+/*
+ * cs_jsonb_in_soft(text, &result) -> true with the jsonb value of text in
+ *	  *result, or false when jsonb_in rejects text with a data exception
+ *	  (class 22: a \u0000 escape, a number outside numeric's range, an
+ *	  escape the database encoding cannot hold), without raising it.
+ * 16 has soft errors (DirectInputFunctionCallSafe with an
+ * ErrorSaveContext, utils/fmgr.h), which also turn a string over jsonb's
+ * length limit (54000) into false; 15 has not, so the call runs in an
+ * internal subtransaction, as PL/pgSQL's exception blocks do, and only a
+ * class 22 error is caught: any other (54000 included) is raised.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "nodes/miscnodes.h"
+
+static inline bool
+cs_jsonb_in_soft(char *text, Datum *result)
+{
+	ErrorSaveContext escontext = {T_ErrorSaveContext};
+
+	return DirectInputFunctionCallSafe(jsonb_in, text, JSONBOID, -1,
+									   (Node *) &escontext, result);
+}
+#else
+static inline bool
+cs_jsonb_in_soft(char *text, Datum *result)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		*result = DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
 #endif
 
 #endif							/* CHANGESTREAM_COMPAT_H */

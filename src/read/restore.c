@@ -13,7 +13,11 @@
  *		 (restore_apply.c), up to the last transaction that committed at
  *		 or before the target.  A change whose Relation differs from the
  *		 one the target was matched to first alters the target to match
- *		 (added, dropped, renamed, retyped columns); TRUNCATE truncates.
+ *		 (added, dropped, renamed, retyped columns), and a table restore()
+ *		 created to its replica identity (restore_key.c); TRUNCATE
+ *		 truncates.
+ *	  3. The sequences the restored targets' columns own are set past the
+ *		 restored rows and the snapshot's values (restore_sequences.c).
  *
  *	  Everything runs under session_replication_role = replica and the
  *	  archive's pinned session settings (pinned_settings.h), in a GUC nest
@@ -57,6 +61,9 @@
 #include "archive/snapshot_reader.h"
 #include "read/ddl_record.h"
 #include "read/restore_apply.h"
+#include "read/restore_key.h"
+#include "read/restore_manifest.h"
+#include "read/restore_sequences.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_restore);
@@ -88,7 +95,7 @@ typedef struct RestoreState
 								 * the snapshot to the target (a tables
 								 * filter only) */
 	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
-	List	   *manifest_columns;	/* per table: List of (name, type) pairs */
+	List	   *manifest;		/* CsManifestTable *: the first tables */
 	int			restored_tables;
 	int64		snapshot_rows;
 	int64		transactions;
@@ -192,33 +199,6 @@ static char *
 qualified_target(const CsRestoreTable *t)
 {
 	return quote_qualified_identifier(t->target_schema, t->name);
-}
-
-/* A string member of a JSON object, or NULL. */
-static char *
-json_string(JsonbContainer *obj, const char *key)
-{
-	JsonbValue	k;
-	JsonbValue *v;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	v = findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
-	if (v == NULL || v->type != jbvString)
-		return NULL;
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-static JsonbValue *
-json_member(JsonbContainer *obj, const char *key)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
 }
 
 /* ---------- choosing the snapshot ---------- */
@@ -379,68 +359,34 @@ choose_snapshot(RestoreState *rs)
 
 /* ---------- target tables ---------- */
 
-/* Read the manifest's tables into rs->tables (wanted ones get a target). */
+/*
+ * Read the manifest's tables into rs->tables (wanted ones get a target)
+ * and rs->manifest.
+ */
 static void
 read_manifest_tables(RestoreState *rs)
 {
 	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
-	Jsonb	   *jb;
-	JsonbValue *arr;
-	int			n;
+	ListCell   *lc;
 
-	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-											CStringGetDatum(cs_snapreader_manifest(r))));
-	arr = json_member(&jb->root, "tables");
-	if (arr == NULL || arr->type != jbvBinary)
-		cs_file_damage(rs->snapshot_path, 0, "The manifest has no tables array.");
-	n = JsonContainerSize(arr->val.binary.data);
-	for (int i = 0; i < n; i++)
+	rs->manifest = cs_manifest_tables(r, rs->snapshot_path);
+	foreach(lc, rs->manifest)
 	{
-		JsonbValue *tv = getIthJsonbValueFromContainer(arr->val.binary.data, i);
+		CsManifestTable *mt = lfirst(lc);
 		CsRestoreTable *t = palloc0(sizeof(CsRestoreTable));
-		JsonbValue *oid;
-		JsonbValue *cols;
-		List	   *pairs = NIL;
-		char	   *ident;
+		ListCell   *lp;
 
-		if (tv == NULL || tv->type != jbvBinary)
-			cs_file_damage(rs->snapshot_path, 0, "A table of the manifest is not an object.");
-		t->schema = json_string(tv->val.binary.data, "schema");
-		t->name = json_string(tv->val.binary.data, "name");
-		ident = json_string(tv->val.binary.data, "replica_identity");
-		oid = json_member(tv->val.binary.data, "oid");
-		cols = json_member(tv->val.binary.data, "columns");
-		if (t->schema == NULL || t->name == NULL || oid == NULL ||
-			oid->type != jbvNumeric || cols == NULL || cols->type != jbvBinary)
-			cs_file_damage(rs->snapshot_path, 0,
-						   "Table %d of the manifest lacks schema, name, oid or columns.", i + 1);
-		t->remote_oid = DatumGetObjectId(DirectFunctionCall1(numeric_int8,
-															 NumericGetDatum(oid->val.numeric)));
-		for (int j = 0; j < JsonContainerSize(cols->val.binary.data); j++)
-		{
-			JsonbValue *cv = getIthJsonbValueFromContainer(cols->val.binary.data, j);
-			char	   *cname;
-			char	   *ctype;
-
-			if (cv == NULL || cv->type != jbvBinary ||
-				(cname = json_string(cv->val.binary.data, "name")) == NULL ||
-				(ctype = json_string(cv->val.binary.data, "type")) == NULL)
-				cs_file_damage(rs->snapshot_path, 0,
-							   "A column of table \"%s.%s\" in the manifest lacks name or type.",
-							   t->schema, t->name);
-			t->columns = lappend(t->columns, cname);
-			pairs = lappend(pairs, list_make2(cname, ctype));
-		}
-		t->key_done = (ident != NULL && (ident[0] == 'f' || ident[0] == 'n'));
-		if (ident != NULL && ident[0] == 'f')
-			pairs = lappend(pairs, NIL);	/* marks REPLICA IDENTITY FULL */
+		t->schema = mt->schema;
+		t->name = mt->name;
+		t->remote_oid = mt->oid;
+		foreach(lp, mt->columns)
+			t->columns = lappend(t->columns, linitial(lfirst(lp)));
 		/* the extension's own table is schema history, never restored */
 		if (table_wanted(rs, t->remote_oid, t->schema, t->name) &&
 			!(cs_ddl_is_history_name(t->schema, t->name) &&
 			  list_member_oid(rs->ddl_trusted, t->remote_oid)))
 			t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
 		rs->tables = lappend(rs->tables, t);
-		rs->manifest_columns = lappend(rs->manifest_columns, pairs);
 	}
 	cs_snapreader_close(r);
 }
@@ -493,14 +439,16 @@ check_existing(CsRestoreTable *t)
 							t->target_schema, t->name, (char *) lfirst(lc))));
 }
 
-/* CREATE TABLE from (name, type) pairs; a NIL pair asks for identity FULL. */
+/*
+ * CREATE TABLE from (name, type) pairs; its key and replica identity come
+ * later (match_key()).
+ */
 static void
 create_target(CsRestoreTable *t, List *pairs)
 {
 	StringInfoData sql;
 	ListCell   *lc;
 	bool		first = true;
-	bool		full = false;
 
 	if (!OidIsValid(get_namespace_oid(t->target_schema, true)))
 		run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->target_schema)));
@@ -510,19 +458,12 @@ create_target(CsRestoreTable *t, List *pairs)
 	{
 		List	   *pair = lfirst(lc);
 
-		if (pair == NIL)
-		{
-			full = true;
-			continue;
-		}
 		appendStringInfo(&sql, "%s%s %s", first ? "" : ", ",
 						 quote_identifier(linitial(pair)), (char *) lsecond(pair));
 		first = false;
 	}
 	appendStringInfoChar(&sql, ')');
 	run_sql(sql.data);
-	if (full)
-		run_sql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qualified_target(t)));
 	t->relid = get_relname_relid(t->name, get_namespace_oid(t->target_schema, false));
 	t->created = true;
 }
@@ -587,25 +528,11 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 		t->columns = lappend(t->columns, pstrdup(rel->attnames[i]));
 		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
 	}
-	t->key_done = (rel->replident == 'f' || rel->replident == 'n');
-	if (rel->replident == 'f')
-		pairs = lappend(pairs, NIL);
 	prepare_target(rs, t, pairs);
 	return t;
 }
 
 /* ---------- following column changes ---------- */
-
-static int
-name_index(List *names, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, names)
-		if (strcmp(lfirst(lc), name) == 0)
-			return foreach_current_index(lc);
-	return -1;
-}
 
 static int
 rel_index(LogicalRepRelation *rel, const char *name)
@@ -635,14 +562,41 @@ same_type(CsDecoder *d, Oid relid, AttrNumber attnum, Oid remote_type,
 }
 
 /*
+ * Give t, a table restore() created, the replica identity identity with
+ * key columns key (restore_key.c).
+ */
+static void
+match_key(CsRestoreTable *t, char identity, List *key)
+{
+	ListCell   *lc;
+
+	foreach(lc, cs_restore_key_ddl(t->relid, qualified_target(t), identity, key))
+		run_sql(lfirst(lc));
+}
+
+/* The replica identity key columns rel names (none under FULL). */
+static List *
+relation_key(LogicalRepRelation *rel)
+{
+	List	   *key = NIL;
+	int			k = -1;
+
+	if (rel->replident != 'd' && rel->replident != 'i')
+		return NIL;
+	while ((k = bms_next_member(rel->attkeys, k)) >= 0)
+		key = lappend(key, rel->attnames[k]);
+	return key;
+}
+
+/*
  * cs_restore_sync_table
  *	  Matches target table t to Relation rel, the one in force for the
  *	  change about to be applied: a column of the previous Relation missing
  *	  from rel at the same position as a new one is renamed, other missing
  *	  ones are dropped, new ones added, and columns of another type are
- *	  altered (USING the text form).  A table restore() created gets the
- *	  replica identity key as its primary key.  Then t->attmap maps rel's
- *	  columns to the target's.
+ *	  altered (USING the text form).  A table restore() created gets
+ *	  rel's replica identity, with its key as primary key (restore_key.c).
+ *	  Then t->attmap maps rel's columns to the target's.
  *	  Errors: those of the ALTER TABLE commands; XX001 when rel names a
  *	  type no Type message described.
  */
@@ -667,7 +621,7 @@ cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
 
 		if (rel_index(rel, old) >= 0)
 			continue;
-		if (pos < rel->natts && name_index(t->columns, rel->attnames[pos]) < 0)
+		if (pos < rel->natts && cs_name_index(t->columns, rel->attnames[pos]) < 0)
 			run_sql(psprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", target,
 							 quote_identifier(old),
 							 quote_identifier(rel->attnames[pos])));
@@ -699,18 +653,8 @@ cs_restore_sync_table(CsRestoreTable *t, CsDecoder *d, LogicalRepRelation *rel)
 							 target, quote_identifier(rel->attnames[i]), type,
 							 quote_identifier(rel->attnames[i]), type));
 	}
-	if (!t->key_done && t->created && !bms_is_empty(rel->attkeys))
-	{
-		StringInfoData keys;
-		int			k = -1;
-
-		initStringInfo(&keys);
-		while ((k = bms_next_member(rel->attkeys, k)) >= 0)
-			appendStringInfo(&keys, "%s%s", keys.len ? ", " : "",
-							 quote_identifier(rel->attnames[k]));
-		run_sql(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", target, keys.data));
-	}
-	t->key_done = true;
+	if (t->created)
+		match_key(t, rel->replident, relation_key(rel));
 	t->columns = now;
 	t->attmap = palloc(sizeof(AttrNumber) * Max(rel->natts, 1));
 	for (int i = 0; i < rel->natts; i++)
@@ -784,10 +728,10 @@ load_snapshot(RestoreState *rs)
 			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
 				;
 	}
-	if (sections != list_length(rs->manifest_columns))
+	if (sections != list_length(rs->manifest))
 		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
 					   "The file holds %d table sections; its manifest lists %d.",
-					   sections, list_length(rs->manifest_columns));
+					   sections, list_length(rs->manifest));
 	copy_reader = NULL;
 	copy_state = NULL;
 	cs_snapreader_close(r);
@@ -1306,6 +1250,88 @@ apply_archive(RestoreState *rs)
 	cs_decoder_close(d);
 }
 
+/* ---------- keys and sequences from the manifest ---------- */
+
+/*
+ * The target column of each sequence the manifest lists for a restored
+ * table, by its name at the snapshot (before any rename: attnums stay).
+ */
+static void
+resolve_sequences(RestoreState *rs)
+{
+	ListCell   *lc1,
+			   *lc2;
+
+	forboth(lc1, rs->tables, lc2, rs->manifest)
+	{
+		CsRestoreTable *t = lfirst(lc1);
+		ListCell   *ls;
+
+		if (t->target_schema == NULL || !OidIsValid(t->relid))
+			continue;
+		foreach(ls, ((CsManifestTable *) lfirst(lc2))->sequences)
+		{
+			CsArchivedSequence *a = lfirst(ls);
+
+			a->attnum = get_attnum(t->relid, a->column);
+		}
+	}
+}
+
+/*
+ * After the snapshot is loaded (a primary key is cheaper to build after
+ * COPY than to maintain during it): each table restore() created from the
+ * manifest gets the replica identity the manifest gives it.  From format
+ * 2 on the manifest names the key; format 1 names FULL and NOTHING, and
+ * the key only the first change's Relation gives.
+ */
+static void
+match_manifest_keys(RestoreState *rs)
+{
+	ListCell   *lc1,
+			   *lc2;
+
+	forboth(lc1, rs->tables, lc2, rs->manifest)
+	{
+		CsRestoreTable *t = lfirst(lc1);
+		CsManifestTable *mt = lfirst(lc2);
+
+		if (t->target_schema == NULL || !t->created)
+			continue;
+		if (mt->has_key || mt->identity == 'f' || mt->identity == 'n')
+			match_key(t, mt->identity, mt->key);
+	}
+}
+
+/*
+ * After the archive is applied: the sequences the restored targets' columns
+ * own are set (restore_sequences.c), with the manifest's values for the
+ * tables of the snapshot.
+ */
+static void
+set_sequences(RestoreState *rs)
+{
+	List	   *targets = NIL;
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+		CsSequenceTarget *st;
+		int			i = foreach_current_index(lc);
+
+		if (t->target_schema == NULL || !OidIsValid(t->relid))
+			continue;
+		st = palloc0(sizeof(CsSequenceTarget));
+		st->relid = t->relid;
+		st->qualified = qualified_target(t);
+		if (i < list_length(rs->manifest))
+			st->archived = ((CsManifestTable *) list_nth(rs->manifest, i))->sequences;
+		targets = lappend(targets, st);
+	}
+	(void) cs_restore_sequences(targets);
+}
+
 /* ---------- the SQL function ---------- */
 
 /* Pin the archive's session settings and the replica role, in a nest level. */
@@ -1376,7 +1402,10 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
  *	  target_lsn or target_time (at most one; NULL: all archived) into
  *	  target_schema.<table> (NULL: each table's own schema), in the
  *	  caller's transaction.  Existing targets must be empty and have the
- *	  archived columns; missing ones are created.  archive_directory
+ *	  archived columns; missing ones are created, with the archive's
+ *	  replica identity (restore_key.c).  After the changes, the sequences
+ *	  the targets' columns own are set (restore_sequences.c; a NOTICE
+ *	  each).  archive_directory
  *	  (superuser only) reads a copied archive instead of
  *	  changestream.directory.  A table the schema history shows changed
  *	  without archived changes (docs/DESIGN.md section 12) is refused
@@ -1424,19 +1453,22 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	MemoryContextSwitchTo(cxt);
-	forboth(lc1, rs.tables, lc2, rs.manifest_columns)
+	forboth(lc1, rs.tables, lc2, rs.manifest)
 	{
 		CsRestoreTable *t = lfirst(lc1);
 
 		if (t->target_schema != NULL)
-			prepare_target(&rs, t, lfirst(lc2));
+			prepare_target(&rs, t, ((CsManifestTable *) lfirst(lc2))->columns);
 	}
+	resolve_sequences(&rs);
 	load_snapshot(&rs);
+	match_manifest_keys(&rs);
 	open_tables = &rs.tables;
 	PG_TRY();
 	{
 		apply_archive(&rs);
 		close_apply_states();
+		set_sequences(&rs);
 	}
 	PG_FINALLY();
 	{

@@ -9,7 +9,9 @@
  *	  its result relation, text values through each column's input
  *	  function, the old row found by the replica identity index (or the
  *	  primary key), with a sequential scan when there is none (REPLICA
- *	  IDENTITY FULL), and ExecSimpleRelationInsert/Update/Delete, which
+ *	  IDENTITY FULL: binary images first, then equality operators where a
+ *	  type has one, see find_full_row()), and
+ *	  ExecSimpleRelationInsert/Update/Delete, which
  *	  maintain indexes.  Unchanged TOASTed columns keep the old row's
  *	  value.  Unlike the apply worker, which builds the EState for each
  *	  change, the state of a table stays open across its changes (until
@@ -55,6 +57,7 @@
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 
 #include "read/restore_apply.h"
 #include "base/compat.h"
@@ -326,6 +329,118 @@ remember_row(ApplyState *as, const CsRestoreTable *t,
 	e->tid = *tid;
 }
 
+/*
+ * Does localslot's row hold searchslot's values in every target column
+ * the archived tuple tup carries (as text or NULL; unchanged TOAST and
+ * unmapped columns are not compared)?  by_image compares binary images
+ * (datum_image_eq(), detoasting); otherwise a column whose type has an
+ * equality operator is compared with it, as the apply worker's
+ * tuples_equal() does (executor/execReplication.c), and one without (point,
+ * box, polygon, json, xml) by image.
+ */
+static bool
+full_row_matches(const CsRestoreTable *t, const LogicalRepTupleData *tup,
+				 TupleTableSlot *searchslot, TupleTableSlot *localslot,
+				 bool by_image)
+{
+	TupleDesc	desc = localslot->tts_tupleDescriptor;
+
+	slot_getallattrs(localslot);
+	for (int i = 0; i < tup->ncols; i++)
+	{
+		int			a = t->attmap[i] - 1;
+		Form_pg_attribute att;
+		TypeCacheEntry *tc = NULL;
+		Datum		v1;
+		Datum		v2;
+
+		if (a < 0 || tup->colstatus[i] == LOGICALREP_COLUMN_UNCHANGED)
+			continue;
+		if (localslot->tts_isnull[a] != searchslot->tts_isnull[a])
+			return false;
+		if (localslot->tts_isnull[a])
+			continue;
+		att = TupleDescAttr(desc, a);
+		v1 = localslot->tts_values[a];
+		v2 = searchslot->tts_values[a];
+		if (!by_image)
+			tc = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR_FINFO);
+		if (tc != NULL && OidIsValid(tc->eq_opr_finfo.fn_oid))
+		{
+			if (!DatumGetBool(FunctionCall2Coll(&tc->eq_opr_finfo,
+												att->attcollation, v1, v2)))
+				return false;
+		}
+		else if (!datum_image_eq(v1, v2, att->attbyval, att->attlen))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Scan the target for the first visible row full_row_matches() accepts,
+ * into localslot, and lock it as RelationFindReplTupleSeq() does.
+ */
+static bool
+scan_full_row(ApplyState *as, const CsRestoreTable *t,
+			  const LogicalRepTupleData *tup, TupleTableSlot *searchslot,
+			  TupleTableSlot *localslot, bool by_image)
+{
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = cs_table_beginscan(as->rel, snap);
+	TupleTableSlot *scanslot = table_slot_create(as->rel, NULL);
+	bool		found = false;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, scanslot))
+	{
+		if (full_row_matches(t, tup, searchslot, scanslot, by_image))
+		{
+			ExecCopySlot(localslot, scanslot);
+			found = true;
+			break;
+		}
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(scanslot);
+	UnregisterSnapshot(snap);
+	if (found)
+	{
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		res = table_tuple_lock(as->rel, &localslot->tts_tid,
+							   GetLatestSnapshot(), localslot,
+							   GetCurrentCommandId(false), LockTupleExclusive,
+							   LockWaitBlock, 0, &tmfd);
+		if (res != TM_Ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("a row of \"%s.%s\" was changed by another session during restore()",
+							t->target_schema, t->name)));
+	}
+	return found;
+}
+
+/*
+ * The row a change to a table without a key (REPLICA IDENTITY FULL)
+ * refers to.  Every value in the target and in the search came through the
+ * column's input function from the archive's text form (written under the
+ * pinned settings), so the row the change was made to has the same binary
+ * image: that is looked for first.  It is exact where an equality operator
+ * is not (1.0 = 1.00, -0 = 0, a case-insensitive type), and works for
+ * types that have none.  Only when no row matches by image are equality
+ * operators used, as the apply worker does.
+ */
+static bool
+find_full_row(ApplyState *as, const CsRestoreTable *t,
+			  const LogicalRepTupleData *tup, TupleTableSlot *searchslot,
+			  TupleTableSlot *localslot)
+{
+	slot_getallattrs(searchslot);
+	return scan_full_row(as, t, tup, searchslot, localslot, true) ||
+		scan_full_row(as, t, tup, searchslot, localslot, false);
+}
+
 /* Find the target row an UPDATE or DELETE refers to, into localslot. */
 static void
 find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
@@ -343,8 +458,7 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 		found = cs_find_repl_tuple_by_index(as->rel, idx, LockTupleExclusive,
 											 searchslot, localslot);
 	else
-		found = RelationFindReplTupleSeq(as->rel, LockTupleExclusive,
-										 searchslot, localslot);
+		found = find_full_row(as, t, tup, searchslot, localslot);
 	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),

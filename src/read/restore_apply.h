@@ -22,7 +22,6 @@ typedef struct CsRestoreTable
 	char	   *target_schema;	/* where it is restored */
 	Oid			relid;			/* the target table */
 	bool		created;		/* created by this restore */
-	bool		key_done;		/* primary key added, or not wanted */
 	List	   *columns;		/* char *: archived column names in force */
 	LogicalRepRelation *synced; /* Relation the target was last matched to */
 	AttrNumber *attmap;			/* synced's column i -> target attnum */

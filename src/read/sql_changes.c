@@ -5,7 +5,8 @@
  *	  decoded by decoder.c.  Row values are the archived text form as JSON
  *	  strings (SQL NULL as JSON null), except json and jsonb columns, which
  *	  are embedded as JSON, so jsonb_populate_record() gives the typed row
- *	  back.
+ *	  back; a json value jsonb cannot hold is given back as a string of its
+ *	  text, never failing the call.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +33,9 @@
 
 PG_FUNCTION_INFO_V1(changestream_changes);
 
+/* A json value was given back as text in this call (push_value()). */
+static bool json_warned = false;
+
 #define CHANGE_COLS 10
 
 /* The bounds and filter of one changes() call. */
@@ -48,20 +52,45 @@ typedef struct ChangeFilter
 } ChangeFilter;
 
 /*
- * Push one column value as the value of the current key: json and jsonb
- * columns embedded (parsed by jsonb_in, so invalid JSON raises 22P02), any
- * other type its text form as a string.  The text stops at its first zero
- * byte, as a C string would.
+ * A value's text as a JSON string (len bytes, stopping at a zero byte as
+ * a C string would).  Raises 54000 past jsonb's string length limit
+ * (checkStringLen() in jsonb.c): a longer length would spill into the
+ * JEntry's type bits.
  */
 static void
-push_value(CsJsonbBuild *state, Oid typid, const StringInfoData *value)
+string_value(JsonbValue *v, const StringInfoData *value)
+{
+	v->type = jbvString;
+	v->val.string.val = value->data;
+	v->val.string.len = strnlen(value->data, value->len);
+	if (v->val.string.len > JENTRY_OFFLENMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("string too long to represent as jsonb string"),
+				 errdetail("A column value of %d bytes exceeds jsonb's limit of %d bytes for a string.",
+						   v->val.string.len, JENTRY_OFFLENMASK),
+				 errhint("Read this change with wal_records(), which returns the pgoutput message as bytea.")));
+}
+
+/*
+ * Push one column value as the value of the current key: json and jsonb
+ * columns embedded (parsed by jsonb_in), any other type its text form as
+ * a string.  A json value that jsonb cannot hold (valid json that jsonb
+ * rejects: a \u0000 escape, a number beyond numeric's range) is given
+ * back as a string holding its stored text, with a WARNING the first time
+ * in a call (*warned), instead of failing the call.
+ */
+static void
+push_value(CsJsonbBuild *state, const char *column, Oid typid,
+		   const StringInfoData *value, bool *warned)
 {
 	JsonbValue	v;
+	Datum		parsed;
 
-	if (typid == JSONOID || typid == JSONBOID)
+	if ((typid == JSONOID || typid == JSONBOID) &&
+		cs_jsonb_in_soft(value->data, &parsed))
 	{
-		Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															CStringGetDatum(value->data)));
+		Jsonb	   *jb = DatumGetJsonbP(parsed);
 
 		if (JB_ROOT_IS_SCALAR(jb))
 			JsonbExtractScalar(&jb->root, &v);
@@ -74,20 +103,18 @@ push_value(CsJsonbBuild *state, Oid typid, const StringInfoData *value)
 	}
 	else
 	{
-		v.type = jbvString;
-		v.val.string.val = value->data;
-		v.val.string.len = strnlen(value->data, value->len);
-		/*
-		 * jsonb_in's limit (checkStringLen() in jsonb.c): a longer length
-		 * would spill into the JEntry's type bits.
-		 */
-		if (v.val.string.len > JENTRY_OFFLENMASK)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("string too long to represent as jsonb string"),
-					 errdetail("A column value of %d bytes exceeds jsonb's limit of %d bytes for a string.",
-							   v.val.string.len, JENTRY_OFFLENMASK),
-					 errhint("Read this change with wal_records(), which returns the pgoutput message as bytea.")));
+		if ((typid == JSONOID || typid == JSONBOID) && !*warned)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("a value of column \"%s\" cannot be held by jsonb and is given back as a string holding its json text",
+							column),
+					 errdetail("jsonb rejects a \\u0000 escape, and numbers beyond numeric's range, which json keeps."),
+					 errhint("Read it with (new_row->>'%s')::json; this warning is given once per call.",
+							 column)));
+			*warned = true;
+		}
+		string_value(&v, value);
 	}
 	cs_jsonb_push(state, WJB_VALUE, &v);
 }
@@ -137,7 +164,8 @@ tuple_jsonb(LogicalRepRelation *rel, LogicalRepTupleData *tup, bool keys_only,
 		if (tup->colstatus[i] == LOGICALREP_COLUMN_NULL)
 			cs_jsonb_push(&state, WJB_VALUE, &null_value);
 		else
-			push_value(&state, rel->atttyps[i], &tup->colvalues[i]);
+			push_value(&state, rel->attnames[i], rel->atttyps[i],
+					   &tup->colvalues[i], &json_warned);
 	}
 	result = cs_jsonb_push(&state, WJB_END_OBJECT, NULL);
 	return JsonbPGetDatum(JsonbValueToJsonb(result));
@@ -420,6 +448,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 		f.relations = cs_relation_names(PG_GETARG_ARRAYTYPE_P(5));
 	cs_pin_read(generation, f.start_lsn);
 	InitMaterializedSRF(fcinfo, 0);
+	json_warned = false;
 
 	f.ddl_trusted = cs_ddl_trusted_oids(directory, generation);
 	d = cs_decoder_open(directory, generation, f.start_lsn, f.end_lsn);

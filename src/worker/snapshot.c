@@ -78,6 +78,9 @@ typedef struct SnapTable
 	char	   *rowfilter;
 	char	   *column_list;	/* quoted, comma separated */
 	char	   *columns_json;
+	char	   *key_json;		/* replica identity key columns, in index
+								 * order ([] for FULL, NOTHING, no key) */
+	char	   *sequences_json; /* owned sequences and their values */
 	bool		lacks_identity;
 	int64		rows;
 } SnapTable;
@@ -201,7 +204,17 @@ published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 				   "     AND (pt.attnames IS NULL OR a.attname = ANY (pt.attnames))), "
 				   "  ((p.pubupdate OR p.pubdelete) AND (c.relreplident = 'n' OR (c.relreplident = 'd' "
 				   "     AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
-				   "                     WHERE i.indrelid = c.oid AND i.indisprimary))))::text "
+				   "                     WHERE i.indrelid = c.oid AND i.indisprimary))))::text, "
+				   "  (SELECT CASE WHEN bool_and(a.attgenerated = '' AND (pt.attnames IS NULL "
+				   "                                OR a.attname = ANY (pt.attnames))) "
+				   "          THEN json_agg(a.attname ORDER BY k.ord)::text END "
+				   "     FROM pg_catalog.pg_index i, "
+				   "       unnest(i.indkey::pg_catalog.int2[]) WITH ORDINALITY k(attnum, ord), "
+				   "       pg_catalog.pg_attribute a "
+				   "     WHERE i.indrelid = c.oid AND a.attrelid = c.oid AND a.attnum = k.attnum "
+				   "     AND k.ord <= i.indnkeyatts "
+				   "     AND ((c.relreplident = 'd' AND i.indisprimary) "
+				   "          OR (c.relreplident = 'i' AND i.indisreplident))) "
 				   "FROM pg_catalog.pg_publication_tables pt "
 				   "JOIN pg_catalog.pg_publication p ON p.pubname = pt.pubname "
 				   "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
@@ -214,7 +227,7 @@ published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 				   "  AND e.extname = 'changestream') "
 				   "ORDER BY 2, 3",
 				   quote_literal_cstr(config->publication));
-	rows = cs_exec_rows(conn, sql, 9);
+	rows = cs_exec_rows(conn, sql, 10);
 	foreach(lc, rows)
 	{
 		char	  **r = lfirst(lc);
@@ -229,9 +242,78 @@ published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 		t->column_list = r[6] ? r[6] : pstrdup("");
 		t->columns_json = r[7] ? r[7] : pstrdup("[]");
 		t->lacks_identity = r[8] && strcmp(r[8], "true") == 0;
+		t->key_json = r[9] ? r[9] : pstrdup("[]");
+		t->sequences_json = pstrdup("[]");
 		tables = lappend(tables, t);
 	}
 	return tables;
+}
+
+/*
+ * The sequences that columns of tables own (serial and identity columns:
+ * pg_depend entries of type 'a' and 'i') and each one's last value and
+ * is_called, into each table's sequences_json (docs/FORMAT.md section
+ * 3.2), on the copy connection, in the exported snapshot's transaction.
+ * Which sequence a column owns is therefore the catalog's at the
+ * consistent point; the values are not transactional and are the ones of
+ * the moment of this query, right after the consistent point: at least
+ * the values there (unless a setval() or ALTER SEQUENCE ... RESTART lowered
+ * one in between), possibly later.  A sequence the connection's role may
+ * not read (SELECT or USAGE) is recorded with null value and is_called.
+ */
+static void
+read_sequences(WalReceiverConn *conn, List *tables)
+{
+	StringInfoData oids;
+	List	   *rows;
+	ListCell   *lc;
+	ListCell   *lt;
+
+	if (tables == NIL)
+		return;
+	initStringInfo(&oids);
+	foreach(lc, tables)
+		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "",
+						 ((SnapTable *) lfirst(lc))->oid);
+	rows = cs_exec_rows(conn, psprintf(
+									   "SELECT d.refobjid::text, json_agg(json_build_object("
+									   "  'column', a.attname, "
+									   "  'sequence', pg_catalog.quote_ident(n.nspname) || '.' || "
+									   "              pg_catalog.quote_ident(s.relname), "
+									   "  'last_value', v.last_value, "
+									   "  'is_called', CASE WHEN v.readable THEN v.last_value IS NOT NULL END) "
+									   "  ORDER BY a.attnum)::text "
+									   "FROM pg_catalog.pg_depend d "
+									   "JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S' "
+									   "JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace "
+									   "JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid "
+									   "  AND a.attnum = d.refobjsubid AND NOT a.attisdropped "
+									   "CROSS JOIN LATERAL (SELECT pg_catalog.has_sequence_privilege(s.oid, "
+									   "  'SELECT,USAGE') AS readable) p "
+									   "CROSS JOIN LATERAL (SELECT p.readable, CASE WHEN p.readable THEN "
+									   "  pg_catalog.pg_sequence_last_value(s.oid::pg_catalog.regclass) END "
+									   "  AS last_value) v "
+									   "WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+									   "AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+									   "AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0 "
+									   "AND d.refobjid IN (%s) "
+									   "GROUP BY d.refobjid", oids.data), 2);
+	foreach(lc, rows)
+	{
+		char	  **r = lfirst(lc);
+
+		foreach(lt, tables)
+		{
+			SnapTable  *t = lfirst(lt);
+
+			if (r[0] != NULL && r[1] != NULL && strcmp(t->oid, r[0]) == 0)
+			{
+				t->sequences_json = r[1];
+				break;
+			}
+		}
+	}
+	pfree(oids.data);
 }
 
 /*
@@ -448,8 +530,9 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 		escape_json(&json, t->name);
 		appendStringInfo(&json, ", \"oid\": %s, \"replica_identity\": ", t->oid);
 		escape_json(&json, t->replident);
-		appendStringInfo(&json, ", \"columns\": %s, \"rows\": " INT64_FORMAT "}",
-						 t->columns_json, t->rows);
+		appendStringInfo(&json, ", \"columns\": %s, \"key\": %s, \"sequences\": %s, "
+						 "\"rows\": " INT64_FORMAT "}",
+						 t->columns_json, t->key_json, t->sequences_json, t->rows);
 	}
 	appendStringInfoString(&json, "]}");
 
@@ -554,7 +637,8 @@ set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
 
 /*
  * In the exported snapshot: the published tables (as the snapshot sees the
- * catalog) and how many tables a batch may lock.
+ * catalog) with their owned sequences' values, and how many tables a batch
+ * may lock.
  */
 static List *
 list_in_snapshot(const CsArchiveConfig *config, WalReceiverConn *copy_conn,
@@ -566,6 +650,7 @@ list_in_snapshot(const CsArchiveConfig *config, WalReceiverConn *copy_conn,
 
 	begin_in_snapshot(copy_conn, snapshot_name);
 	tables = published_tables(config, copy_conn);
+	read_sequences(copy_conn, tables);
 	row = linitial(cs_exec_rows(copy_conn,
 								"SELECT pg_catalog.current_setting('max_locks_per_transaction')", 1));
 	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));

@@ -11,14 +11,8 @@
 
 #include "access/xlogdefs.h"
 
+#include "archive/snapshot_manifest.h"
 #include "base/archive_config.h"
-
-/*
- * Version of the snapshot file (manifest and COPY sections, docs/FORMAT.md
- * 3.2).  Segment formats 2 and 3 changed only segments, so snapshots stay
- * at 1.
- */
-#define CS_SNAPSHOT_FORMAT_VERSION	1
 
 struct WalReceiverConn;
 
