@@ -1,4 +1,4 @@
-/* changestream--0.1--0.2.sql: from 0.1 to 0.2, the schema history (ddl_history, its event triggers and the publication changestream_ddl), status() says when readers hold retention back, and generations() shows the gap before a generation */
+/* changestream--0.1--0.2.sql: from 0.1 to 0.2, the schema history (ddl_history, its event triggers and the publication changestream_ddl), status() says when readers hold retention back and when a hand-off to a new generation is pending, and generations() shows the gap before a generation */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION changestream UPDATE TO '0.2'" to load this file. \quit
@@ -504,8 +504,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
 
--- status() gains four columns (retention_held, retention_held_since,
--- retention_held_bytes, retention_held_by_pid): a function's OUT columns
+-- status() gains seven columns (retention_held, retention_held_since,
+-- retention_held_bytes, retention_held_by_pid; handoff_pending,
+-- handoff_generation, handoff_lsn): a function's OUT columns
 -- cannot change in place, so it is dropped and created again, with its
 -- privileges as changestream--0.2.sql grants them.
 DROP FUNCTION status();
@@ -535,6 +536,11 @@ DROP FUNCTION status();
  *   not free (bytes on disk), retention_held_by_pid: the backend whose pin
  *   kept the most (pg_stat_activity.pid).  The three are NULL when
  *   retention is not held back.
+ *   handoff_pending: a requested new generation's snapshot is taken and
+ *   the archiver still writes the generation before it, until the stream
+ *   reaches the new one's start; handoff_generation, handoff_lsn: that
+ *   generation and its start (NULL when none is pending).  take_snapshot()
+ *   and new_generation() are refused while one is pending.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -571,7 +577,10 @@ CREATE FUNCTION status(
 	OUT retention_held boolean,
 	OUT retention_held_since timestamptz,
 	OUT retention_held_bytes bigint,
-	OUT retention_held_by_pid int)
+	OUT retention_held_by_pid int,
+	OUT handoff_pending boolean,
+	OUT handoff_generation text,
+	OUT handoff_lsn pg_lsn)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -179,6 +179,11 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   not free (bytes on disk), retention_held_by_pid: the backend whose pin
  *   kept the most (pg_stat_activity.pid).  The three are NULL when
  *   retention is not held back.
+ *   handoff_pending: a requested new generation's snapshot is taken and
+ *   the archiver still writes the generation before it, until the stream
+ *   reaches the new one's start; handoff_generation, handoff_lsn: that
+ *   generation and its start (NULL when none is pending).  take_snapshot()
+ *   and new_generation() are refused while one is pending.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -215,7 +220,10 @@ CREATE FUNCTION status(
 	OUT retention_held boolean,
 	OUT retention_held_since timestamptz,
 	OUT retention_held_bytes bigint,
-	OUT retention_held_by_pid int)
+	OUT retention_held_by_pid int,
+	OUT handoff_pending boolean,
+	OUT handoff_generation text,
+	OUT handoff_lsn pg_lsn)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -23,6 +23,14 @@
 # to a point inside it fails with 22023 naming the gap and both
 # generations, from either side.  And the extension's update from 0.1 gives
 # generations() and generation_stats() the gap columns.
+#
+# Also (issue 36, finishing item 3): every recorded point around the first
+# hand-off is restored by time (its clock time, just after its commit) from
+# both generations: none may be restored wrong, each from at least one; the
+# old generation's last segment is compressed once the new one exists;
+# and while a hand-off is pending (the archiver's walsender is stopped, so
+# it stays pending), status() shows it and take_snapshot() and
+# new_generation() are refused with 55000 naming it.
 use strict;
 use warnings;
 
@@ -41,8 +49,9 @@ CREATE EXTENSION changestream;
 CREATE TABLE ot (id int PRIMARY KEY, v bigint NOT NULL);
 INSERT INTO ot SELECT i, 0 FROM generate_series(1, 50) i;
 CREATE TABLE lt (id int PRIMARY KEY, v text);
+CREATE TABLE bulk (id int PRIMARY KEY, v text);
 CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches,
-	pgbench_tellers, pgbench_history, ot, lt;
+	pgbench_tellers, pgbench_history, ot, lt, bulk;
 CREATE SCHEMA scratch;
 });
 cs_start_archiving($node);
@@ -51,7 +60,7 @@ my $DIGEST = q{(SELECT md5(string_agg(id || ':' || v, ',' ORDER BY id)) FROM %s.
 	|| '/' || (SELECT md5(coalesce(string_agg(id || ':' || v, ',' ORDER BY id), '')) FROM %s.lt)};
 
 my $w;             # the writer session
-my @points;        # { lsn, digest, phase }
+my @points;        # { lsn, time, digest, phase }
 my $k = 0;
 
 sub start_writer { $w = $node->background_psql($db); return; }
@@ -62,10 +71,10 @@ sub step
 	my ($phase) = @_;
 	$k++;
 	$w->query_safe('UPDATE ot SET v = v + 1 WHERE id = ' . (1 + $k % 50));
-	my $out = $w->query_safe("SELECT pg_current_wal_lsn() || '|' || "
+	my $out = $w->query_safe("SELECT pg_current_wal_lsn() || '|' || clock_timestamp() || '|' || "
 		  . sprintf($DIGEST, 'public', 'public'));
-	my ($lsn, $digest) = split /\|/, $out;
-	push @points, { lsn => $lsn, digest => $digest, phase => $phase };
+	my ($lsn, $time, $digest) = split /\|/, $out;
+	push @points, { lsn => $lsn, time => $time, digest => $digest, phase => $phase };
 	return $lsn;
 }
 
@@ -151,6 +160,87 @@ sub oracle
 	return ($good, $refused, $wrong);
 }
 
+# restore() by time into scratch and the digest of ot and lt there, or
+# 'ERROR <SQLSTATE>: <message>' (a subtransaction catches the error)
+$node->safe_psql($db, q{
+CREATE FUNCTION try_restore(gen text, t timestamptz) RETURNS text
+LANGUAGE plpgsql AS $f$
+DECLARE
+	d text;
+BEGIN
+	PERFORM changestream.restore('scratch', gen, target_time => t, tables => ARRAY['ot', 'lt']);
+	EXECUTE $q$SELECT (SELECT md5(string_agg(id || ':' || v, ',' ORDER BY id)) FROM scratch.ot)
+		|| '/' || (SELECT md5(coalesce(string_agg(id || ':' || v, ',' ORDER BY id), '')) FROM scratch.lt)$q$
+	  INTO d;
+	RETURN d;
+EXCEPTION WHEN others THEN
+	RETURN 'ERROR ' || SQLSTATE || ': ' || SQLERRM;
+END
+$f$;
+});
+
+# Restore every point of @pts by its time from each generation of @try:
+# a restore that succeeds must equal the source; one that fails must fail
+# with 22023; every point must be restored by at least one.  Returns
+# (points restored, of them by each generation (hash), refused by all,
+# wrong).
+sub time_oracle
+{
+	my ($label, $try, @pts) = @_;
+	my ($good, $none, $wrong, $other) = (0, 0, 0, 0);
+	my %by;
+	my @bad;
+	while (my @batch = splice(@pts, 0, 20))
+	{
+		my $sql = '';
+		for my $i (0 .. $#batch)
+		{
+			for my $g (@$try)
+			{
+				$sql .= "BEGIN; SELECT 'R$i|$g|' || try_restore('$g', '$batch[$i]{time}'); ROLLBACK;\n";
+			}
+		}
+		my $out = $node->safe_psql($db, $sql);
+		my %got;
+		for (split /\n/, $out)
+		{
+			$got{$1}{$2} = $3 if /^R(\d+)\|([0-9a-f]+)\|(.*)$/;
+		}
+		for my $i (0 .. $#batch)
+		{
+			my $p = $batch[$i];
+			my $ok = 0;
+			for my $g (@$try)
+			{
+				my $r = $got{$i}{$g} // 'ERROR none: no answer';
+				if ($r =~ /^ERROR (\S+): (.*)/)
+				{
+					next if $1 eq '22023';
+					$other++;
+					push @bad, "$p->{time} ($p->{lsn}) from $g: $r";
+				}
+				elsif ($r ne $p->{digest})
+				{
+					$wrong++;
+					push @bad, "$p->{time} ($p->{lsn}) from $g: digest differs";
+				}
+				else
+				{
+					$ok = 1;
+					$by{$g}++;
+				}
+			}
+			$ok ? $good++ : $none++;
+			push @bad, "$p->{time} ($p->{lsn}): refused by every generation" unless $ok;
+		}
+	}
+	is($wrong, 0, "$label: no point restored wrong by time");
+	is($none, 0, "$label: every point restored by time from one generation ($good restored)");
+	is($other, 0, "$label: every refusal is 22023");
+	diag(join("\n", @bad[ 0 .. ($#bad < 20 ? $#bad : 20) ])) if @bad;
+	return ($good, \%by, $none, $wrong);
+}
+
 # Start SELECT changestream.new_generation() in the background.
 sub new_generation_bg
 {
@@ -223,8 +313,26 @@ note(sprintf('request at %s, new generation starts at %s (%d bytes of WAL later)
 	  . '%d recorded commits of the writer lie between the request and the new start',
 	$request_lsn, $g_new->{start}, $bytes, $commit_lsn, scalar(@window)));
 cmp_ok(scalar(@window), '>', 100, 'many recorded points lie between the request and the new generation\'s start');
+
+# the old generation's last segment is sealed at the hand-off: the
+# maintenance worker compresses it like every other sealed segment
+cs_poll_or_diag($node, $db,
+	"SELECT bool_and(compressed) FROM changestream.wal_segments('$old_gen')", 't', 60,
+	"every segment of the old generation $old_gen ends up compressed");
+is($node->safe_psql($db, "SELECT end_lsn FROM changestream.generations() WHERE generation = '$old_gen'"),
+	$g_new->{start}, 'its end is read from the compressed last segment, still the new start');
 my ($good1) = oracle('hand-off under load', @points[ $first_window .. $#points ]);
 is($node->safe_psql($db, 'SELECT count(*) FROM changestream.verify()'), '0', 'verify() finds nothing wrong');
+
+# by time, the 40 points before the new start and the 40 from it on, from
+# both generations
+my ($k0) = grep { cs_lsn_ge($points[$_]{lsn}, $g_new->{start}) } $first_window .. $#points;
+my $from = $k0 - 40 < $first_window ? $first_window : $k0 - 40;
+my $to = $k0 + 39 > $#points ? $#points : $k0 + 39;
+my ($tgood, $tby) = time_oracle('hand-off by time', [ $old_gen, $new_gen ], @points[ $from .. $to ]);
+note(sprintf('by time: %d points around the new start %s restored, %d from the old generation, %d from the new (the first at or past it: %s, %s)',
+	$tgood, $g_new->{start}, $tby->{$old_gen} // 0, $tby->{$new_gen} // 0,
+	$points[$k0]{lsn}, $points[$k0]{time}));
 
 ############################################################################
 # 2. kill -9 during the hand-off, then another new_generation()
@@ -286,6 +394,80 @@ for my $i (1 .. $#gens)
 my ($good2) = oracle('kill -9 during the hand-off', @points[ $phase2 .. $#points ]);
 is($node->safe_psql($db, 'SELECT count(*) FROM changestream.verify()'), '0',
 	'verify() finds nothing wrong after the crash');
+
+############################################################################
+# 2b. A pending hand-off: status() shows it, take_snapshot() and
+# new_generation() are refused.  The walsender that will stream the old
+# generation up to the new start is stopped (SIGSTOP) while the new
+# snapshot waits for a writing transaction, so the hand-off stays pending
+# until it is continued.
+
+my $pending_from = scalar(@points);
+is($node->safe_psql($db, q{SELECT handoff_pending::text || coalesce(handoff_generation, '-') || coalesce(handoff_lsn::text, '-')
+	FROM changestream.status()}), 'false--', 'status(): no hand-off pending while streaming');
+my $gen_before = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+my $n_gens = scalar(generations());
+my %old_walsenders = map { $_ => 1 } split /\n/,
+  $node->safe_psql($db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'");
+$long = $node->background_psql($db);
+$long->query_safe("BEGIN; INSERT INTO lt VALUES (300, 'held across the pending hand-off')");
+step('pending');
+$ng = new_generation_bg();
+cs_poll_or_diag($node, $db, q{SELECT waiting_for IS NOT NULL AND EXISTS (SELECT FROM pg_stat_activity
+	WHERE backend_type = 'walsender' AND state = 'active' AND query LIKE 'CREATE_REPLICATION_SLOT%')
+	FROM changestream.status()}, 't', 60,
+	"the new generation's snapshot waits for the writing transaction");
+my @ws = split /\n/, $node->safe_psql($db,
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender' AND query NOT LIKE 'CREATE_REPLICATION_SLOT%'");
+@ws = grep { !$old_walsenders{$_} } @ws;
+is(scalar(@ws), 1, "one new walsender besides the snapshot's: the archiver's stream (@ws)");
+kill 'STOP', $ws[0];
+$long->query_safe('COMMIT');
+step('pending');
+cs_poll_or_diag($node, $db, 'SELECT handoff_pending FROM changestream.status()', 't', 60,
+	'status() shows the hand-off pending');
+my ($h_gen, $h_lsn, $h_cur) = split /\|/, $node->safe_psql($db,
+	"SELECT handoff_generation || '|' || handoff_lsn || '|' || generation FROM changestream.status()");
+is($h_cur, $gen_before, 'status(): the old generation is still the one written');
+my $log = cs_log_since($node, $off);
+like($log, qr/continuing generation \Q$gen_before\E from \S+ until the new generation's start \Q$h_lsn\E/,
+	"status()'s handoff_lsn ($h_lsn) is the start the archiver logged");
+for my $f ('take_snapshot', 'new_generation')
+{
+	my ($out, $err) = ('', '');
+	$node->psql($db, "SELECT changestream.$f()", stdout => \$out, stderr => \$err,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+55000: cannot call changestream\.$f\(\) while the archiver hands off to a new generation.*DETAIL:\s+Generation \Q$h_gen\E has its snapshot at \Q$h_lsn\E .*generation \Q$gen_before\E is still written.*HINT:.*handoff_pending/s,
+		"$f() while the hand-off is pending: 55000 naming generation $h_gen and $h_lsn");
+}
+step('pending') for 1 .. 5;
+ok(running($ng), 'the requested new_generation() still waits');
+kill 'CONT', $ws[0];
+while (running($ng))
+{
+	step('pending done');
+	usleep(10_000);
+}
+$ng->{run}->finish;
+chomp(my $ng3 = $ng->{out});
+is($ng3, $h_gen, 'new_generation() returns the generation status() showed pending');
+step('after pending') for 1 .. 10;
+cs_wait_archived($node, name => 'after the pending hand-off');
+is($node->safe_psql($db, q{SELECT handoff_pending::text || coalesce(handoff_generation, '-') || coalesce(handoff_lsn::text, '-')
+	FROM changestream.status()}), 'false--', 'status(): no hand-off pending once it is done');
+@gens = generations();
+is(scalar(@gens), $n_gens + 1, 'the refused calls added no generation');
+is($gens[-1]{gen} . ' ' . $gens[-1]{start}, "$h_gen $h_lsn", 'the new generation starts at the handoff_lsn status() showed');
+is($gens[-2]{end}, $h_lsn, 'the old one ends there');
+oracle('pending hand-off', @points[ $pending_from .. $#points ]);
+time_oracle('pending hand-off by time', [ $gens[-2]{gen}, $gens[-1]{gen} ], @points[ $pending_from .. $#points ]);
+for my $i (1 .. $#gens)
+{
+	next unless $gens[$i]{gap_end} eq '';
+	cs_poll_or_diag($node, $db,
+		"SELECT bool_and(compressed) FROM changestream.wal_segments('$gens[$i - 1]{gen}')", 't', 60,
+		"generation $gens[$i - 1]{gen}, handed off to $gens[$i]{gen}, ends up with every segment compressed");
+}
 
 ############################################################################
 # 3. A gap that cannot be avoided: the slot is dropped while archiving is off

@@ -144,7 +144,9 @@ read_previous(void *arg)
  *	  same system and timeline: a new generation that was not handed off
  *	  to (docs/DESIGN.md section 6).  Then *gap says from where to where;
  *	  a previous generation whose end cannot be read (damage) gives a gap
- *	  of unknown start.  Errors: XX001 when this generation's identity file
+ *	  of unknown start.  Without a gap, gap->previous is still the
+ *	  previous generation (0: none) and, when one was read, gap->start_lsn
+ *	  and gap->start_time its end and last commit time.  Errors: XX001 when this generation's identity file
  *	  is missing or damaged; file access SQLSTATEs.
  */
 bool
@@ -181,15 +183,49 @@ cs_generation_gap(const char *directory, List *gens, uint64 generation,
 								ALLOCSET_DEFAULT_SIZES);
 	damage = cs_catch_damage(read_previous, &prev, cxt);
 	MemoryContextDelete(cxt);
+	gap->start_known = (damage == NULL);
+	gap->start_lsn = prev.end_lsn;
+	gap->start_time = prev.end_time;
 	if (damage == NULL &&
 		prev.identity.system_identifier == identity.system_identifier &&
 		prev.identity.timeline == identity.timeline &&
 		prev.end_lsn == identity.start_lsn)
 		return false;
-	gap->start_known = (damage == NULL);
-	gap->start_lsn = prev.end_lsn;
-	gap->start_time = prev.end_time;
 	gap->end_lsn = identity.start_lsn;
 	gap->end_time = opening_time(directory, generation, &identity);
+	return true;
+}
+
+/*
+ * cs_handoff_time
+ *	  Was generation (one of gens, the listing of directory) handed off to:
+ *	  does it continue the generation before it exactly (no gap,
+ *	  cs_generation_gap())?  Then *previous is that generation and *from
+ *	  the time from which its opening snapshot stands for the archive's
+ *	  history: the previous generation's last archived commit time, or the
+ *	  snapshot's own time if earlier or when the previous generation holds
+ *	  no transaction.  The snapshot, taken at the hand-off point C, holds
+ *	  every transaction that committed before C, which the previous
+ *	  generation ends with; the first transaction committing at or past C
+ *	  is this generation's.  So a time target from *from on is this
+ *	  generation's to restore, and one before it the previous one's
+ *	  (docs/DESIGN.md section 6).  Errors: as cs_generation_gap().
+ */
+bool
+cs_handoff_time(const char *directory, List *gens, uint64 generation,
+				uint64 *previous, TimestampTz *from)
+{
+	CsGap		gap;
+	CsIdentity	identity;
+	TimestampTz taken;
+
+	if (cs_generation_gap(directory, gens, generation, &gap) ||
+		gap.previous == 0)
+		return false;
+	cs_require_identity(directory, generation, &identity);
+	taken = opening_time(directory, generation, &identity);
+	*previous = gap.previous;
+	*from = (gap.start_time != 0 && gap.start_time < taken) ?
+		gap.start_time : taken;
 	return true;
 }

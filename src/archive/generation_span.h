@@ -32,5 +32,8 @@ extern XLogRecPtr cs_generation_end(const char *directory, uint64 generation,
 									TimestampTz *last_commit_time);
 extern bool cs_generation_gap(const char *directory, List *gens,
 							  uint64 generation, CsGap *gap);
+extern bool cs_handoff_time(const char *directory, List *gens,
+							uint64 generation, uint64 *previous,
+							TimestampTz *from);
 
 #endif							/* CS_GENERATION_SPAN_H */

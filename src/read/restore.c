@@ -312,6 +312,24 @@ pin_and_find_start(RestoreState *rs)
 }
 
 /*
+ * The time the opening snapshot of rs->generation (taken at time taken)
+ * stands for, for a time target: from the previous generation's last
+ * commit on when this generation was handed off to (cs_handoff_time(),
+ * docs/DESIGN.md section 6), else its own.
+ */
+static TimestampTz
+opening_snapshot_time(RestoreState *rs, TimestampTz taken)
+{
+	uint64		previous;
+	TimestampTz from;
+
+	if (cs_handoff_time(rs->directory, cs_list_generations(rs->directory),
+						rs->generation, &previous, &from) && from < taken)
+		return from;
+	return taken;
+}
+
+/*
  * The newest snapshot not after the target; its path and LSN in rs, and
  * the LSN of the first one after the target (for refusals, which name it).
  */
@@ -334,6 +352,9 @@ choose_snapshot(RestoreState *rs)
 		cs_snapreader_close(r);
 		if (lsn < rs->identity.start_lsn)
 			continue;
+		if (rs->has_target_time && lsn == rs->identity.start_lsn &&
+			!rs->retained)
+			t = opening_snapshot_time(rs, t);
 		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
 			(rs->has_target_time && t > rs->target_time))
 		{
@@ -1144,6 +1165,38 @@ apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
 	}
 }
 
+/*
+ * Reading rs->generation to its end found no commit after the target time:
+ * when the next generation (next) was handed off to and stands for the
+ * archive from a time at or before the target (cs_handoff_time()), the
+ * target is the next generation's to restore, and 22023 says so.  The
+ * send time of this generation's last entries cannot prove its state
+ * then: after the hand-off was requested it was streamed late, up to
+ * where the next one starts, while transactions past that point committed
+ * (docs/DESIGN.md section 6).  Returns otherwise.
+ */
+static void
+refuse_past_handoff(RestoreState *rs, uint64 next)
+{
+	uint64		previous;
+	TimestampTz from;
+
+	if (!cs_handoff_time(rs->directory, cs_list_generations(rs->directory),
+						 next, &previous, &from) ||
+		previous != rs->generation || rs->target_time < from)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target time %s is past the end of generation %016llx",
+					timestamptz_to_str(rs->target_time),
+					(unsigned long long) rs->generation),
+			 errdetail("Generation %016llx continues it without a gap and holds the history from %s on.",
+					   (unsigned long long) next,
+					   pstrdup(timestamptz_to_str(from))),
+			 errhint("Restore from generation %016llx.",
+					 (unsigned long long) next)));
+}
+
 /* Has the archive been read far enough to prove the target's state? */
 static void
 check_reached(RestoreState *rs, CsDecoder *d)
@@ -1168,6 +1221,8 @@ check_reached(RestoreState *rs, CsDecoder *d)
 						   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 						   LSN_FORMAT_ARGS(position)),
 				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+	if (rs->has_target_time && next_generation(rs) != 0)
+		refuse_past_handoff(rs, next_generation(rs));
 	if (rs->has_target_time && send_time < rs->target_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -362,13 +362,20 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
  *	  generations/<gen>.tmp, and keep it pending.  The session then streams
  *	  the archiver's slot from P into the newest generation, and
  *	  cs_complete_handoff() ends it at C and starts the new one there.
+ *	  status() shows the hand-off pending until then (handoff_pending,
+ *	  cleared by cs_complete_handoff() once the new generation is
+ *	  published, or by cs_handoff_reset()).
  *	  Returns C.  Errors: as cs_open_generation().
  */
 XLogRecPtr
 cs_prepare_handoff(const CsArchiveConfig *config, uint64 sysid, uint32 tli,
 				   const char *reason)
 {
-	return snapshot_new_generation(config, NULL, false, sysid, tli, reason);
+	XLogRecPtr	start;
+
+	start = snapshot_new_generation(config, NULL, false, sysid, tli, reason);
+	cs_status_set_handoff(true, pending.identity.generation, start);
+	return start;
 }
 
 /*
@@ -397,8 +404,11 @@ cs_handoff_pending(uint64 *generation, XLogRecPtr *start_lsn)
  *	  newest, ending at C, and the next session continues it); start its
  *	  segment 0 at C (a crash before leaves a generation without segments,
  *	  which recovery gives segment 0 at its start).  The Relation and Type
- *	  messages in force carry over to the new segment's preamble.  Returns
- *	  the new generation.  Errors: file access SQLSTATEs.
+ *	  messages in force carry over to the new segment's preamble.  The new
+ *	  generation is published (status().generation) before the hand-off
+ *	  stops showing as pending, so that no take_snapshot() in between is
+ *	  aimed at the old one.  Returns the new generation.
+ *	  Errors: file access SQLSTATEs.
  */
 uint64
 cs_complete_handoff(void)
@@ -413,6 +423,8 @@ cs_complete_handoff(void)
 	cs_writer_end_generation(start);
 	generation = commit_pending();
 	cs_writer_next_generation(directory, generation, sysid, tli, start);
+	cs_status_set_generation(generation);
+	cs_status_set_handoff(false, 0, InvalidXLogRecPtr);
 	cs_status_set_segment(cs_writer_segment_index());
 	cs_status_set_last_snapshot(GetCurrentTimestamp());
 	return generation;
@@ -428,6 +440,7 @@ void
 cs_handoff_reset(void)
 {
 	forget_pending(true);
+	cs_status_set_handoff(false, 0, InvalidXLogRecPtr);
 }
 
 /*
