@@ -330,6 +330,13 @@ my ($k0) = grep { cs_lsn_ge($points[$_]{lsn}, $g_new->{start}) } $first_window .
 my $from = $k0 - 40 < $first_window ? $first_window : $k0 - 40;
 my $to = $k0 + 39 > $#points ? $#points : $k0 + 39;
 my ($tgood, $tby) = time_oracle('hand-off by time', [ $old_gen, $new_gen ], @points[ $from .. $to ]);
+# generations() gives the new generation's restorable start in time as
+# restore() takes it: the old generation's last commit, from which its
+# opening snapshot is the state
+my $rft = $node->safe_psql($db, "SELECT restorable_from_time FROM changestream.generations() WHERE generation = '$new_gen'");
+my $at_rft = $node->safe_psql($db, "BEGIN; SELECT try_restore('$new_gen', '$rft'); ROLLBACK;");
+unlike($at_rft, qr/^ERROR/, "restore() from the new generation at its restorable_from_time ($rft) is not refused")
+  or diag($at_rft);
 note(sprintf('by time: %d points around the new start %s restored, %d from the old generation, %d from the new (the first at or past it: %s, %s)',
 	$tgood, $g_new->{start}, $tby->{$old_gen} // 0, $tby->{$new_gen} // 0,
 	$points[$k0]{lsn}, $points[$k0]{time}));

@@ -148,18 +148,25 @@ generation_row_files(const char *directory, uint64 generation, Datum *values,
 }
 
 /*
- * restorable_from_lsn and restorable_from_time of a generations() row: the
- * oldest snapshot kept at or after the generation's start (its retention
- * horizon's after retention), which is the earliest restorable point.
- * NULL when the generation has none.
+ * restorable_from_lsn and restorable_from_time of a generations() row (gens:
+ * the listing): the oldest snapshot kept at or after the generation's start
+ * (its retention horizon's after retention), which is the earliest
+ * restorable point.  The opening snapshot of a generation handed off to
+ * stands from the previous generation's last commit on, as restore() takes
+ * it (cs_handoff_time(), docs/DESIGN.md section 6).  NULL when the
+ * generation has none.
  */
 static void
-restorable_from(const char *directory, uint64 generation, int snapshots,
-				const CsIdentity *identity, Datum *values, bool *nulls)
+restorable_from(const char *directory, List *gens, uint64 generation,
+				int snapshots, const CsIdentity *identity, Datum *values,
+				bool *nulls)
 {
 	List	   *names;
 	ListCell   *lc;
 	char	   *dir;
+	TimestampTz taken;
+	TimestampTz from;
+	uint64		previous;
 
 	/* snapshot_count 0: none, or snapshots/ cannot be listed (see du()) */
 	if (snapshots == 0)
@@ -177,9 +184,14 @@ restorable_from(const char *directory, uint64 generation, int snapshots,
 		r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
 		values[9] = LSNGetDatum(cs_snapreader_lsn(r));
 		nulls[9] = false;
-		values[10] = TimestampTzGetDatum(cs_snapreader_time(r));
-		nulls[10] = false;
+		taken = cs_snapreader_time(r);
 		cs_snapreader_close(r);
+		if (lsn == identity->start_lsn &&
+			cs_handoff_time(directory, gens, generation, &previous, &from) &&
+			from < taken)
+			taken = from;
+		values[10] = TimestampTzGetDatum(taken);
+		nulls[10] = false;
 		return;
 	}
 }
@@ -233,7 +245,8 @@ generation_row_contents(const char *directory, List *gens, uint64 generation,
 	values[6] = LSNGetDatum(cs_generation_end(directory, generation, segments,
 											  identity.start_lsn, NULL));
 	nulls[6] = false;
-	restorable_from(directory, generation, snapshots, &identity, values, nulls);
+	restorable_from(directory, gens, generation, snapshots, &identity, values,
+					nulls);
 	gap_values(directory, gens, generation, values, nulls);
 }
 
