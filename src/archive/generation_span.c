@@ -146,8 +146,9 @@ read_previous(void *arg)
  *	  a previous generation whose end cannot be read (damage) gives a gap
  *	  of unknown start.  Without a gap, gap->previous is still the
  *	  previous generation (0: none) and, when one was read, gap->start_lsn
- *	  and gap->start_time its end and last commit time.  Errors: XX001 when this generation's identity file
- *	  is missing or damaged; file access SQLSTATEs.
+ *	  and gap->start_time its end and last commit time.  Errors: XX001
+ *	  when this generation's identity file is missing or damaged; file
+ *	  access SQLSTATEs.
  */
 bool
 cs_generation_gap(const char *directory, List *gens, uint64 generation,
