@@ -510,17 +510,19 @@ for my $side ($g_prev->{gen}, $g_gap->{gen})
 oracle('around the gap', (grep { $_->{phase} ne 'in the gap' } @points[ -16 .. -1 ]));
 
 # ALTER EXTENSION UPDATE from 0.1 gives generations() and
-# generation_stats() the gap columns and keeps their privileges, as a
-# fresh 0.2 has them
+# generation_stats() the gap columns, and status() the hand-off columns,
+# and keeps their privileges, as a fresh 0.2 has them
 $node->safe_psql($db, 'CREATE DATABASE up');
 $node->safe_psql('up', "CREATE EXTENSION changestream VERSION '0.1'; ALTER EXTENSION changestream UPDATE");
 my $shape = q{SELECT string_agg(p.proname || '(' || pg_get_function_arguments(p.oid) || ') '
 	  || has_function_privilege('pg_monitor', p.oid, 'EXECUTE') || ' '
 	  || has_function_privilege('public', p.oid, 'EXECUTE'), E'\n' ORDER BY p.proname)
 	FROM pg_proc p WHERE p.pronamespace = 'changestream'::regnamespace
-	  AND p.proname IN ('generations', 'generation_stats')};
+	  AND p.proname IN ('generations', 'generation_stats', 'status')};
 my $updated = $node->safe_psql('up', $shape);
-is($updated, $node->safe_psql($db, $shape), 'after ALTER EXTENSION UPDATE from 0.1, generations() and generation_stats() are as in 0.2');
+is($updated, $node->safe_psql($db, $shape), 'after ALTER EXTENSION UPDATE from 0.1, generations(), generation_stats() and status() are as in 0.2');
+like($updated, qr/OUT handoff_pending boolean, OUT handoff_generation text, OUT handoff_lsn pg_lsn\) true false/,
+	"status() has the hand-off columns after the update");
 like($updated, qr/OUT gap_end_time timestamp with time zone\) true false/, 'with the gap columns, for pg_monitor only');
 
 note(sprintf('oracle: %d points restored equal to the source across %d generations; hand-off window of the first run: %d points, %d bytes of WAL',
