@@ -1,4 +1,4 @@
-/* changestream--0.1--0.2.sql: from 0.1 to 0.2, the schema history (ddl_history, its event triggers and the publication changestream_ddl), and status() says when readers hold retention back */
+/* changestream--0.1--0.2.sql: from 0.1 to 0.2, the schema history (ddl_history, its event triggers and the publication changestream_ddl), status() says when readers hold retention back and when a hand-off to a new generation is pending, and generations() shows the gap before a generation */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION changestream UPDATE TO '0.2'" to load this file. \quit
@@ -507,8 +507,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
 
--- status() gains four columns (retention_held, retention_held_since,
--- retention_held_bytes, retention_held_by_pid): a function's OUT columns
+-- status() gains seven columns (retention_held, retention_held_since,
+-- retention_held_bytes, retention_held_by_pid; handoff_pending,
+-- handoff_generation, handoff_lsn): a function's OUT columns
 -- cannot change in place, so it is dropped and created again, with its
 -- privileges as changestream--0.2.sql grants them.
 DROP FUNCTION status();
@@ -538,6 +539,11 @@ DROP FUNCTION status();
  *   not free (bytes on disk), retention_held_by_pid: the backend whose pin
  *   kept the most (pg_stat_activity.pid).  The three are NULL when
  *   retention is not held back.
+ *   handoff_pending: a requested new generation's snapshot is taken and
+ *   the archiver still writes the generation before it, until the stream
+ *   reaches the new one's start; handoff_generation, handoff_lsn: that
+ *   generation and its start (NULL when none is pending).  take_snapshot()
+ *   and new_generation() are refused while one is pending.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -574,10 +580,95 @@ CREATE FUNCTION status(
 	OUT retention_held boolean,
 	OUT retention_held_since timestamptz,
 	OUT retention_held_bytes bigint,
-	OUT retention_held_by_pid int)
+	OUT retention_held_by_pid int,
+	OUT handoff_pending boolean,
+	OUT handoff_generation text,
+	OUT handoff_lsn pg_lsn)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
 
 REVOKE ALL ON FUNCTION status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION status() TO pg_monitor;
+
+-- generations() and generation_stats() gain four columns (gap_start_lsn,
+-- gap_end_lsn, gap_start_time, gap_end_time: the gap before a generation
+-- that did not continue the previous one): dropped and created again, with
+-- their privileges as changestream--0.2.sql grants them.
+DROP FUNCTION generations();
+DROP FUNCTION generation_stats(text);
+
+/*
+ * generations() -> setof record
+ *   One row per generation in changestream.directory, oldest first.
+ *   size_bytes counts every file of the generation (bytes on disk).
+ *   A generation that cannot be read is still listed: damage says why
+ *   (NULL for a sound one), and the columns that could not be read are NULL.
+ *   restorable_from_lsn/_time: the oldest snapshot kept, the earliest point
+ *   restore() can reach in the generation (later after retention deleted
+ *   older history; see changestream.retention).
+ *   gap_start_lsn/_end_lsn, gap_start_time/_end_time: the history no
+ *   generation holds before this one, from the previous generation's end
+ *   (its end_lsn and last archived commit time) to this generation's start
+ *   (start_lsn and its opening snapshot's time); restore() refuses a target
+ *   there (22023, naming the gap).  NULL when the generation continues the
+ *   previous one without a gap (new_generation() hands off at the new
+ *   generation's start) or is the oldest.  A gap remains where the previous
+ *   generation could not be continued: a lost or recreated slot, a changed
+ *   system identifier, timeline, slot, database or plugin options, a wiped,
+ *   older or damaged archive.  gap_start_* is NULL when the previous
+ *   generation's end cannot be read (its damage column says why).
+ *   Errors: 55000 when changestream.directory is not set; file access
+ *   SQLSTATEs when generations/ itself cannot be read.
+ */
+CREATE FUNCTION generations(
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint,
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_generations'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * generation_stats(generation text) -> record
+ *   The generations() row of one generation.
+ *   Errors: 22023 if generation is not 16 lowercase hex digits;
+ *           22004 if it is NULL; 42704 if no such generation exists.
+ */
+CREATE FUNCTION generation_stats(
+	generation text,
+	OUT generation text,
+	OUT snapshot_count int,
+	OUT wal_count int,
+	OUT created_at timestamptz,
+	OUT updated_at timestamptz,
+	OUT start_lsn pg_lsn,
+	OUT end_lsn pg_lsn,
+	OUT size_bytes bigint,
+	OUT damage text,
+	OUT restorable_from_lsn pg_lsn,
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'changestream_generation_stats'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION generations() FROM PUBLIC;
+REVOKE ALL ON FUNCTION generation_stats(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION generations() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION generation_stats(text) TO pg_monitor;

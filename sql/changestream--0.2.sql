@@ -51,6 +51,17 @@ $$;
  *   restorable_from_lsn/_time: the oldest snapshot kept, the earliest point
  *   restore() can reach in the generation (later after retention deleted
  *   older history; see changestream.retention).
+ *   gap_start_lsn/_end_lsn, gap_start_time/_end_time: the history no
+ *   generation holds before this one, from the previous generation's end
+ *   (its end_lsn and last archived commit time) to this generation's start
+ *   (start_lsn and its opening snapshot's time); restore() refuses a target
+ *   there (22023, naming the gap).  NULL when the generation continues the
+ *   previous one without a gap (new_generation() hands off at the new
+ *   generation's start) or is the oldest.  A gap remains where the previous
+ *   generation could not be continued: a lost or recreated slot, a changed
+ *   system identifier, timeline, slot, database or plugin options, a wiped,
+ *   older or damaged archive.  gap_start_* is NULL when the previous
+ *   generation's end cannot be read (its damage column says why).
  *   Errors: 55000 when changestream.directory is not set; file access
  *   SQLSTATEs when generations/ itself cannot be read.
  */
@@ -65,7 +76,11 @@ CREATE FUNCTION generations(
 	OUT size_bytes bigint,
 	OUT damage text,
 	OUT restorable_from_lsn pg_lsn,
-	OUT restorable_from_time timestamptz)
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_generations'
 LANGUAGE C STRICT VOLATILE;
@@ -88,7 +103,11 @@ CREATE FUNCTION generation_stats(
 	OUT size_bytes bigint,
 	OUT damage text,
 	OUT restorable_from_lsn pg_lsn,
-	OUT restorable_from_time timestamptz)
+	OUT restorable_from_time timestamptz,
+	OUT gap_start_lsn pg_lsn,
+	OUT gap_end_lsn pg_lsn,
+	OUT gap_start_time timestamptz,
+	OUT gap_end_time timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_generation_stats'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
@@ -160,6 +179,11 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   not free (bytes on disk), retention_held_by_pid: the backend whose pin
  *   kept the most (pg_stat_activity.pid).  The three are NULL when
  *   retention is not held back.
+ *   handoff_pending: a requested new generation's snapshot is taken and
+ *   the archiver still writes the generation before it, until the stream
+ *   reaches the new one's start; handoff_generation, handoff_lsn: that
+ *   generation and its start (NULL when none is pending).  take_snapshot()
+ *   and new_generation() are refused while one is pending.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -196,7 +220,10 @@ CREATE FUNCTION status(
 	OUT retention_held boolean,
 	OUT retention_held_since timestamptz,
 	OUT retention_held_bytes bigint,
-	OUT retention_held_by_pid int)
+	OUT retention_held_by_pid int,
+	OUT handoff_pending boolean,
+	OUT handoff_generation text,
+	OUT handoff_lsn pg_lsn)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

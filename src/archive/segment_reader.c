@@ -47,6 +47,7 @@
 #include "archive/pgoutput_parse.h"
 #include "archive/segment_format.h"
 #include "archive/segment_reader.h"
+#include "archive/storage.h"
 #include "base/wire.h"
 #include "base/compat.h"
 
@@ -631,6 +632,36 @@ void
 cs_reader_close(CsSegmentReader *r)
 {
 	MemoryContextDelete(r->cxt);
+}
+
+/*
+ * cs_segment_sealed
+ *	  Does the raw segment at path carry a valid seal in its header (version
+ *	  2 or 3, docs/FORMAT.md section 6.2)?  The archiver seals a segment only
+ *	  once it holds everything it ever will, ending between transactions: at
+ *	  rotation, and for the last segment of a generation at the hand-off to
+ *	  the next (docs/DESIGN.md section 6).  Reads the header only.  False
+ *	  when the file is missing, unreadable or shorter than a sealed header,
+ *	  or its header or seal does not decode: the readers judge such a file,
+ *	  not this test.  Never raises.
+ */
+bool
+cs_segment_sealed(const char *path)
+{
+	char		buf[CS_SEGMENT_HEADER_MAX];
+	CsSegmentHeader header;
+	int			fd = cs_storage_open(path, CS_OPEN_READ);
+	ssize_t		n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, CS_SEGMENT_HEADER_V2);
+	cs_storage_close(fd);
+	if (n != CS_SEGMENT_HEADER_V2 || !cs_decode_segment_header(buf, &header) ||
+		header.header_size != CS_SEGMENT_HEADER_V2)
+		return false;
+	cs_decode_segment_seal(buf, &header);
+	return header.seal_state == CS_SEAL_VALID;
 }
 
 /*

@@ -47,6 +47,7 @@ extern int64 cs_reader_frame_offset(CsSegmentReader *reader);
 extern int64 cs_reader_valid_end(CsSegmentReader *reader);
 extern uint32 cs_reader_entry_offset(CsSegmentReader *reader);
 extern void cs_reader_close(CsSegmentReader *reader);
+extern bool cs_segment_sealed(const char *path);
 extern void cs_check_segment_header(const char *path,
 									const CsSegmentHeader *header,
 									int64 index, uint64 generation,

@@ -573,6 +573,53 @@ cs_writer_rotate(XLogRecPtr position)
 }
 
 /*
+ * cs_writer_end_generation
+ *	  The last segment of the writer's generation ends at end_lsn (the
+ *	  position of record, an LSN, which must already be in it): flush, cut
+ *	  the preallocation, write its seal (end_lsn) and fdatasync, close.  No
+ *	  segment is active afterwards; the schema in force is kept for
+ *	  cs_writer_next_generation().  Used at the hand-off to a new
+ *	  generation (docs/DESIGN.md section 6).  Errors: file access SQLSTATEs.
+ */
+void
+cs_writer_end_generation(XLogRecPtr end_lsn)
+{
+	cs_writer_flush();
+	trim_preallocation();
+	wr.seal.end_lsn = end_lsn;
+	cs_writer_write_seal(wr.path, &wr.seal);
+	close(wr.fd);
+	wr.fd = -1;
+	wr.index = -1;
+}
+
+/*
+ * cs_writer_next_generation
+ *	  After cs_writer_end_generation(): write generation of directory
+ *	  (system_identifier, timeline in its headers) from now on, starting
+ *	  with its segment 0 at start_lsn.  Unlike cs_writer_open_first(), the
+ *	  Relation and Type messages in force are kept: the stream goes on, and
+ *	  pgoutput does not send them again, so segment 0 gets each in its
+ *	  preamble before its first use.  Errors: file access SQLSTATEs.
+ */
+void
+cs_writer_next_generation(const char *directory, uint64 generation,
+						  uint64 system_identifier, uint32 timeline,
+						  XLogRecPtr start_lsn)
+{
+	char	   *p = cs_wal_dir_path(directory, generation);
+
+	Assert(wr.fd < 0);
+	strlcpy(wr.archive_dir, directory, sizeof(wr.archive_dir));
+	strlcpy(wr.wal_dir, p, sizeof(wr.wal_dir));
+	pfree(p);
+	wr.generation = generation;
+	wr.system_identifier = system_identifier;
+	wr.timeline = timeline;
+	cs_writer_create_segment(0, start_lsn);
+}
+
+/*
  * cs_writer_close
  *	  Flush and close the active segment (clean shutdown).
  */

@@ -40,6 +40,10 @@ extern void cs_writer_flush(void);
 extern bool cs_writer_unsynced(void);
 extern bool cs_writer_should_rotate(TimestampTz now);
 extern void cs_writer_rotate(XLogRecPtr position);
+extern void cs_writer_end_generation(XLogRecPtr end_lsn);
+extern void cs_writer_next_generation(const char *directory, uint64 generation,
+									  uint64 system_identifier, uint32 timeline,
+									  XLogRecPtr start_lsn);
 extern void cs_writer_close(void);
 
 #endif							/* CS_SEGMENT_WRITER_H */

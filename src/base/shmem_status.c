@@ -250,7 +250,7 @@ cs_status_archiver_startup_failed(const char *database)
 /*
  * cs_status_archiver_exited
  *	  The archiver process is gone: no PID, no latch, "not running", no
- *	  commit rate or group commit window.
+ *	  commit rate or group commit window, no hand-off pending.
  */
 void
 cs_status_archiver_exited(void)
@@ -261,6 +261,9 @@ cs_status_archiver_exited(void)
 	cs_status->state = CS_STATE_NOT_RUNNING;
 	cs_status->commit_rate = 0;
 	cs_status->group_commit_ms = 0;
+	cs_status->handoff_pending = false;
+	cs_status->handoff_generation = 0;
+	cs_status->handoff_lsn = InvalidXLogRecPtr;
 	SpinLockRelease(&cs_status->mutex);
 }
 
@@ -369,22 +372,49 @@ cs_status_new_generation_requested(bool clear)
 
 /*
  * cs_status_request_new_generation
- *	  Ask the archiver for a new generation and wake it.  False when no
- *	  archiver runs.
+ *	  Ask the archiver for a new generation and wake it.  Refused, with
+ *	  nothing asked, while a hand-off to a new generation is pending (its
+ *	  snapshot is taken: a request now would be served by a generation
+ *	  whose start may precede it, docs/DESIGN.md section 6) and when no
+ *	  archiver runs.  Returns which.
  */
-bool
+CsRequestResult
 cs_status_request_new_generation(void)
 {
 	Latch	   *latch;
 
 	SpinLockAcquire(&cs_status->mutex);
+	if (cs_status->handoff_pending)
+	{
+		SpinLockRelease(&cs_status->mutex);
+		return CS_REQUEST_HANDOFF_PENDING;
+	}
 	cs_status->new_generation_requested = true;
 	latch = cs_status->archiver_latch;
 	SpinLockRelease(&cs_status->mutex);
 	if (latch == NULL)
-		return false;
+		return CS_REQUEST_NO_ARCHIVER;
 	SetLatch(latch);
-	return true;
+	return CS_REQUEST_MADE;
+}
+
+/*
+ * cs_status_set_handoff
+ *	  Publish whether a hand-off is pending: generation's opening snapshot
+ *	  is taken and the archiver streams the generation before it until
+ *	  start_lsn (an LSN, C), docs/DESIGN.md section 6.  Not pending: the
+ *	  hand-off is done, or the session that prepared it ended.  While it is
+ *	  pending, snapshots and new requests are refused
+ *	  (cs_status_claim_snapshot(), cs_status_request_new_generation()).
+ */
+void
+cs_status_set_handoff(bool pending, uint64 generation, XLogRecPtr start_lsn)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->handoff_pending = pending;
+	cs_status->handoff_generation = pending ? generation : 0;
+	cs_status->handoff_lsn = pending ? start_lsn : InvalidXLogRecPtr;
+	SpinLockRelease(&cs_status->mutex);
 }
 
 /*
@@ -419,15 +449,19 @@ cs_status_set_last_snapshot(TimestampTz at)
 /*
  * cs_status_claim_snapshot
  *	  Claim the single snapshot slot and clear the last result.  False when
- *	  a snapshot is already running.
+ *	  a snapshot is already running, or when a hand-off to a new generation
+ *	  is pending (*handoff_pending then true): a snapshot of the generation
+ *	  being written could lie past its end, the new generation's start
+ *	  (docs/DESIGN.md section 6).
  */
 bool
-cs_status_claim_snapshot(void)
+cs_status_claim_snapshot(bool *handoff_pending)
 {
 	bool		claimed;
 
 	SpinLockAcquire(&cs_status->mutex);
-	claimed = !cs_status->snapshot_running;
+	*handoff_pending = cs_status->handoff_pending;
+	claimed = !cs_status->snapshot_running && !cs_status->handoff_pending;
 	if (claimed)
 	{
 		cs_status->snapshot_running = true;

@@ -66,6 +66,11 @@ typedef struct CsStatus
 	int			snapshot_result_code;	/* its SQLSTATE when it failed */
 	TimestampTz last_snapshot_at;
 	bool		new_generation_requested;	/* by new_generation() */
+	bool		handoff_pending;	/* a new generation's snapshot is taken
+									 * and waits for the stream to reach
+									 * its start (docs/DESIGN.md section 6) */
+	uint64		handoff_generation; /* that generation, when pending */
+	XLogRecPtr	handoff_lsn;	/* its start C, when pending */
 	Latch	   *archiver_latch;
 	struct LWLock *lock;		/* guards what follows */
 
@@ -114,11 +119,21 @@ extern void cs_status_set_generation(uint64 generation);
 extern void cs_status_set_segment(int64 index);
 extern void cs_status_publish_progress(const CsStreamCounters *counters);
 extern bool cs_status_new_generation_requested(bool clear);
-extern bool cs_status_request_new_generation(void);
+/* What cs_status_request_new_generation() found. */
+typedef enum CsRequestResult
+{
+	CS_REQUEST_MADE,			/* the archiver is asked and woken */
+	CS_REQUEST_NO_ARCHIVER,		/* no archiver runs */
+	CS_REQUEST_HANDOFF_PENDING	/* a hand-off is pending: nothing asked */
+} CsRequestResult;
+
+extern CsRequestResult cs_status_request_new_generation(void);
+extern void cs_status_set_handoff(bool pending, uint64 generation,
+								  XLogRecPtr start_lsn);
 /* snapshots */
 extern TimestampTz cs_status_last_snapshot(bool *running);
 extern void cs_status_set_last_snapshot(TimestampTz at);
-extern bool cs_status_claim_snapshot(void);
+extern bool cs_status_claim_snapshot(bool *handoff_pending);
 extern void cs_status_snapshot_not_launched(void);
 extern void cs_status_snapshot_done(XLogRecPtr lsn);
 extern void cs_status_snapshot_failed(int sqlerrcode, const char *message);

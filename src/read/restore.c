@@ -54,6 +54,8 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "archive/archive_layout.h"
+#include "archive/generation_span.h"
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
@@ -201,9 +203,79 @@ qualified_target(const CsRestoreTable *t)
 
 /* ---------- choosing the snapshot ---------- */
 
+/* Does the target lie in gap (generation_span.c)? */
+static bool
+target_in_gap(RestoreState *rs, const CsGap *gap)
+{
+	if (rs->has_target_lsn)
+		return (!gap->start_known || rs->target_lsn >= gap->start_lsn) &&
+			rs->target_lsn < gap->end_lsn;
+	return rs->has_target_time &&
+		(!gap->start_known || rs->target_time > gap->start_time) &&
+		rs->target_time < gap->end_time;
+}
+
+/* An LSN for a message: "unknown" when the gap's start could not be read. */
+static char *
+gap_lsn_text(bool known, XLogRecPtr lsn)
+{
+	return known ? psprintf(CS_LSN_FMT, LSN_FORMAT_ARGS(lsn)) :
+		pstrdup("an unreadable end");
+}
+
+/*
+ * A target that rs->generation does not hold: when it lies in the gap
+ * before generation (rs->generation itself, or the generation after it),
+ * raise 22023 naming the gap: both generations, its LSN range and time
+ * range (docs/DESIGN.md section 6).  Returns otherwise.
+ */
+static void
+refuse_in_gap(RestoreState *rs, uint64 generation, const char *what)
+{
+	CsGap		gap;
+
+	if (!cs_generation_gap(rs->directory, cs_list_generations(rs->directory),
+						   generation, &gap) ||
+		!target_in_gap(rs, &gap))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target %s lies in the gap between generations %016llx and %016llx",
+					what, (unsigned long long) gap.previous,
+					(unsigned long long) generation),
+			 errdetail("No generation holds the transactions that committed from %s (the end of generation %016llx, last commit %s) to before " CS_LSN_FMT " (the start of generation %016llx, its snapshot taken %s).",
+					   gap_lsn_text(gap.start_known, gap.start_lsn),
+					   (unsigned long long) gap.previous,
+					   gap.start_known && gap.start_time != 0 ?
+					   pstrdup(timestamptz_to_str(gap.start_time)) : "unknown",
+					   LSN_FORMAT_ARGS(gap.end_lsn),
+					   (unsigned long long) generation,
+					   pstrdup(timestamptz_to_str(gap.end_time))),
+			 errhint("Choose a target before the gap in generation %016llx or from the start of generation %016llx on; changestream.generations() shows each gap (gap_start_lsn to gap_end_lsn).",
+					 (unsigned long long) gap.previous,
+					 (unsigned long long) generation)));
+}
+
+/* The generation after rs->generation in the listing, or 0. */
+static uint64
+next_generation(RestoreState *rs)
+{
+	ListCell   *lc;
+
+	foreach(lc, cs_list_generations(rs->directory))
+	{
+		uint64		g = *(uint64 *) lfirst(lc);
+
+		if (g > rs->generation)
+			return g;
+	}
+	return 0;
+}
+
 static void
 not_archived(RestoreState *rs, const char *what)
 {
+	refuse_in_gap(rs, rs->generation, what);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("the target %s is not archived in generation %016llx", what,
@@ -240,6 +312,24 @@ pin_and_find_start(RestoreState *rs)
 }
 
 /*
+ * The time the opening snapshot of rs->generation (taken at time taken)
+ * stands for, for a time target: from the previous generation's last
+ * commit on when this generation was handed off to (cs_handoff_time(),
+ * docs/DESIGN.md section 6), else its own.
+ */
+static TimestampTz
+opening_snapshot_time(RestoreState *rs, TimestampTz taken)
+{
+	uint64		previous;
+	TimestampTz from;
+
+	if (cs_handoff_time(rs->directory, cs_list_generations(rs->directory),
+						rs->generation, &previous, &from) && from < taken)
+		return from;
+	return taken;
+}
+
+/*
  * The newest snapshot not after the target; its path and LSN in rs, and
  * the LSN of the first one after the target (for refusals, which name it).
  */
@@ -262,6 +352,9 @@ choose_snapshot(RestoreState *rs)
 		cs_snapreader_close(r);
 		if (lsn < rs->identity.start_lsn)
 			continue;
+		if (rs->has_target_time && lsn == rs->identity.start_lsn &&
+			!rs->retained)
+			t = opening_snapshot_time(rs, t);
 		if ((rs->has_target_lsn && lsn > rs->target_lsn) ||
 			(rs->has_target_time && t > rs->target_time))
 		{
@@ -1122,6 +1215,38 @@ apply_truncate(RestoreState *rs, CsDecoder *d, const CsChange *c)
 	}
 }
 
+/*
+ * Reading rs->generation to its end found no commit after the target time:
+ * when the next generation (next) was handed off to and stands for the
+ * archive from a time at or before the target (cs_handoff_time()), the
+ * target is the next generation's to restore, and 22023 says so.  The
+ * send time of this generation's last entries cannot prove its state
+ * then: after the hand-off was requested it was streamed late, up to
+ * where the next one starts, while transactions past that point committed
+ * (docs/DESIGN.md section 6).  Returns otherwise.
+ */
+static void
+refuse_past_handoff(RestoreState *rs, uint64 next)
+{
+	uint64		previous;
+	TimestampTz from;
+
+	if (!cs_handoff_time(rs->directory, cs_list_generations(rs->directory),
+						 next, &previous, &from) ||
+		previous != rs->generation || rs->target_time < from)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target time %s is past the end of generation %016llx",
+					timestamptz_to_str(rs->target_time),
+					(unsigned long long) rs->generation),
+			 errdetail("Generation %016llx continues it without a gap and holds the history from %s on.",
+					   (unsigned long long) next,
+					   pstrdup(timestamptz_to_str(from))),
+			 errhint("Restore from generation %016llx.",
+					 (unsigned long long) next)));
+}
+
 /* Has the archive been read far enough to prove the target's state? */
 static void
 check_reached(RestoreState *rs, CsDecoder *d)
@@ -1130,6 +1255,12 @@ check_reached(RestoreState *rs, CsDecoder *d)
 	TimestampTz send_time;
 
 	cs_decoder_reached(d, &position, &send_time);
+	if (((rs->has_target_lsn && position <= rs->target_lsn) ||
+		 (rs->has_target_time && send_time < rs->target_time)) &&
+		next_generation(rs) != 0)
+		refuse_in_gap(rs, next_generation(rs), rs->has_target_lsn ?
+					  psprintf("LSN " CS_LSN_FMT, LSN_FORMAT_ARGS(rs->target_lsn)) :
+					  psprintf("time %s", timestamptz_to_str(rs->target_time)));
 	if (rs->has_target_lsn && position <= rs->target_lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1140,6 +1271,8 @@ check_reached(RestoreState *rs, CsDecoder *d)
 						   LSN_FORMAT_ARGS(rs->identity.start_lsn),
 						   LSN_FORMAT_ARGS(position)),
 				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
+	if (rs->has_target_time && next_generation(rs) != 0)
+		refuse_past_handoff(rs, next_generation(rs));
 	if (rs->has_target_time && send_time < rs->target_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1407,8 +1540,9 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
  *	  tables int, snapshot_rows bigint, transactions bigint, changes
  *	  bigint).
  *	  Errors: 0A000 for a table that cannot be restored exactly; 22023
- *	  for a target outside the generation (the range is in errdetail) or
- *	  both targets; 42P07 when two tables would share a
+ *	  for a target outside the generation (the range is in errdetail; a
+ *	  target in a gap between two generations names the gap) or both
+ *	  targets; 42P07 when two tables would share a
  *	  target; 55000 for a non-empty target, or changestream.directory
  *	  unset; 42703 for a target lacking a column; 42501 for
  *	  archive_directory without superuser, missing table privileges, or

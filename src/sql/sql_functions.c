@@ -35,6 +35,7 @@
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
+#include "archive/generation_span.h"
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/segment_format.h"
@@ -51,8 +52,10 @@ PG_FUNCTION_INFO_V1(changestream_wal_segments);
 PG_FUNCTION_INFO_V1(changestream_wal_records);
 PG_FUNCTION_INFO_V1(changestream_snapshots);
 
-#define GENERATION_COLS 11
+#define GENERATION_COLS 15
 #define GENERATION_DAMAGE_COL 8	/* then restorable_from_lsn, _time */
+#define GENERATION_GAP_COL 11	/* gap_start_lsn, _end_lsn, _start_time,
+								 * _end_time */
 #define SEGMENT_COLS	7
 #define RECORD_COLS		4
 #define SNAPSHOT_COLS	6
@@ -85,41 +88,6 @@ du(const char *path, int64 *bytes, TimestampTz *newest, int *count_snapshots)
 		}
 	}
 	list_free_deep(entries);
-}
-
-/*
- * The archive's position of record at the end of a generation: the worker's
- * durable position when the generation is the one it writes, else found by
- * scanning the newest segment (which may end in a torn tail if raw).
- */
-static XLogRecPtr
-generation_end(const char *directory, uint64 generation, List *segments,
-			   XLogRecPtr start_lsn)
-{
-	CsSegmentFile *last;
-	CsSegmentScan scan;
-	XLogRecPtr	flushed;
-
-	flushed = cs_status_flushed_lsn_of(generation);
-	if (flushed != InvalidXLogRecPtr)
-		return flushed;
-	if (segments == NIL)
-		return start_lsn;
-	last = llast(segments);
-	if (!cs_scan_segment(last->path, last->compressed,
-						 last->compressed ? CS_TAIL_SEALED : CS_TAIL_NEWEST,
-						 &scan, NULL, NULL))
-	{
-		/* compressed and removed since it was listed */
-		char	   *gz = cs_compressed_path(last->path);
-
-		if (last->compressed || !cs_scan_segment(gz, true, CS_TAIL_SEALED, &scan, NULL, NULL))
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("changestream segment \"%s\" disappeared while being read",
-							last->path)));
-	}
-	return scan.position;
 }
 
 static void
@@ -180,18 +148,25 @@ generation_row_files(const char *directory, uint64 generation, Datum *values,
 }
 
 /*
- * restorable_from_lsn and restorable_from_time of a generations() row: the
- * oldest snapshot kept at or after the generation's start (its retention
- * horizon's after retention), which is the earliest restorable point.
- * NULL when the generation has none.
+ * restorable_from_lsn and restorable_from_time of a generations() row (gens:
+ * the listing): the oldest snapshot kept at or after the generation's start
+ * (its retention horizon's after retention), which is the earliest
+ * restorable point.  The opening snapshot of a generation handed off to
+ * stands from the previous generation's last commit on, as restore() takes
+ * it (cs_handoff_time(), docs/DESIGN.md section 6).  NULL when the
+ * generation has none.
  */
 static void
-restorable_from(const char *directory, uint64 generation, int snapshots,
-				const CsIdentity *identity, Datum *values, bool *nulls)
+restorable_from(const char *directory, List *gens, uint64 generation,
+				int snapshots, const CsIdentity *identity, Datum *values,
+				bool *nulls)
 {
 	List	   *names;
 	ListCell   *lc;
 	char	   *dir;
+	TimestampTz taken;
+	TimestampTz from;
+	uint64		previous;
 
 	/* snapshot_count 0: none, or snapshots/ cannot be listed (see du()) */
 	if (snapshots == 0)
@@ -209,16 +184,50 @@ restorable_from(const char *directory, uint64 generation, int snapshots,
 		r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
 		values[9] = LSNGetDatum(cs_snapreader_lsn(r));
 		nulls[9] = false;
-		values[10] = TimestampTzGetDatum(cs_snapreader_time(r));
-		nulls[10] = false;
+		taken = cs_snapreader_time(r);
 		cs_snapreader_close(r);
+		if (lsn == identity->start_lsn &&
+			cs_handoff_time(directory, gens, generation, &previous, &from) &&
+			from < taken)
+			taken = from;
+		values[10] = TimestampTzGetDatum(taken);
+		nulls[10] = false;
 		return;
 	}
 }
 
+/*
+ * gap_start_lsn, gap_end_lsn, gap_start_time and gap_end_time of a
+ * generations() row (gens: the listing): the history missing between the
+ * previous generation's end and this generation's start
+ * (generation_span.c); NULL when it continues the previous one exactly,
+ * or has none.  gap_start_* is NULL too when the previous generation's
+ * end cannot be read.
+ */
+static void
+gap_values(const char *directory, List *gens, uint64 generation,
+		   Datum *values, bool *nulls)
+{
+	CsGap		gap;
+
+	if (!cs_generation_gap(directory, gens, generation, &gap))
+		return;
+	if (gap.start_known)
+	{
+		values[GENERATION_GAP_COL] = LSNGetDatum(gap.start_lsn);
+		nulls[GENERATION_GAP_COL] = false;
+		values[GENERATION_GAP_COL + 2] = TimestampTzGetDatum(gap.start_time);
+		nulls[GENERATION_GAP_COL + 2] = (gap.start_time == 0);
+	}
+	values[GENERATION_GAP_COL + 1] = LSNGetDatum(gap.end_lsn);
+	nulls[GENERATION_GAP_COL + 1] = false;
+	values[GENERATION_GAP_COL + 3] = TimestampTzGetDatum(gap.end_time);
+	nulls[GENERATION_GAP_COL + 3] = false;
+}
+
 /* The columns of a generations() row that read the identity and segments. */
 static void
-generation_row_contents(const char *directory, uint64 generation,
+generation_row_contents(const char *directory, List *gens, uint64 generation,
 						int snapshots, Datum *values, bool *nulls)
 {
 	CsIdentity	identity;
@@ -233,16 +242,19 @@ generation_row_contents(const char *directory, uint64 generation,
 	nulls[3] = false;
 	values[5] = LSNGetDatum(identity.start_lsn);
 	nulls[5] = false;
-	values[6] = LSNGetDatum(generation_end(directory, generation, segments,
-										   identity.start_lsn));
+	values[6] = LSNGetDatum(cs_generation_end(directory, generation, segments,
+											  identity.start_lsn, NULL));
 	nulls[6] = false;
-	restorable_from(directory, generation, snapshots, &identity, values, nulls);
+	restorable_from(directory, gens, generation, snapshots, &identity, values,
+					nulls);
+	gap_values(directory, gens, generation, values, nulls);
 }
 
 /* What generation_row_contents() needs, for cs_catch_damage(). */
 typedef struct RowContents
 {
 	const char *directory;
+	List	   *gens;			/* the listing, oldest first */
 	uint64		generation;
 	int			snapshots;		/* snapshot_count, from du() */
 	Datum		values[GENERATION_COLS];
@@ -254,8 +266,8 @@ row_contents(void *arg)
 {
 	RowContents *rc = (RowContents *) arg;
 
-	generation_row_contents(rc->directory, rc->generation, rc->snapshots,
-							rc->values, rc->nulls);
+	generation_row_contents(rc->directory, rc->gens, rc->generation,
+							rc->snapshots, rc->values, rc->nulls);
 }
 
 /*
@@ -264,8 +276,8 @@ row_contents(void *arg)
  * whole listing (cs_catch_damage()); any other error is raised again.
  */
 static void
-generation_row(const char *directory, uint64 generation, Datum *values,
-			   bool *nulls)
+generation_row(const char *directory, List *gens, uint64 generation,
+			   Datum *values, bool *nulls)
 {
 	MemoryContext read_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												   "changestream generation row",
@@ -276,6 +288,7 @@ generation_row(const char *directory, uint64 generation, Datum *values,
 	memset(nulls, true, sizeof(bool) * GENERATION_COLS);
 	generation_row_files(directory, generation, values, nulls);
 	rc.directory = directory;
+	rc.gens = gens;
 	rc.generation = generation;
 	rc.snapshots = DatumGetInt32(values[1]);
 	memset(rc.nulls, true, sizeof(rc.nulls));
@@ -306,10 +319,16 @@ generation_row(const char *directory, uint64 generation, Datum *values,
  *	  Returns setof (generation text, snapshot_count int, wal_count int,
  *	  created_at timestamptz, updated_at timestamptz, start_lsn pg_lsn,
  *	  end_lsn pg_lsn, size_bytes bigint (bytes on disk), damage text,
- *	  restorable_from_lsn pg_lsn, restorable_from_time timestamptz): one
- *	  row per generation, oldest first.  restorable_from_* is the oldest
- *	  snapshot kept (docs/DESIGN.md section 11), the earliest point
- *	  restore() can reach in the generation.  A generation whose identity file or
+ *	  restorable_from_lsn pg_lsn, restorable_from_time timestamptz,
+ *	  gap_start_lsn pg_lsn, gap_end_lsn pg_lsn, gap_start_time timestamptz,
+ *	  gap_end_time timestamptz): one row per generation, oldest first.
+ *	  restorable_from_* is the oldest snapshot kept (docs/DESIGN.md section
+ *	  11), the earliest point restore() can reach in the generation.
+ *	  gap_*: the history no generation holds between the previous
+ *	  generation's end (end_lsn, last commit time) and this generation's
+ *	  start (start_lsn, opening snapshot's time); NULL when a generation
+ *	  was handed off to and continues the previous one exactly
+ *	  (docs/DESIGN.md section 6).  A generation whose identity file or
  *	  segments are damaged is listed with the reason in damage and NULL in
  *	  the columns that could not be read.
  *	  Errors: 55000 if changestream.directory is not set; file access
@@ -333,7 +352,7 @@ changestream_generations(PG_FUNCTION_ARGS)
 		Datum		values[GENERATION_COLS];
 		bool		nulls[GENERATION_COLS];
 
-		generation_row(directory, *(uint64 *) lfirst(lc), values, nulls);
+		generation_row(directory, gens, *(uint64 *) lfirst(lc), values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	cs_pin_call_end();
@@ -361,7 +380,8 @@ changestream_generation_stats(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	cs_pin_call_begin();
 	cs_pin_read(generation, InvalidXLogRecPtr);
-	generation_row(directory, generation, values, nulls);
+	generation_row(directory, cs_list_generations(directory), generation,
+				   values, nulls);
 	cs_pin_call_end();
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
@@ -417,8 +437,8 @@ changestream_wal_segments(PG_FUNCTION_ARGS)
 		cs_reader_close(r);
 	}
 	if (n > 0)
-		starts[n] = generation_end(directory, generation, segments,
-								   identity.start_lsn);
+		starts[n] = cs_generation_end(directory, generation, segments,
+									  identity.start_lsn, NULL);
 
 	i = 0;
 	foreach(lc, segments)

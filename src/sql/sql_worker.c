@@ -25,6 +25,7 @@
 
 #include "archive/reader_pins.h"
 #include "base/archive_config.h"
+#include "base/compat.h"
 #include "base/shmem_status.h"
 #include "worker/snapshot_worker.h"
 
@@ -32,7 +33,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		35
+#define STATUS_COLS		38
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -93,7 +94,9 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  last_retention_at timestamptz, retention_freed_bytes bigint,
  *	  compression_deferred bool, commit_rate float8, group_commit_ms int,
  *	  retention_held bool, retention_held_since timestamptz,
- *	  retention_held_bytes bigint, retention_held_by_pid int) flushed_lsn is
+ *	  retention_held_bytes bigint, retention_held_by_pid int,
+ *	  handoff_pending bool, handoff_generation text, handoff_lsn pg_lsn)
+ *	  flushed_lsn is
  *	  what the archiver has made durable and reported; confirmed_flush_lsn is
  *	  read from the local slot (NULL when the slot is on another server);
  *	  lag_bytes is the local WAL flush LSN minus flushed_lsn (received_lsn
@@ -111,7 +114,12 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  retention_held_since when that began (runs held back ever since),
  *	  retention_held_bytes what the last run could not free (bytes on disk),
  *	  retention_held_by_pid the backend whose pin kept the most (all three NULL
- *	  when not held).  The extension's SQL of version 0.1 declares only the
+ *	  when not held).  handoff_pending: a requested new generation's
+ *	  snapshot is taken and the archiver still writes the generation before
+ *	  it, up to the new one's start (docs/DESIGN.md section 6);
+ *	  handoff_generation and handoff_lsn name that generation and its start
+ *	  (both NULL when none is pending); take_snapshot() and new_generation()
+ *	  are refused meanwhile.  The extension's SQL of version 0.1 declares only the
  *	  first 31 columns: the row is built for as many columns as the declared
  *	  type has.
  *	  Errors: class 55 when the library was not preloaded.
@@ -214,6 +222,12 @@ changestream_status(PG_FUNCTION_ARGS)
 		values[34] = Int32GetDatum((int32) held_pid);
 		nulls[34] = since == 0;
 	}
+	values[35] = BoolGetDatum(s.handoff_pending);
+	values[36] = CStringGetTextDatum(psprintf("%016llx",
+											  (unsigned long long) s.handoff_generation));
+	nulls[36] = !s.handoff_pending;
+	values[37] = LSNGetDatum(s.handoff_lsn);
+	nulls[37] = !s.handoff_pending;
 	if (tupdesc->natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 tupdesc->natts, STATUS_COLS);
@@ -223,9 +237,28 @@ changestream_status(PG_FUNCTION_ARGS)
 }
 
 /*
- * Check that the calling transaction holds no xid and that the archiver
- * is streaming (or, with error_ok, retrying after an error) and copy its
- * status into *s.
+ * Refuse fname while a hand-off to a new generation is pending (s: the
+ * status copied when it was found): 55000 naming the pending generation
+ * and its start (docs/DESIGN.md section 6).
+ */
+static void
+refuse_during_handoff(const CsStatus *s, const char *fname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot call %s while the archiver hands off to a new generation",
+					fname),
+			 errdetail("Generation %016llx has its snapshot at " CS_LSN_FMT " and starts there once the archiver's stream reaches that LSN; until then generation %016llx is still written.",
+					   (unsigned long long) s->handoff_generation,
+					   LSN_FORMAT_ARGS(s->handoff_lsn),
+					   (unsigned long long) s->generation),
+			 errhint("Retry once changestream.status() shows handoff_pending false.")));
+}
+
+/*
+ * Check that the calling transaction holds no xid, that no hand-off to a
+ * new generation is pending, and that the archiver is streaming (or, with
+ * error_ok, retrying after an error) and copy its status into *s.
  */
 static void
 require_streaming(CsStatus *s, const char *fname, bool error_ok)
@@ -239,6 +272,8 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 				 errhint("Call it in a transaction of its own.")));
 	cs_status_require_loaded();
 	cs_status_copy(s);
+	if (s->handoff_pending)
+		refuse_during_handoff(s, fname);
 	if (s->pid == 0 ||
 		!(s->state == CS_STATE_STREAMING ||
 		  (error_ok && (s->state == CS_STATE_ERROR ||
@@ -282,8 +317,9 @@ wait_worker_gone(BackgroundWorkerHandle *handle, int timeout_ms)
  *	  durable.  Cancelling the call terminates the worker, which ends its
  *	  walsender (and so its temporary slot) on the way out, and waits up
  *	  to 5 s for it to exit.  Errors: the
- *	  archiver is not streaming, or a snapshot is already running (class
- *	  55); no worker slot is free (class 53); the calling transaction holds
+ *	  archiver is not streaming, a snapshot is already running, or a
+ *	  hand-off to a new generation is pending (class 55, docs/DESIGN.md
+ *	  section 6); no worker slot is free (class 53); the calling transaction holds
  *	  a transaction id, which slot creation would wait for forever (class
  *	  25); the snapshot worker's own error, with its SQLSTATE.
  */
@@ -319,6 +355,10 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("could not start the changestream snapshot worker"),
 					 errhint("Raise max_worker_processes.")));
+			break;
+		case CS_LAUNCH_HANDOFF:
+			cs_status_copy(&s);
+			refuse_during_handoff(&s, "changestream.take_snapshot()");
 			break;
 	}
 	/* a cancelled call stops its snapshot too */
@@ -358,8 +398,10 @@ changestream_take_snapshot(PG_FUNCTION_ARGS)
  *	  and wait until it has; returns its name.  Accepted while the archiver
  *	  streams and while it retries after an error (then the next session
  *	  opens the new generation before it looks at the newest one, which is
- *	  left as it is).  Cancellable.  Errors: the archiver does not run
- *	  (class 55); the calling transaction holds a transaction id (class 25).
+ *	  left as it is).  Cancellable.  Errors: the archiver does not run,
+ *	  or a hand-off to a new generation is pending (class 55: 55000 naming
+ *	  the pending generation and its start, docs/DESIGN.md section 6); the
+ *	  calling transaction holds a transaction id (class 25).
  */
 Datum
 changestream_new_generation(PG_FUNCTION_ARGS)
@@ -369,11 +411,21 @@ changestream_new_generation(PG_FUNCTION_ARGS)
 
 	require_streaming(&s, "changestream.new_generation()", true);
 	before = s.has_generation ? s.generation : 0;
-	if (!cs_status_request_new_generation())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the changestream archiver is not running"),
-				 errhint("See changestream.status() and the server log.")));
+	switch (cs_status_request_new_generation())
+	{
+		case CS_REQUEST_MADE:
+			break;
+		case CS_REQUEST_NO_ARCHIVER:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the changestream archiver is not running"),
+					 errhint("See changestream.status() and the server log.")));
+			break;
+		case CS_REQUEST_HANDOFF_PENDING:
+			cs_status_copy(&s);
+			refuse_during_handoff(&s, "changestream.new_generation()");
+			break;
+	}
 
 	for (;;)
 	{

@@ -159,7 +159,8 @@ maybe_schedule_snapshot(TimestampTz now)
 	bool		running;
 	BackgroundWorkerHandle *handle;
 
-	if (cs_snapshot_interval_s <= 0 || now < next_snapshot_attempt)
+	if (cs_snapshot_interval_s <= 0 || now < next_snapshot_attempt ||
+		cs_stream_handoff_pending())
 		return;
 	last = cs_status_last_snapshot(&running);
 	if (running ||
@@ -352,7 +353,9 @@ session_should_end(void)
 			return true;
 		}
 	}
-	if (cs_status_new_generation_requested(false))
+	/* a session that hands off to a new generation serves the request */
+	if (cs_status_new_generation_requested(false) &&
+		!cs_stream_handoff_pending())
 	{
 		ereport(LOG,
 				(errmsg("a new generation was requested, starting a new archiving session")));
@@ -448,6 +451,7 @@ session_cleanup(void)
 		cs_disconnect(conn);
 	conn = NULL;
 	cs_snapshot_cleanup();
+	cs_handoff_reset();
 	cs_status_clear_progress(CS_PROGRESS_ARCHIVER);
 	cs_writer_reset();
 	if (lock_fd >= 0)
@@ -527,12 +531,102 @@ session_connect(uint64 *sysid, uint32 *tli, CsSlotInfo *slot)
 }
 
 /*
+ * Recover the newest generation (gens, oldest first) to continue it until
+ * a new generation starts: its position of record in *position.  False,
+ * with the writer reset, when it cannot be continued: recovery finds it
+ * damaged (XX001, or a data exception), or the slot has confirmed more
+ * than it holds.  Then the new generation opens with a gap before it, and
+ * the old one is left as it is (docs/DESIGN.md section 7, rule 11).  Other
+ * errors propagate.
+ */
+static bool
+recover_for_handoff(List *gens, const CsSlotInfo *slot, XLogRecPtr *position)
+{
+	const char *directory = sess_config->directory;
+	uint64		newest = *(uint64 *) llast(gens);
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool sealed = false;
+	ErrorData  *volatile damage = NULL;
+
+	PG_TRY();
+	{
+		sealed = cs_writer_recover(directory, newest, slot->confirmed_flush,
+								   position);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		damage = CopyErrorData();
+		if (damage->sqlerrcode != ERRCODE_DATA_CORRUPTED &&
+			ERRCODE_TO_CATEGORY(damage->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		/* what recovery had open (fd.c's transient files) */
+		AtEOXact_Files(false);
+	}
+	PG_END_TRY();
+	if (damage == NULL && slot->confirmed_flush <= *position)
+	{
+		cs_status_set_segment(cs_writer_segment_index());
+		if (sealed)
+			cs_maintenance_wake();	/* it compresses the sealed segment */
+		return true;
+	}
+	ereport(LOG,
+			(errmsg("generation %016llx cannot be continued until the new generation starts",
+					(unsigned long long) newest),
+			 damage != NULL ?
+			 errdetail("%s", damage->message) :
+			 errdetail("Replication slot \"%s\" has confirmed " CS_LSN_FMT ", past the archived position " CS_LSN_FMT ".",
+					   sess_config->slot_name,
+					   LSN_FORMAT_ARGS(slot->confirmed_flush),
+					   LSN_FORMAT_ARGS(*position)),
+			 errhint("changestream.generations() shows the gap before the new generation.")));
+	cs_writer_reset();
+	return false;
+}
+
+/*
+ * handoff_to_new_generation
+ *	  stream.c's CsHandoffHook: the stream has reached the pending
+ *	  generation's start and the writer's generation ends there durably.
+ *	  Seal it, start the new one (generation_policy.c), give the new one the
+ *	  schema history's OIDs this session trusts, and publish it.
+ */
+static void
+handoff_to_new_generation(void)
+{
+	uint64		old = cs_writer_generation();
+	uint64		generation;
+	XLogRecPtr	start;
+	ListCell   *lc;
+
+	(void) cs_handoff_pending(&generation, &start);
+	generation = cs_complete_handoff();
+	foreach(lc, sess_trusted)
+		cs_ddl_trust_oid(sess_config->directory, generation, lfirst_oid(lc));
+	cs_status_set_generation(generation);
+	cs_status_new_generation_requested(true);	/* satisfied by this one */
+	cs_maintenance_wake();		/* the old generation's last segment is sealed */
+	ereport(LOG,
+			(errmsg("started generation %016llx at " CS_LSN_FMT,
+					(unsigned long long) generation, LSN_FORMAT_ARGS(start)),
+			 errdetail("Reason: requested by changestream.new_generation(); generation %016llx was archived up to " CS_LSN_FMT " and ends there, without a gap.",
+					   (unsigned long long) old, LSN_FORMAT_ARGS(start))));
+}
+
+/*
  * Continue the newest generation, or open a new one when there is a true
- * reason; returns the position of record streaming starts at.
+ * reason; returns the position of record streaming starts at.  When the
+ * reason is an operator's request and the newest generation can be
+ * continued, the new generation's snapshot is taken now (at C), and the
+ * session continues the newest generation from its position of record
+ * until C, where the stream hands off (*handoff_lsn is C; else Invalid):
+ * no commit falls between the two (docs/DESIGN.md section 6).
  */
 static XLogRecPtr
 choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
-				  const char *slot_event)
+				  const char *slot_event, XLogRecPtr *handoff_lsn)
 {
 	const char *directory = sess_config->directory;
 	List	   *gens = cs_list_generations(directory);
@@ -540,11 +634,32 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	const char *reason;
 	uint64		generation;
 	XLogRecPtr	position = InvalidXLogRecPtr;
+	bool		requested = cs_status_new_generation_requested(false);
 
+	*handoff_lsn = InvalidXLogRecPtr;
 	reason = cs_new_generation_reason(sess_config, gens, sysid, tli, slot,
-									  slot_event,
-									  cs_status_new_generation_requested(false),
-									  &identity);
+									  slot_event, requested, &identity);
+	if (reason != NULL && requested &&
+		cs_generation_continuable(sess_config, gens, sysid, tli, slot,
+								  slot_event, &identity) &&
+		recover_for_handoff(gens, slot, &position))
+	{
+		generation = cs_writer_generation();
+		*handoff_lsn = cs_prepare_handoff(sess_config, sysid, tli, reason);
+		if (*handoff_lsn < position)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("the new generation's snapshot at " CS_LSN_FMT " is before the archive's position of record " CS_LSN_FMT,
+							LSN_FORMAT_ARGS(*handoff_lsn), LSN_FORMAT_ARGS(position))));
+		ereport(LOG,
+				(errmsg("continuing generation %016llx from " CS_LSN_FMT " until the new generation's start " CS_LSN_FMT,
+						(unsigned long long) generation,
+						LSN_FORMAT_ARGS(position), LSN_FORMAT_ARGS(*handoff_lsn)),
+				 errdetail("Reason for the new generation: %s.", reason)));
+		cs_status_set_last_snapshot(cs_newest_snapshot_time(directory,
+															generation));
+		return position;
+	}
 	if (reason == NULL)
 	{
 		bool		sealed;
@@ -605,6 +720,7 @@ run_session(void)
 	CsSlotInfo	slot;
 	const char *slot_event;
 	XLogRecPtr	position;
+	XLogRecPtr	handoff_lsn;
 
 	next_snapshot_attempt = 0;
 	sess_with_ddl = false;
@@ -619,8 +735,10 @@ run_session(void)
 	cs_writer_reset();
 
 	slot_event = session_connect(&sysid, &tli, &slot);
-	position = choose_generation(sysid, tli, &slot, slot_event);
+	position = choose_generation(sysid, tli, &slot, slot_event, &handoff_lsn);
 	cs_stream_writer_opened(position);
+	if (handoff_lsn != InvalidXLogRecPtr)
+		cs_stream_set_handoff(handoff_lsn, handoff_to_new_generation);
 	cs_status_set_generation(cs_writer_generation());
 
 	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cs_writer_generation());

@@ -190,29 +190,58 @@ cs_newest_snapshot_time(const char *directory, uint64 generation)
 }
 
 /*
- * cs_open_generation
- *	  Open a new generation in config's directory with its opening
- *	  snapshot (connections and slot of config), and
- *	  make its segment 0 the active segment.  With create_slot the
- *	  snapshot is the new slot's own (created on conn, SNAPSHOT 'use');
- *	  otherwise a temporary slot on a second connection gives a snapshot at
- *	  its consistent point C, and the archiver's slot is streamed from C:
- *	  transactions that commit before C are in the snapshot, the others in
- *	  the segments.  Returns the generation; *start_lsn is C.  On error
- *	  nothing is left behind: the second connection is closed and the
- *	  generation's .tmp directory removed.
+ * A new generation whose opening snapshot is taken and whose directory is
+ * still generations/<gen>.tmp: the hand-off waits for the stream to reach
+ * its start (docs/DESIGN.md section 6).  tmpdir NULL: none.
  */
-uint64
-cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
-				   bool create_slot, uint64 sysid, uint32 tli,
-				   const char *reason, XLogRecPtr *start_lsn)
+static struct
+{
+	char	   *tmpdir;			/* in TopMemoryContext */
+	CsIdentity	identity;
+	char	   *directory;
+} pending;
+
+/* Forget the pending generation, removing its .tmp directory if it can. */
+static void
+forget_pending(bool remove)
+{
+	CsStorageInfo info;
+
+	if (pending.tmpdir == NULL)
+		return;
+	if (remove && cs_storage_stat(pending.tmpdir, true, &info) == 0 &&
+		info.type != CS_STORAGE_MISSING &&
+		!cs_storage_try_remove_tree(pending.tmpdir))
+		ereport(WARNING,
+				(errmsg("could not remove directory \"%s\"", pending.tmpdir)));
+	pfree(pending.tmpdir);
+	pfree(pending.directory);
+	pending.tmpdir = NULL;
+	pending.directory = NULL;
+}
+
+/*
+ * Build a new generation in config's directory as generations/<gen>.tmp
+ * with its opening snapshot, and remember it as pending (not yet
+ * renamed into place).  With create_slot the snapshot is the new slot's
+ * own (created on conn, SNAPSHOT 'use'); otherwise a temporary slot on a
+ * second connection gives a snapshot at its consistent point C.  Returns
+ * C, the generation's start.  On error nothing is left behind: the second
+ * connection is closed and the .tmp directory removed.
+ */
+static XLogRecPtr
+snapshot_new_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
+						bool create_slot, uint64 sysid, uint32 tli,
+						const char *reason)
 {
 	const char *directory = config->directory;
 	CsIdentity	identity;
 	CsSnapshotResult result;
 	char	   *volatile tmpdir = NULL;
 	WalReceiverConn *volatile snap_conn = NULL;
+	MemoryContext old;
 
+	forget_pending(true);
 	memset(&identity, 0, sizeof(identity));
 	identity.system_identifier = sysid;
 	identity.timeline = tli;
@@ -253,9 +282,6 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 		}
 		identity.start_lsn = result.lsn;
 		strlcpy(identity.encoding, result.encoding, NAMEDATALEN);
-		cs_generation_commit(directory, &identity, cs_session_settings(),
-							 tmpdir);
-		tmpdir = NULL;
 	}
 	PG_CATCH();
 	{
@@ -273,10 +299,174 @@ cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
 	}
 	PG_END_TRY();
 
-	cs_writer_open_first(directory, identity.generation, sysid, tli,
-						 identity.start_lsn);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	pending.tmpdir = pstrdup(tmpdir);
+	pending.directory = pstrdup(directory);
+	pending.identity = identity;
+	MemoryContextSwitchTo(old);
+	return identity.start_lsn;
+}
+
+/* Rename the pending generation into place; returns it. */
+static uint64
+commit_pending(void)
+{
+	uint64		generation = pending.identity.generation;
+
+	cs_generation_commit(pending.directory, &pending.identity,
+						 cs_session_settings(), pending.tmpdir);
+	forget_pending(false);
+	return generation;
+}
+
+/*
+ * cs_open_generation
+ *	  Open a new generation in config's directory with its opening
+ *	  snapshot (connections and slot of config), and
+ *	  make its segment 0 the active segment.  With create_slot the
+ *	  snapshot is the new slot's own (created on conn, SNAPSHOT 'use');
+ *	  otherwise a temporary slot on a second connection gives a snapshot at
+ *	  its consistent point C, and the archiver's slot is streamed from C:
+ *	  transactions that commit before C are in the snapshot, the others in
+ *	  the segments.  Used where the newest generation cannot be continued
+ *	  up to C (cs_prepare_handoff() is used where it can): the history
+ *	  between that generation's end and C is a gap, which generations()
+ *	  shows.  Returns the generation; *start_lsn is C.  On error nothing is
+ *	  left behind: the second connection is closed and the generation's
+ *	  .tmp directory removed.
+ */
+uint64
+cs_open_generation(const CsArchiveConfig *config, WalReceiverConn *conn,
+				   bool create_slot, uint64 sysid, uint32 tli,
+				   const char *reason, XLogRecPtr *start_lsn)
+{
+	XLogRecPtr	start;
+	uint64		generation;
+
+	start = snapshot_new_generation(config, conn, create_slot, sysid, tli,
+									reason);
+	generation = commit_pending();
+	cs_writer_open_first(config->directory, generation, sysid, tli, start);
 	cs_status_set_segment(cs_writer_segment_index());
 	cs_status_set_last_snapshot(GetCurrentTimestamp());
-	*start_lsn = identity.start_lsn;
-	return identity.generation;
+	*start_lsn = start;
+	return generation;
+}
+
+/*
+ * cs_prepare_handoff
+ *	  The writer continues the newest generation (recovered, at its
+ *	  position of record P) and a new one is to follow it without a gap:
+ *	  take the new generation's opening snapshot through a temporary slot
+ *	  on a second connection of config (consistent point C) into
+ *	  generations/<gen>.tmp, and keep it pending.  The session then streams
+ *	  the archiver's slot from P into the newest generation, and
+ *	  cs_complete_handoff() ends it at C and starts the new one there.
+ *	  status() shows the hand-off pending until then (handoff_pending,
+ *	  cleared by cs_complete_handoff() once the new generation is
+ *	  published, or by cs_handoff_reset()).
+ *	  Returns C.  Errors: as cs_open_generation().
+ */
+XLogRecPtr
+cs_prepare_handoff(const CsArchiveConfig *config, uint64 sysid, uint32 tli,
+				   const char *reason)
+{
+	XLogRecPtr	start;
+
+	start = snapshot_new_generation(config, NULL, false, sysid, tli, reason);
+	cs_status_set_handoff(true, pending.identity.generation, start);
+	return start;
+}
+
+/*
+ * cs_handoff_pending
+ *	  Is a new generation waiting for the stream to reach its start?  Sets
+ *	  *generation and *start_lsn when it is.
+ */
+bool
+cs_handoff_pending(uint64 *generation, XLogRecPtr *start_lsn)
+{
+	if (pending.tmpdir == NULL)
+		return false;
+	*generation = pending.identity.generation;
+	*start_lsn = pending.identity.start_lsn;
+	return true;
+}
+
+/*
+ * cs_complete_handoff
+ *	  The stream has reached the pending generation's start C, and the
+ *	  writer's generation holds everything before it, up to a position of
+ *	  record of C (durable).  In this order, so that a crash anywhere
+ *	  leaves an archive the next session continues correctly: seal the
+ *	  old generation's last segment (its seal ends at C); rename the new
+ *	  generation into place (until then a crash leaves the old generation
+ *	  newest, ending at C, and the next session continues it); start its
+ *	  segment 0 at C (a crash before leaves a generation without segments,
+ *	  which recovery gives segment 0 at its start).  The Relation and Type
+ *	  messages in force carry over to the new segment's preamble.  The new
+ *	  generation is published (status().generation) before the hand-off
+ *	  stops showing as pending, so that no take_snapshot() in between is
+ *	  aimed at the old one.  Returns the new generation.
+ *	  Errors: file access SQLSTATEs.
+ */
+uint64
+cs_complete_handoff(void)
+{
+	XLogRecPtr	start = pending.identity.start_lsn;
+	uint64		sysid = pending.identity.system_identifier;
+	uint32		tli = pending.identity.timeline;
+	char	   *directory = pstrdup(pending.directory);
+	uint64		generation;
+
+	Assert(pending.tmpdir != NULL);
+	cs_writer_end_generation(start);
+	generation = commit_pending();
+	cs_writer_next_generation(directory, generation, sysid, tli, start);
+	cs_status_set_generation(generation);
+	cs_status_set_handoff(false, 0, InvalidXLogRecPtr);
+	cs_status_set_segment(cs_writer_segment_index());
+	cs_status_set_last_snapshot(GetCurrentTimestamp());
+	return generation;
+}
+
+/*
+ * cs_handoff_reset
+ *	  Forget a pending generation (session end or error): its .tmp
+ *	  directory is removed, and the next session takes a new snapshot if
+ *	  the new generation is still requested.
+ */
+void
+cs_handoff_reset(void)
+{
+	forget_pending(true);
+	cs_status_set_handoff(false, 0, InvalidXLogRecPtr);
+}
+
+/*
+ * cs_generation_continuable
+ *	  Can the newest of gens (in config's directory) be continued by a
+ *	  session of config on system sysid, timeline tli, with slot: is its
+ *	  identity file sound and the same (system, timeline, slot, database,
+ *	  plugin options), and the slot there and usable (slot_event NULL)?
+ *	  Then *identity holds its identity.  Raises nothing for a damaged
+ *	  identity file (it only says no); other errors reading it propagate.
+ */
+bool
+cs_generation_continuable(const CsArchiveConfig *config, List *gens,
+						  uint64 sysid, uint32 tli, const CsSlotInfo *slot,
+						  const char *slot_event, CsIdentity *identity)
+{
+	uint64		newest;
+
+	if (gens == NIL || slot_event != NULL || !slot->exists || slot->lost)
+		return false;
+	newest = *(uint64 *) llast(gens);
+	if (identity_damage(config->directory, newest, identity) != NULL)
+		return false;
+	return identity->system_identifier == sysid &&
+		identity->timeline == tli &&
+		strcmp(identity->slot, config->slot_name) == 0 &&
+		strcmp(identity->database, config->database) == 0 &&
+		strcmp(identity->plugin_options, cs_plugin_options(config)) == 0;
 }

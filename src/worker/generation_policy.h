@@ -33,4 +33,16 @@ extern uint64 cs_open_generation(const CsArchiveConfig *config,
 								 bool create_slot, uint64 sysid, uint32 tli,
 								 const char *reason, XLogRecPtr *start_lsn);
 
+extern XLogRecPtr cs_prepare_handoff(const CsArchiveConfig *config,
+									 uint64 sysid, uint32 tli,
+									 const char *reason);
+extern bool cs_handoff_pending(uint64 *generation, XLogRecPtr *start_lsn);
+extern uint64 cs_complete_handoff(void);
+extern void cs_handoff_reset(void);
+extern bool cs_generation_continuable(const CsArchiveConfig *config,
+									  List *gens, uint64 sysid, uint32 tli,
+									  const CsSlotInfo *slot,
+									  const char *slot_event,
+									  CsIdentity *identity);
+
 #endif							/* CS_GENERATION_POLICY_H */

@@ -9,9 +9,11 @@
  *	  A raw segment is sealed when a segment with a higher index exists in
  *	  its generation: the archiver creates segment n + 1 only after
  *	  segment n is flushed and closed, and never writes to a lower index
- *	  again.  The newest segment of every generation is left raw, also in
- *	  generations no longer written: a torn tail may only be cut there
- *	  (docs/DESIGN.md, "Damaged archives", rule 3).  The worker finds them
+ *	  again.  The newest segment of a generation is left raw, also in
+ *	  generations no longer written, unless its header's seal says it is
+ *	  complete and a newer generation exists (the hand-off seals it,
+ *	  docs/DESIGN.md section 6): a torn tail may only be cut in a raw
+ *	  segment (docs/DESIGN.md, "Damaged archives", rule 3).  The worker finds them
  *	  through archive_layout.c's listing, oldest first, compresses one in
  *	  slices (compress.c) and also removes the raw twin left beside a .gz
  *	  by a crash between rename and removal.  It sleeps on its latch, which
@@ -70,6 +72,7 @@
 #include "archive/compress.h"
 #include "archive/retention.h"
 #include "archive/retention_horizon.h"
+#include "archive/segment_reader.h"
 #include "archive/segment_spare.h"
 #include "base/archive_config.h"
 #include "base/guc.h"
@@ -133,7 +136,13 @@ remove_raw_twin(const CsSegmentFile *sf, const char *wal_dir)
 /*
  * Look at every generation of the archive: remove raw twins, count the
  * sealed raw segments (published in status()), return that count and set
- * *next to the oldest one.
+ * *next to the oldest one.  A raw segment with a successor is sealed.  The
+ * last segment of a generation is sealed only when its header's seal says
+ * so and a newer generation exists: the last segment of the newest one may
+ * be the archiver's active segment even with a seal (rotation seals it
+ * before creating the next), and the last segment of an older one is
+ * sealed at the hand-off (docs/DESIGN.md section 6), or left unsealed,
+ * perhaps torn, when its generation was abandoned.
  */
 static int64
 find_work(const char *directory, Candidate *next)
@@ -159,8 +168,9 @@ find_work(const char *directory, Candidate *next)
 					remove_raw_twin(sf, wal_dir);
 				continue;
 			}
-			if (lnext(segments, s) == NULL)
-				continue;		/* the newest: active, or may be torn */
+			if (lnext(segments, s) == NULL &&
+				(lnext(gens, g) == NULL || !cs_segment_sealed(sf->path)))
+				continue;		/* may be active, or torn */
 			if (backlog++ == 0)
 			{
 				strlcpy(next->wal_dir, wal_dir, MAXPGPATH);

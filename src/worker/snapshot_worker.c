@@ -39,8 +39,10 @@
  * cs_launch_snapshot_worker
  *	  Claim the single snapshot slot in shared memory and register a
  *	  "changestream snapshot" worker for generation.  CS_LAUNCH_BUSY when a
- *	  snapshot is already running, CS_LAUNCH_NO_WORKER when no background
- *	  worker slot is free (the claim is released).
+ *	  snapshot is already running, CS_LAUNCH_HANDOFF when a hand-off to a
+ *	  new generation is pending (docs/DESIGN.md section 6),
+ *	  CS_LAUNCH_NO_WORKER when no background worker slot is free (the claim
+ *	  is released).
  *	  Returns CsLaunchResult.
  */
 CsLaunchResult
@@ -48,9 +50,10 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 						  BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker worker;
+	bool		handoff_pending;
 
-	if (!cs_status_claim_snapshot())
-		return CS_LAUNCH_BUSY;
+	if (!cs_status_claim_snapshot(&handoff_pending))
+		return handoff_pending ? CS_LAUNCH_HANDOFF : CS_LAUNCH_BUSY;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |

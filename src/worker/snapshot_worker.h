@@ -15,7 +15,8 @@ typedef enum CsLaunchResult
 {
 	CS_LAUNCH_OK,
 	CS_LAUNCH_BUSY,				/* a snapshot is already running */
-	CS_LAUNCH_NO_WORKER			/* no background worker slot */
+	CS_LAUNCH_NO_WORKER,		/* no background worker slot */
+	CS_LAUNCH_HANDOFF			/* a hand-off to a new generation is pending */
 } CsLaunchResult;
 
 extern CsLaunchResult cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,

@@ -68,6 +68,10 @@ typedef struct StreamState
 {
 	WalReceiverConn *conn;		/* set while START_REPLICATION runs */
 	CsHistoryRelationHook on_history_relation;	/* the session owner's */
+	CsHandoffHook on_handoff;	/* the session owner's */
+	XLogRecPtr	handoff_lsn;	/* a new generation starts here: the
+								 * hand-off (docs/DESIGN.md section 6);
+								 * InvalidXLogRecPtr: none pending */
 	WaitEventSet *wait;			/* latch, postmaster, socket */
 	bool		writer_open;	/* the active segment is open */
 
@@ -302,6 +306,57 @@ maybe_rotate(TimestampTz now)
 }
 
 /*
+ * Has the stream reached the start of the generation waiting to follow
+ * the active one?  lsn is a transaction's commit LSN (BEGIN's final LSN),
+ * a non-transactional message's LSN, or the walEnd of a keepalive received
+ * with no transaction open.  The boundary is the one logical decoding
+ * itself draws for a slot started at that point
+ * (SnapBuildXactNeedsSkip() on the commit record's start): a transaction
+ * whose commit record starts before it is in the new generation's
+ * snapshot, any other is not.
+ */
+static bool
+handoff_due(XLogRecPtr lsn)
+{
+	return st.handoff_lsn != InvalidXLogRecPtr && lsn >= st.handoff_lsn;
+}
+
+/*
+ * The hand-off: every transaction whose commit record starts before
+ * handoff_lsn (C) is in the active generation, and no other is.  Record C
+ * as its position of record (a position entry without a send time: it
+ * extends the generation's LSN range, not its time range), make it
+ * durable and report it, then have the session's owner end the generation
+ * there and start the next at C (on_handoff).  Nothing is reported beyond
+ * what is durable in one of them.
+ */
+static void
+hand_off(TimestampTz now)
+{
+	XLogRecPtr	start = st.handoff_lsn;
+
+	if (st.pending_position > start)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("the archive's position of record " CS_LSN_FMT " is past the new generation's start " CS_LSN_FMT,
+						LSN_FORMAT_ARGS(st.pending_position),
+						LSN_FORMAT_ARGS(start)),
+				 errdetail("The next session takes the new generation's snapshot again.")));
+	if (st.pending_position < start)
+	{
+		add_entry(CS_ENTRY_POSITION, InvalidXLogRecPtr, start, 0, NULL, 0,
+				  NULL, now);
+		st.pending_position = start;
+	}
+	flush_and_report(now);
+	st.handoff_lsn = InvalidXLogRecPtr;
+	st.on_handoff();
+	st.made_durable = true;
+	st.counters.last_flush_at = now;
+	publish(now);
+}
+
+/*
  * Archive one pgoutput message unless it belongs to a transaction already
  * archived (its commit LSN is below skip_before: durability rule 4).
  */
@@ -313,6 +368,8 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 	switch (info->type)
 	{
 		case 'B':
+			if (handoff_due(info->lsn))
+				hand_off(now);
 			st.in_txn = true;
 			st.skipping = info->lsn < st.skip_before;
 			if (!st.skipping)
@@ -342,6 +399,8 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 				 */
 				if (info->lsn < st.skip_before)
 					break;
+				if (handoff_due(info->lsn))
+					hand_off(now);
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 						  payload, plen, info, now);
 				st.pending_position = Max(st.pending_position, info->lsn + 1);
@@ -472,6 +531,8 @@ handle_keepalive(StringInfo msg, TimestampTz now)
 	 */
 	if (reply)
 		send_status(now);
+	if (!st.in_txn && handoff_due(wal_end))
+		hand_off(now);
 	if (!st.in_txn && wal_end > st.pending_position)
 	{
 		st.unrecorded_keepalive = wal_end;
@@ -547,6 +608,30 @@ cs_stream_writer_opened(XLogRecPtr position)
 	st.pending_position = position;
 	st.skip_before = position;
 	st.received_lsn = position;
+}
+
+/*
+ * cs_stream_set_handoff
+ *	  A new generation is to start at start_lsn (an LSN past the position
+ *	  of record): the stream writes the active generation until it reaches
+ *	  it, then calls on_handoff, which must end the active generation
+ *	  there and make the new one the writer's (docs/DESIGN.md section 6).
+ */
+void
+cs_stream_set_handoff(XLogRecPtr start_lsn, CsHandoffHook on_handoff)
+{
+	st.handoff_lsn = start_lsn;
+	st.on_handoff = on_handoff;
+}
+
+/*
+ * cs_stream_handoff_pending
+ *	  Is a hand-off to a new generation still to come in this session?
+ */
+bool
+cs_stream_handoff_pending(void)
+{
+	return st.handoff_lsn != InvalidXLogRecPtr;
 }
 
 /*

@@ -23,11 +23,22 @@ struct WalReceiverConn;
  */
 typedef void (*CsHistoryRelationHook) (Oid relid);
 
+/*
+ * Called when the stream reaches the start of the new generation set with
+ * cs_stream_set_handoff(), after the active generation holds everything
+ * before it durably: the session's owner ends the active generation there
+ * and makes the new one the writer's (archiver.c).
+ */
+typedef void (*CsHandoffHook) (void);
+
 extern void cs_stream_reset(void);
 extern void cs_stream_writer_opened(XLogRecPtr position);
 extern void cs_stream_started(const CsArchiveConfig *config,
 							  struct WalReceiverConn *conn,
 							  CsHistoryRelationHook on_history_relation);
+extern void cs_stream_set_handoff(XLogRecPtr start_lsn,
+								  CsHandoffHook on_handoff);
+extern bool cs_stream_handoff_pending(void);
 extern bool cs_stream_is_streaming(void);
 extern bool cs_stream_made_durable(void);
 extern XLogRecPtr cs_stream_position(void);
