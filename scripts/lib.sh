@@ -46,7 +46,7 @@ if ! cs_pg_paths; then
 fi
 
 # Debian packages the build, the tests and the demo need.
-CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl
+CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl libcurl4-openssl-dev pkg-config
   postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR"
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -202,7 +202,7 @@ ensure_chroot() {
 	suite=$(suite_of "$v")
 	name=$(chroot_name_of "$v")
 	root=$CACHE/$name
-	pkgs="postgresql-$v postgresql-server-dev-$v postgresql-client-$v make gcc libc6-dev zlib1g-dev libipc-run-perl perl"
+	pkgs="postgresql-$v postgresql-server-dev-$v postgresql-client-$v make gcc libc6-dev zlib1g-dev libcurl4-openssl-dev pkg-config libipc-run-perl perl"
 	if [ -f "$root/.changestream-ready" ] && [ "${CS_CHROOT_REFRESH:-0}" != 1 ]; then
 		echo "reusing chroot $root"
 		return 0
