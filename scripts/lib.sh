@@ -45,9 +45,19 @@ if ! cs_pg_paths; then
 	PG_MAJOR=${PG_MAJOR:-15}
 fi
 
-# Debian packages the build, the tests and the demo need.
+# The object store's packages (scripts/object-store.sh), also installed
+# alone by scripts/object-store.sh install.
+CS_OBJECT_STORE_PACKAGES="ceph-mon ceph-osd radosgw ceph-common awscli s3cmd"
+
+# Debian packages the build, the tests and the demo need: the build
+# (libcurl4-openssl-dev: the replica's S3 transport, issue 31), the
+# PostgreSQL under test, and the object store the replica tests run against
+# (scripts/object-store.sh: a one-node Ceph cluster with RADOS Gateway;
+# ceph-mgr is left out, S3 does not need it) with the two S3 clients the
+# tests and benchmarks compare with (awscli, s3cmd).
 CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl libcurl4-openssl-dev pkg-config
-  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR"
+  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
+  $CS_OBJECT_STORE_PACKAGES"
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
