@@ -280,9 +280,10 @@ parse_list_page(const CsS3Response *resp, List **objects, bool *truncated)
 	char	   *text;
 
 	*truncated = false;
-	if (!cs_xml_find(p, end - p, "ListBucketResult", &span) &&
-		strstr(p, "<ListBucketResult") == NULL)
+	if (!cs_xml_find(p, end - p, "ListBucketResult", &span))
 		return "it is not a ListBucketResult";
+	p = span.start;
+	end = span.start + span.len;
 	if (cs_xml_find(p, end - p, "IsTruncated", &span))
 	{
 		text = cs_xml_text(span, 8);

@@ -5,11 +5,12 @@
  *	  (ListObjectsV2's Contents, Key, Size, IsTruncated; an error's Code
  *	  and Message; a multipart upload's UploadId), as untrusted input.
  *
- * This is not an XML parser: it finds "<name>" ... "</name>" within given
- * bounds and decodes the five predefined entities and numeric character
+ * This is not an XML parser: it finds "<name>" (or "<name attributes>")
+ * ... "</name>" within given bounds and decodes the five predefined entities and numeric character
  * references of the text between.  That suffices for S3's responses,
  * whose elements of interest carry no attributes and hold text only
- * (S3 API reference, ListObjectsV2 and "Error responses"); anything else,
+ * (S3 API reference, ListObjectsV2 and "Error responses"; a document
+ * element may carry an xmlns attribute); anything else,
  * an unterminated element, a bad reference, a NUL, is "not found" or an
  * error the caller reports naming the request.  Every scan is bounded by
  * the length given, never by a NUL.
@@ -45,9 +46,10 @@ find_bytes(const char *hay, size_t hlen, const char *needle, size_t nlen)
 
 /*
  * cs_xml_find(doc, doclen, name, out) -> bool
- *	  The content of the first element <name>...</name> in the doclen bytes
- *	  at doc, into out; false when there is none, or it is not closed.
- *	  name must be a plain element name (no attributes are matched).
+ *	  The content of the first element <name>...</name> (its start tag may
+ *	  carry attributes, as <ListBucketResult xmlns="...">) in the doclen
+ *	  bytes at doc, into out; false when there is none, or it is not
+ *	  closed.  <nameX> for a longer name does not match.
  */
 bool
 cs_xml_find(const char *doc, size_t doclen, const char *name, CsXmlSpan *out)
@@ -56,23 +58,34 @@ cs_xml_find(const char *doc, size_t doclen, const char *name, CsXmlSpan *out)
 	char		close[80];
 	int			olen;
 	int			clen;
-	const char *s;
-	const char *e;
+	const char *p = doc;
+	const char *end = doc + doclen;
 
-	olen = snprintf(open, sizeof(open), "<%s>", name);
+	olen = snprintf(open, sizeof(open), "<%s", name);
 	clen = snprintf(close, sizeof(close), "</%s>", name);
 	if (olen >= (int) sizeof(open) || clen >= (int) sizeof(close))
 		return false;
-	s = find_bytes(doc, doclen, open, olen);
-	if (s == NULL)
-		return false;
-	s += olen;
-	e = find_bytes(s, doc + doclen - s, close, clen);
-	if (e == NULL)
-		return false;
-	out->start = s;
-	out->len = e - s;
-	return true;
+	for (;;)
+	{
+		const char *s = find_bytes(p, end - p, open, olen);
+		const char *gt;
+		const char *e;
+
+		if (s == NULL || s + olen >= end)
+			return false;
+		p = s + olen;
+		if (*p != '>' && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
+			continue;			/* a longer name */
+		gt = memchr(p, '>', end - p);
+		if (gt == NULL || gt[-1] == '/')
+			return false;		/* unterminated, or empty <name/> */
+		e = find_bytes(gt + 1, end - gt - 1, close, clen);
+		if (e == NULL)
+			return false;
+		out->start = gt + 1;
+		out->len = e - (gt + 1);
+		return true;
+	}
 }
 
 /* Decode one reference at p ("&...;", at most len bytes) into buf; bytes used or 0. */

@@ -300,7 +300,9 @@ check_multipart(CheckRun *run)
 		ok = true;
 	if (!ok)
 	{
+		/* the completion may have taken effect though its answer failed */
 		cs_s3_multipart_abort(run->client, key, upload_id, &resp);
+		cs_s3_delete(run->client, key, &resp);
 		return false;
 	}
 	cs_s3_get(run->client, key, PART1_BYTES + PART2_BYTES, &resp);
