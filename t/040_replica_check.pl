@@ -2,10 +2,10 @@
 # changestream.replica_check() against a real object store (issue 31,
 # sections 2, 4, 6 and 7): the S3 client layer end to end.
 #
-# - With good settings every check passes (settings, credentials, put, get,
-#   list, multipart, conditional put, delete, clock skew), and the bucket
-#   holds nothing of the check afterwards (listed with awscli, an
-#   independent client).
+# - With good settings every check passes (settings, credentials, put, get
+#   whole and a range, list in pages of one key, a 2-part multipart upload,
+#   conditional put, delete, clock skew), and the bucket holds nothing of
+#   the check afterwards (listed with awscli, an independent client).
 # - A wrong secret fails the put row with SignatureDoesNotMatch and a hint
 #   (awscli with the same wrong secret is refused the same way: the
 #   oracle); rewriting the file with the right secret, without a reload,
@@ -121,6 +121,9 @@ is(join(',', map { "$_=$rows->{$_}{ok}" } @all_checks),
 	join(',', map { "$_=t" } @all_checks), 'every check passes against the store');
 like($rows->{settings}{detail}, qr/path-style/,
 	'an endpoint with a port gets path-style requests (uri_style auto)');
+like($rows->{get}{detail}, qr/a range of 10 \(206\)/, 'the get check reads a range too');
+like($rows->{list}{detail}, qr/one key per page/,
+	'the list check pages one key at a time (the IsTruncated/start-after loop)');
 like($rows->{'conditional put'}{detail}, qr/412/,
 	'the store refuses If-None-Match: * on an existing key (as t/041 measured with curl)');
 is(bucket_keys($bucket, 'db1/'), '',

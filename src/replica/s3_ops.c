@@ -247,6 +247,25 @@ cs_s3_get(CsS3Client *client, const char *key, size_t max, CsS3Response *resp)
 	cs_s3_perform(client, &req, resp);
 }
 
+/*
+ * cs_s3_get_range(client, key, offset, length, resp)
+ *	  GET length bytes of key from byte offset (Range: bytes=a-b; a store
+ *	  answers 206).  length must be at least 1; the body is bounded by it.
+ */
+void
+cs_s3_get_range(CsS3Client *client, const char *key, uint64 offset,
+				uint64 length, CsS3Response *resp)
+{
+	CsS3Request req;
+
+	Assert(length > 0);
+	simple_request(&req, "GET", key, NULL, 0, (size_t) length);
+	cs_s3_request_add_header(&req, "range",
+							 psprintf("bytes=" UINT64_FORMAT "-" UINT64_FORMAT,
+									  offset, offset + length - 1));
+	cs_s3_perform(client, &req, resp);
+}
+
 /* cs_s3_head(client, key, resp): HEAD key (status 200 or 404). */
 void
 cs_s3_head(CsS3Client *client, const char *key, CsS3Response *resp)
@@ -314,18 +333,19 @@ parse_list_page(const CsS3Response *resp, List **objects, bool *truncated)
 }
 
 /*
- * cs_s3_list(client, prefix, start_after, objects, resp, bad_response)
- *	  -> bool
+ * cs_s3_list(client, prefix, start_after, max_keys, objects, resp,
+ *			   bad_response) -> bool
  *	  Every object whose key begins with prefix and sorts after
  *	  start_after (NULL: from the start), in key order, appended to
- *	  *objects (CsS3Object *): ListObjectsV2 pages of up to 1000 keys,
+ *	  *objects (CsS3Object *): ListObjectsV2 pages of up to max_keys keys
+ *	  (0: the store's default, 1000 on S3),
  *	  the next one starting after the last key seen, while IsTruncated.
  *	  False when a request fails (resp holds it) or a page is malformed
  *	  (*bad_response says how, naming the prefix; resp's status is 2xx).
  */
 bool
 cs_s3_list(CsS3Client *client, const char *prefix, const char *start_after,
-		   List **objects, CsS3Response *resp, char **bad_response)
+		   int max_keys, List **objects, CsS3Response *resp, char **bad_response)
 {
 	char	   *after = start_after ? pstrdup(start_after) : NULL;
 
@@ -333,7 +353,7 @@ cs_s3_list(CsS3Client *client, const char *prefix, const char *start_after,
 	for (;;)
 	{
 		CsS3Request req;
-		CsSigV4Pair query[3];
+		CsSigV4Pair query[4];
 		int			n = 0;
 		bool		truncated;
 		int			before = list_length(*objects);
@@ -348,6 +368,11 @@ cs_s3_list(CsS3Client *client, const char *prefix, const char *start_after,
 		{
 			query[n].name = "start-after";
 			query[n++].value = after;
+		}
+		if (max_keys > 0)
+		{
+			query[n].name = "max-keys";
+			query[n++].value = psprintf("%d", max_keys);
 		}
 		simple_request(&req, "GET", NULL, NULL, 0, CS_S3_SMALL_RESPONSE);
 		req.query = query;

@@ -47,11 +47,13 @@ extern void cs_s3_put(CsS3Client *client, const char *key, const char *data,
 					  size_t len, bool if_none_match, CsS3Response *resp);
 extern void cs_s3_get(CsS3Client *client, const char *key, size_t max,
 					  CsS3Response *resp);
+extern void cs_s3_get_range(CsS3Client *client, const char *key,
+							uint64 offset, uint64 length, CsS3Response *resp);
 extern void cs_s3_head(CsS3Client *client, const char *key, CsS3Response *resp);
 extern void cs_s3_delete(CsS3Client *client, const char *key,
 						 CsS3Response *resp);
 extern bool cs_s3_list(CsS3Client *client, const char *prefix,
-					   const char *start_after, List **objects,
+					   const char *start_after, int max_keys, List **objects,
 					   CsS3Response *resp, char **bad_response);
 extern bool cs_s3_multipart_create(CsS3Client *client, const char *key,
 								   char **upload_id, CsS3Response *resp);

@@ -216,10 +216,44 @@ check_get(CheckRun *run)
 			 "Something between the server and the store changes objects (a proxy, or a transformation configured on the bucket).");
 		return false;
 	}
-	emit(run, "get", true, "read back the same bytes", NULL);
+	/* a range: bytes 8 to 17 */
+	cs_s3_get_range(run->client, run->key, 8, 10, &resp);
+	if (resp.status != 206 || resp.error_code)
+		return fail(run, "get", &resp,
+					psprintf("GET of bytes 8 to 17 of key \"%s\" (a Range request)", run->key));
+	if (resp.body_len != 10 || memcmp(resp.body, run->content + 8, 10) != 0)
+	{
+		emit(run, "get", false,
+			 psprintf("bytes 8 to 17 of key \"%s\" read back as %zu bytes that differ from those written",
+					  run->key, resp.body_len),
+			 "The store does not honour Range requests correctly.");
+		return false;
+	}
+	emit(run, "get", true, "read back the same bytes, whole and a range of 10 (206)", NULL);
 	return true;
 }
 
+/* Whether objects holds key with size; false if not. */
+static bool
+listed(List *objects, const char *key, int64 size)
+{
+	ListCell   *lc;
+
+	foreach(lc, objects)
+	{
+		CsS3Object *obj = lfirst(lc);
+
+		if (strcmp(obj->key, key) == 0)
+			return obj->size == size;
+	}
+	return false;
+}
+
+/*
+ * The list check: a second object beside the first, then a listing in
+ * pages of one key (so the IsTruncated/start-after loop runs) that must
+ * show both, in key order, with their sizes.
+ */
 static bool
 check_list(CheckRun *run)
 {
@@ -227,11 +261,16 @@ check_list(CheckRun *run)
 	List	   *objects = NIL;
 	char	   *bad;
 	char	   *dir = cs_s3_object_key(&run->config, "replica_check/");
-	ListCell   *lc;
+	char	   *second = psprintf("%s.list", run->key);
+	bool		ok;
 
 	begin_check(run);
-	if (!cs_s3_list(run->client, dir, NULL, &objects, &resp, &bad))
+	cs_s3_put(run->client, second, run->content, strlen(run->content), false, &resp);
+	if (resp.status != 200 || resp.error_code)
+		return fail(run, "list", &resp, psprintf("PUT of key \"%s\"", second));
+	if (!cs_s3_list(run->client, dir, NULL, 1, &objects, &resp, &bad))
 	{
+		cs_s3_delete(run->client, second, &resp);
 		if (bad)
 		{
 			emit(run, "list", false, bad, "Check that changestream.replica_endpoint is an S3 API.");
@@ -240,24 +279,24 @@ check_list(CheckRun *run)
 		return fail(run, "list", &resp, psprintf("listing of prefix \"%s\"", dir));
 	}
 	saw(run, &resp);
-	foreach(lc, objects)
+	ok = listed(objects, run->key, strlen(run->content)) &&
+		listed(objects, second, strlen(run->content));
+	for (int i = 1; ok && i < list_length(objects); i++)
+		ok = strcmp(((CsS3Object *) list_nth(objects, i - 1))->key,
+					((CsS3Object *) list_nth(objects, i))->key) < 0;
+	cs_s3_delete(run->client, second, &resp);
+	if (!ok)
 	{
-		CsS3Object *obj = lfirst(lc);
-
-		if (strcmp(obj->key, run->key) == 0)
-		{
-			if (obj->size != (int64) strlen(run->content))
-				break;
-			emit(run, "list", true,
-				 psprintf("the listing of \"%s\" shows the object (%d objects there)",
-						  dir, list_length(objects)), NULL);
-			return true;
-		}
+		emit(run, "list", false,
+			 psprintf("the listing of \"%s\" in pages of one key does not show keys \"%s\" and \"%s\" with their sizes, in order",
+					  dir, run->key, second),
+			 "The store's listings lag its writes, or it pages listings wrongly (max-keys, start-after); readers of the replica need listings that show what was written.");
+		return false;
 	}
-	emit(run, "list", false,
-		 psprintf("the listing of \"%s\" does not show key \"%s\" with its size", dir, run->key),
-		 "The store's listings lag its writes, or a lifecycle rule removed the object; readers of the replica need listings that show what was written.");
-	return false;
+	emit(run, "list", true,
+		 psprintf("a listing of \"%s\" one key per page (%d objects) shows both test objects in order",
+				  dir, list_length(objects)), NULL);
+	return true;
 }
 
 /* n bytes that do not compress, from seed */
