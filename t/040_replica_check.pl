@@ -13,9 +13,12 @@
 # - A bucket that does not exist (awscli's head-bucket says 404) fails the
 #   put row with NoSuchBucket and a hint.
 # - A credentials file with group access is refused in the credentials row
-#   with a hint, and nothing is sent.
+#   with a hint, and nothing is sent; a malformed one names its line and
+#   never its content; "env" reads the postmaster's AWS_* variables.
 # - Through the fault proxy: a 503 SlowDown fails the put row naming
-#   SlowDown; a query cancel (pg_cancel_backend) during a stalled request
+#   SlowDown, an ExpiredToken, a reset, a truncated GET, a 200
+#   CompleteMultipartUpload with an error body and a changed part ETag each
+#   fail the row of their check, classified; a query cancel (pg_cancel_backend) during a stalled request
 #   ends the call with the cancel error, and the same session then runs
 #   replica_check() to the end (the cancelled transfer left nothing
 #   behind).  The time from the cancel to the end of the call is measured
@@ -177,6 +180,60 @@ ok(!exists $rows->{put}, 'mode 0640: nothing is sent');
 chmod(0600, $creds) or die "chmod: $!";
 
 ######################################################################
+# Untrusted credentials files: the line is named, never its content
+
+sub write_raw
+{
+	my ($path, $text) = @_;
+	open(my $fh, '>', $path) or die "open $path: $!";
+	print $fh $text;
+	close($fh) or die "close $path: $!";
+	chmod(0600, $path) or die "chmod $path: $!";
+	return;
+}
+
+my $leak = 'LEAKYSECRET/should/never/show/0000000000';
+my %bad_files = (
+	'a line without "="' => [ "[default]\naws_access_key_id = $s3->{access_key}\naws_secret_access_key $leak\n",
+		qr/invalid line 3 in credentials file .*A line must be/ ],
+	'a line over 8 kB' => [ "[default]\naws_access_key_id = " . ('x' x 9000) . "\n",
+		qr/line 2 of credentials file .* is too long/ ],
+	'no such profile' => [ "[other]\naws_access_key_id = a\naws_secret_access_key = $leak\n",
+		qr/has no profile "default"/ ],
+	'no secret' => [ "[default]\naws_access_key_id = $s3->{access_key}\n",
+		qr/profile "default" of credentials file .* lacks aws_secret_access_key/ ],
+	'an unterminated section' => [ "[default\naws_secret_access_key = $leak\n",
+		qr/invalid line 1 .*section header/ ]);
+for my $case (sort keys %bad_files)
+{
+	my ($text, $want) = @{ $bad_files{$case} };
+	write_raw($creds, $text);
+	($rows, $names) = replica_check();
+	is($rows->{credentials}{ok}, 'f', "credentials file with $case: refused");
+	like($rows->{credentials}{detail}, $want, "credentials file with $case: the detail says where and what");
+	ok(index($rows->{credentials}{detail} . $rows->{credentials}{hint}, 'LEAKY') < 0,
+		"credentials file with $case: no secret in the row");
+}
+write_credentials($creds, $s3->{access_key}, $s3->{secret_key});
+
+# env: the server's AWS_* variables (the postmaster's environment)
+{
+	local $ENV{AWS_ACCESS_KEY_ID} = $s3->{access_key};
+	local $ENV{AWS_SECRET_ACCESS_KEY} = $s3->{secret_key};
+	$node->restart;
+}
+set_replica(replica_credentials => 'env');
+($rows, $names) = replica_check();
+like($rows->{credentials}{detail}, qr/environment/, 'env: the keys come from the environment');
+is(join(',', map { $rows->{$_}{ok} // 'missing' } @all_checks), join(',', ('t') x @all_checks),
+	"env: every check passes with the postmaster's AWS_* variables");
+$node->restart;
+($rows, $names) = replica_check();
+like($rows->{credentials}{detail}, qr/AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY is not set/,
+	'env without the variables: the credentials row says which are missing');
+set_replica(replica_credentials => $creds);
+
+######################################################################
 # Through the fault proxy
 
 my $proxy = S3FaultProxy->new(upstream => $s3->{endpoint});
@@ -186,6 +243,51 @@ $proxy->inject('slowdown', count => 1, method => 'PUT');
 ($rows, $names) = replica_check();
 like($rows->{put}{detail}, qr/503 SlowDown/, '503 SlowDown through the proxy: the put row names it');
 is(scalar(grep { $_->{fault} eq 'slowdown' } $proxy->injected), 1, 'the proxy injected one SlowDown');
+
+# More faults, each in the row of the check it hits, classified.
+sub with_fault
+{
+	my ($fault, %match) = @_;
+	$proxy->inject($fault, count => 1, %match);
+	my ($r) = replica_check();
+	$proxy->clear;
+	return $r;
+}
+
+$rows = with_fault('expired_token', method => 'PUT');
+like($rows->{put}{detail}, qr/400 ExpiredToken/, 'ExpiredToken: the put row names it');
+like($rows->{put}{hint}, qr/session token expired/, 'ExpiredToken: the hint says to write fresh keys');
+
+# libcurl sends a request again, once, on a fresh connection when a reused
+# one dies before any answer: two resets make the HEAD fail.
+$rows = with_fault('reset', method => 'HEAD', count => 2);
+is($rows->{delete}{ok}, 'f', 'a reset connection: the delete check (its HEAD) fails');
+like($rows->{delete}{detail}, qr/no response to the HEAD/, 'a reset connection: no response, named');
+
+# a reset PUT on a reused connection is sent again by libcurl, its body
+# rewound (CURLOPT_SEEKFUNCTION): the list check's second PUT passes
+my $resets = scalar(grep { $_->{fault} eq 'reset' } $proxy->injected);
+$rows = with_fault('reset', method => 'PUT', path => qr{\.list$});
+is(scalar(grep { $_->{fault} eq 'reset' } $proxy->injected), $resets + 1,
+	'the proxy reset the PUT of the second list object');
+is($rows->{list}{ok}, 't', 'a PUT reset on a reused connection is sent again, body rewound, and succeeds');
+
+$rows = with_fault('truncated_get', method => 'GET', path => qr{replica_check/\d+\.\d+\.\d+$});
+is($rows->{get}{ok}, 'f', 'a truncated GET: the get check fails');
+like($rows->{get}{detail}, qr/response to the GET of key .* broke off after HTTP 200/,
+	'a truncated GET: the answer that broke off is named, not taken as the object');
+
+$rows = with_fault('complete_error', method => 'POST', path => qr/uploadId=/);
+is($rows->{multipart}{ok}, 'f', 'a 200 CompleteMultipartUpload with an error body: the multipart check fails');
+like($rows->{multipart}{detail}, qr/HTTP 200 InternalError/,
+	'a 200 CompleteMultipartUpload with an error body: classified by its code');
+
+$rows = with_fault('wrong_etag', method => 'PUT', path => qr/partNumber=1&/);
+is($rows->{multipart}{ok}, 'f', "a part's ETag changed on the way: the multipart check fails");
+like($rows->{multipart}{detail}, qr/completion of the multipart upload/,
+	"a part's ETag changed on the way: the completion is refused");
+is(bucket_keys($bucket, 'db1/'), '',
+	'after the failed checks nothing of them is left under the prefix');
 
 # A stalled request, cancelled: one session runs replica_check() (stalled,
 # then cancelled), then again.
@@ -239,7 +341,7 @@ $proxy->stop;
 # No secret anywhere
 
 my $log = cs_log_since($node, $log_start);
-for my $secret ($s3->{secret_key}, $wrong)
+for my $secret ($s3->{secret_key}, $wrong, $leak)
 {
 	ok(index($log, $secret) < 0, "the server log never holds a secret ($secret)");
 }

@@ -159,6 +159,15 @@ cs_s3_classify(const CsS3Response *resp, const char *what, CsS3Failure *failure)
 		failure->hint = pstrdup("The object store sent more than the request can hold; check that changestream.replica_endpoint is an S3 API.");
 		return failure->class;
 	}
+	if (resp->status == 0 && resp->status_seen > 0)
+	{
+		failure->class = CS_S3_RETRYABLE;
+		failure->message = psprintf("the response to the %s broke off after HTTP %ld: %s",
+									what, resp->status_seen,
+									resp->transport_error ? resp->transport_error : "unknown error");
+		failure->hint = pstrdup("The connection to the object store failed in the middle of an answer; check the network and the store's logs.");
+		return failure->class;
+	}
 	if (resp->status == 0)
 	{
 		failure->class = CS_S3_RETRYABLE;

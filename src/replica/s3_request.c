@@ -203,6 +203,21 @@ read_callback(char *buffer, size_t size, size_t nitems, void *userdata)
 	return n;
 }
 
+/*
+ * CURLOPT_SEEKFUNCTION: rewind the request body, for libcurl's resend of a
+ * request on a fresh connection when a reused one died before any answer.
+ */
+static int
+seek_callback(void *userdata, curl_off_t offset, int origin)
+{
+	UploadSource *src = userdata;
+
+	if (origin != SEEK_SET || offset < 0 || (size_t) offset > src->len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	src->pos = (size_t) offset;
+	return CURL_SEEKFUNC_OK;
+}
+
 /* Copy a header's value (after "name:", trimmed) into dst, bounded. */
 static void
 capture_value(char *dst, const char *value, size_t len)
@@ -431,6 +446,8 @@ set_options(CsS3Client *client, CURL *easy, const CsS3Request *req,
 		curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(easy, CURLOPT_READFUNCTION, read_callback);
 		curl_easy_setopt(easy, CURLOPT_READDATA, upload);
+		curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, seek_callback);
+		curl_easy_setopt(easy, CURLOPT_SEEKDATA, upload);
 		curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t) req->body_len);
 	}
 	else if (strcmp(req->method, "POST") == 0)
@@ -576,13 +593,15 @@ collect(CURL *easy, CURLcode rc, const char *errbuf, BodyBuffer *body,
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory receiving an S3 response")));
-	if (rc != CURLE_OK && !body->too_large)
+	if (rc != CURLE_OK)
 	{
-		resp->transport_error = psprintf("%s%s%s", curl_easy_strerror(rc),
-										 errbuf[0] ? ": " : "", errbuf);
+		/* an answer that broke off, or overflowed, is no answer */
+		resp->status_seen = resp->status;
+		resp->status = 0;
 		resp->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
-		if (rc != CURLE_HTTP_RETURNED_ERROR)
-			resp->status = 0;
+		if (!body->too_large)
+			resp->transport_error = psprintf("%s%s%s", curl_easy_strerror(rc),
+											 errbuf[0] ? ": " : "", errbuf);
 	}
 	parse_error_body(resp);
 }

@@ -35,7 +35,8 @@ typedef struct CsS3Request
 /* what came back; strings palloc'd */
 typedef struct CsS3Response
 {
-	long		status;			/* HTTP status; 0 when no response came */
+	long		status;			/* HTTP status; 0 when no (whole) response came */
+	long		status_seen;	/* the HTTP status received before a failure */
 	char	   *transport_error;	/* NULL, or what libcurl said */
 	bool		timed_out;		/* no response, or a stalled one */
 	bool		too_large;		/* the body passed max_response */
