@@ -125,6 +125,8 @@ is(join(',', map { "$_=$rows->{$_}{ok}" } @all_checks),
 like($rows->{settings}{detail}, qr/path-style/,
 	'an endpoint with a port gets path-style requests (uri_style auto)');
 like($rows->{get}{detail}, qr/a range of 10 \(206\)/, 'the get check reads a range too');
+like($rows->{'clock skew'}{detail}, qr/clock is [01] s (ahead of|behind)/,
+	'the store runs on this machine: the clock skew is 0 or 1 s (whole seconds)');
 like($rows->{list}{detail}, qr/one key per page/,
 	'the list check pages one key at a time (the IsTruncated/start-after loop)');
 like($rows->{'conditional put'}{detail}, qr/412/,

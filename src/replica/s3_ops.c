@@ -93,8 +93,9 @@ days_from_civil(int y, int m, int d)
  * cs_s3_clock_skew_s(resp, known) -> seconds
  *	  How far the local clock is ahead of the store's (negative: behind),
  *	  from the response's Date header ("Sun, 06 Nov 1994 08:49:37 GMT",
- *	  RFC 9110's IMF-fixdate; whole seconds, so +-1 s is noise).  *known
- *	  is false when the response had no such header.
+ *	  RFC 9110's IMF-fixdate) against the local clock when that header
+ *	  arrived (whole seconds, so +-1 s is noise).  *known is false when the
+ *	  response had no such header.
  */
 double
 cs_s3_clock_skew_s(const CsS3Response *resp, bool *known)
@@ -122,7 +123,7 @@ cs_s3_clock_skew_s(const CsS3Response *resp, bool *known)
 	store = days_from_civil(y, (int) (m - months) / 3 + 1, d) * 86400 +
 		hh * 3600 + mm * 60 + ss;
 	*known = true;
-	return (double) ((int64) time(NULL) - store);
+	return (double) ((int64) resp->date_received - store);
 }
 
 /* The rule for code, or NULL. */

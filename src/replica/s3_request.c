@@ -79,6 +79,7 @@ typedef struct UploadSource
 typedef struct CapturedHeaders
 {
 	char		date[CS_S3_HEADER_MAX];
+	pg_time_t	date_received;	/* local clock when the Date arrived */
 	char		etag[CS_S3_HEADER_MAX];
 } CapturedHeaders;
 
@@ -242,7 +243,10 @@ header_callback(char *buffer, size_t size, size_t nitems, void *userdata)
 	if (n >= 5 && strncmp(buffer, "HTTP/", 5) == 0)
 		memset(h, 0, sizeof(*h));
 	else if (n > 5 && pg_strncasecmp(buffer, "date:", 5) == 0)
+	{
 		capture_value(h->date, buffer + 5, n - 5);
+		h->date_received = (pg_time_t) time(NULL);
+	}
 	else if (n > 5 && pg_strncasecmp(buffer, "etag:", 5) == 0)
 		capture_value(h->etag, buffer + 5, n - 5);
 	return n;
@@ -588,6 +592,7 @@ collect(CURL *easy, CURLcode rc, const char *errbuf, BodyBuffer *body,
 	resp->body[body->len] = '\0';
 	resp->body_len = body->len;
 	resp->date = pstrdup(captured->date);
+	resp->date_received = captured->date_received;
 	resp->etag = pstrdup(captured->etag);
 	if (body->out_of_memory)
 		ereport(ERROR,

@@ -9,6 +9,8 @@
 #ifndef CS_S3_REQUEST_H
 #define CS_S3_REQUEST_H
 
+#include "pgtime.h"
+
 #include "replica/s3_config.h"
 #include "replica/s3_credentials.h"
 #include "replica/sigv4.h"
@@ -43,6 +45,7 @@ typedef struct CsS3Response
 	char	   *body;			/* NUL-terminated */
 	size_t		body_len;
 	char	   *date;			/* the Date header, or "" */
+	pg_time_t	date_received;	/* the local clock when it arrived, s */
 	char	   *etag;			/* the ETag header, or "" */
 	char	   *error_code;		/* <Code> of an error body, or NULL */
 	char	   *error_message;	/* <Message> of an error body, or NULL */
