@@ -45,8 +45,8 @@ if ! cs_pg_paths; then
 	PG_MAJOR=${PG_MAJOR:-15}
 fi
 
-# The object store's packages (scripts/object-store.sh), also installed
-# alone by scripts/object-store.sh install.
+# The object store's packages (scripts/object-store.sh; its "install"
+# installs them alone).
 CS_OBJECT_STORE_PACKAGES="ceph-mon ceph-osd radosgw ceph-common awscli s3cmd"
 
 # Debian packages the build, the tests and the demo need: the build
@@ -206,6 +206,18 @@ cs_cluster_psql() {
 	local dir=$1 port=$2
 	shift 2
 	cs_as_pg "$PG_BINDIR/psql" -X -h "$dir" -p "$port" -d postgres "$@"
+}
+
+# cs_tap_need_object_store SRCDIR t/NNN_x.pl...: true if one of the TAP
+# files calls cs_object_store (t/ChangestreamTest.pm), so that the object
+# store is started only for runs that use it.
+cs_tap_need_object_store() {
+	local src=$1 t
+	shift
+	for t in "$@"; do
+		grep -q 'cs_object_store(' "$src/$t" 2>/dev/null && return 0
+	done
+	return 1
 }
 
 # The TAP files of a source tree, in the order prove starts them:

@@ -10,6 +10,9 @@
 #   bash scripts/object-store.sh env      print the env file (shell syntax)
 #   bash scripts/object-store.sh stop     kill its daemons by PID, remove the
 #                                         directory
+#   bash scripts/object-store.sh install  install the Debian packages it needs
+#                                         (root; scripts/test.sh's dependencies
+#                                         include them)
 #
 # What runs: one monitor, one OSD on a sparse bluestore file, and radosgw
 # (the beast frontend on a free loopback port).  No manager daemon: S3 does
@@ -49,7 +52,7 @@ SECRET_KEY=cstest/secret/key/0000000000000000000000
 REGION=us-east-1
 DAEMONS="mon.a osd.0 client.rgw.a"   # their pid files: DIR/run/NAME.pid
 
-usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # Debian's awscli (a Python environment may put another aws first in PATH)
 AWS=/usr/bin/aws
@@ -95,14 +98,14 @@ store_status() {
 
 # Kill the daemons by PID (TERM, then KILL after 10 s) and remove DIR.
 store_stop() {
-	local d pid pids="" i
+	local d pid pids="" alive=""
 	for d in $DAEMONS; do
 		pid=$(pid_of "$d") && pids="$pids $pid"
 	done
 	if [ -n "$pids" ]; then
 		# shellcheck disable=SC2086
 		kill -TERM $pids 2>/dev/null
-		for i in $(seq 1 20); do
+		for _ in $(seq 1 20); do
 			alive=""
 			for pid in $pids; do
 				kill -0 "$pid" 2>/dev/null && alive="$alive $pid"
@@ -217,13 +220,13 @@ store_start() {
 	local t0 fsid osd_uuid mon_port rgw_port pid pids=""
 	t0=$(cs_now)
 	if store_status; then
-		cs_info "object store already running in $DIR"
+		cs_info "object store already running in $DIR" >&2
 		printf '%s\n' "$ENVFILE"
 		return 0
 	fi
 	for p in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool; do
 		command -v "$p" >/dev/null ||
-			cs_die "$p not found: install $CS_OBJECT_STORE_PACKAGES"
+			cs_die "$p not found: bash scripts/object-store.sh install (Debian: $CS_OBJECT_STORE_PACKAGES)"
 	done
 	# leftovers of a store that died: kill what is left by PID, start afresh
 	[ -d "$DIR" ] && store_stop >/dev/null
@@ -305,6 +308,9 @@ status)
 env)
 	[ -f "$ENVFILE" ] || cs_die "no object store in $DIR (start it first)"
 	sed 's/^/export /' "$ENVFILE"
+	;;
+install)
+	CS_PACKAGES=$CS_OBJECT_STORE_PACKAGES cs_install_deps || cs_die "could not install $CS_OBJECT_STORE_PACKAGES"
 	;;
 -h | --help) usage ;;
 *) usage >&2; exit 2 ;;
