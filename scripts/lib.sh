@@ -45,19 +45,19 @@ if ! cs_pg_paths; then
 	PG_MAJOR=${PG_MAJOR:-15}
 fi
 
-# The object store's packages (scripts/object-store.sh; its "install"
-# installs them alone).
-CS_OBJECT_STORE_PACKAGES="ceph-mon ceph-osd radosgw ceph-common awscli s3cmd"
+# The object store of the replica tests (scripts/object-store.sh; its
+# "install" installs these alone): the Ceph daemons (no ceph-mgr: S3 does
+# not need it) and the S3 clients the tests and benchmarks use.
+CS_OBJECT_STORE_PACKAGES="ceph-mon ceph-osd radosgw ceph-common awscli s3cmd curl"
 
 # Debian packages the build, the tests and the demo need: the build
 # (libcurl4-openssl-dev: the replica's S3 transport, issue 31), the
-# PostgreSQL under test, and the object store the replica tests run against
-# (scripts/object-store.sh: a one-node Ceph cluster with RADOS Gateway;
-# ceph-mgr is left out, S3 does not need it) with the two S3 clients the
-# tests and benchmarks compare with (awscli, s3cmd).
+# PostgreSQL under test, and the object store, unless CS_OBJECT_STORE_ENV
+# names one started elsewhere (scripts/test-matrix.sh starts it on the host
+# and gives it to the chroots, which install only its clients).
 CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl libcurl4-openssl-dev
-  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
-  $CS_OBJECT_STORE_PACKAGES"
+  postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR"
+[ -n "${CS_OBJECT_STORE_ENV:-}" ] || CS_PACKAGES="$CS_PACKAGES $CS_OBJECT_STORE_PACKAGES"
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
