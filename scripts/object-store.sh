@@ -31,7 +31,7 @@
 #   CS_S3_ACCESS_KEY, CS_S3_SECRET_KEY   the test user's keys
 #   CS_S3_CREDENTIALS  DIR/client/credentials, the same keys in the AWS
 #                      shared credentials format ([default]), mode 0600
-#   CS_S3_PIDS         the daemons' PIDs
+#   CS_S3_PIDS         the daemons' PIDs, comma-separated
 # DIR/client holds nothing else, so it can be copied elsewhere (into a
 # chroot, at the same path) to give the store to programs there.
 #
@@ -55,7 +55,7 @@ SECRET_KEY=cstest/secret/key/0000000000000000000000
 REGION=us-east-1
 DAEMONS="mon.a osd.0 client.rgw.a"   # their pid files: DIR/run/NAME.pid
 
-usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # Debian's awscli (a Python environment may put another aws first in PATH)
 AWS=/usr/bin/aws
