@@ -266,13 +266,19 @@ $rows = with_fault('reset', method => 'HEAD', count => 2);
 is($rows->{delete}{ok}, 'f', 'a reset connection: the delete check (its HEAD) fails');
 like($rows->{delete}{detail}, qr/no response to the HEAD/, 'a reset connection: no response, named');
 
-# a reset PUT on a reused connection is sent again by libcurl, its body
-# rewound (CURLOPT_SEEKFUNCTION): the list check's second PUT passes
+# A reset PUT on a reused connection: libcurl sends it again, its body
+# rewound (CURLOPT_SEEKFUNCTION), when the reset comes after the body was
+# sent; when it comes while the body is being sent, the PUT fails with no
+# response.  Which one happens depends on timing, so either is accepted,
+# and nothing else.
 my $resets = scalar(grep { $_->{fault} eq 'reset' } $proxy->injected);
 $rows = with_fault('reset', method => 'PUT', path => qr{\.list$});
 is(scalar(grep { $_->{fault} eq 'reset' } $proxy->injected), $resets + 1,
 	'the proxy reset the PUT of the second list object');
-is($rows->{list}{ok}, 't', 'a PUT reset on a reused connection is sent again, body rewound, and succeeds');
+ok($rows->{list}{ok} eq 't'
+	  || $rows->{list}{detail} =~ /^no response to the PUT of key ".*\.list"/,
+	'a reset PUT is sent again and succeeds, or fails as no response: '
+	  . $rows->{list}{detail});
 
 $rows = with_fault('truncated_get', method => 'GET', path => qr{replica_check/\d+\.\d+\.\d+$});
 is($rows->{get}{ok}, 'f', 'a truncated GET: the get check fails');
