@@ -13,6 +13,13 @@ MODULE_big = changestream
 OBJS = \
 	src/changestream.o \
 	src/base/guc.o \
+	src/base/replica_url.o \
+	src/replica/sigv4.o \
+	src/replica/s3_credentials.o \
+	src/replica/s3_config.o \
+	src/replica/s3_xml.o \
+	src/replica/s3_request.o \
+	src/replica/s3_ops.o \
 	src/base/archive_config.o \
 	src/base/shmem_status.o \
 	src/archive/reader_pins.o \
@@ -51,6 +58,7 @@ OBJS = \
 	src/base/guc_rejected.o \
 	src/sql/sql_functions.o \
 	src/sql/sql_worker.o \
+	src/sql/sql_replica.o \
 	src/read/decoder.o \
 	src/archive/snapshot_reader.o \
 	src/read/sql_changes.o \
@@ -67,7 +75,7 @@ EXTENSION = changestream
 DATA = sql/changestream--0.1.sql sql/changestream--0.2.sql sql/changestream--0.1--0.2.sql
 PGFILEDESC = "changestream - durable archive of a logical change stream"
 
-SHLIB_LINK += -lz
+SHLIB_LINK += -lz $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 

@@ -45,9 +45,19 @@ if ! cs_pg_paths; then
 	PG_MAJOR=${PG_MAJOR:-15}
 fi
 
-# Debian packages the build, the tests and the demo need.
-CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl
+# The object store of the replica tests (scripts/object-store.sh; its
+# "install" installs these alone): the Ceph daemons (no ceph-mgr: S3 does
+# not need it) and the S3 clients the tests and benchmarks use.
+CS_OBJECT_STORE_PACKAGES="ceph-mon ceph-osd radosgw ceph-common awscli s3cmd curl"
+
+# Debian packages the build, the tests and the demo need: the build
+# (libcurl4-openssl-dev: the replica's S3 transport, issue 31), the
+# PostgreSQL under test, and the object store, unless CS_OBJECT_STORE_ENV
+# names one started elsewhere (scripts/test-matrix.sh starts it on the host
+# and gives it to the chroots, which install only its clients).
+CS_PACKAGES="make gcc libc6-dev perl zlib1g-dev libipc-run-perl libcurl4-openssl-dev pkg-config
   postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR"
+[ -n "${CS_OBJECT_STORE_ENV:-}" ] || CS_PACKAGES="$CS_PACKAGES $CS_OBJECT_STORE_PACKAGES"
 
 CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -196,6 +206,18 @@ cs_cluster_psql() {
 	local dir=$1 port=$2
 	shift 2
 	cs_as_pg "$PG_BINDIR/psql" -X -h "$dir" -p "$port" -d postgres "$@"
+}
+
+# cs_tap_need_object_store SRCDIR t/NNN_x.pl...: true if one of the TAP
+# files calls cs_object_store (t/ChangestreamTest.pm), so that the object
+# store is started only for runs that use it.
+cs_tap_need_object_store() {
+	local src=$1 t
+	shift
+	for t in "$@"; do
+		grep -q 'cs_object_store(' "$src/$t" 2>/dev/null && return 0
+	done
+	return 1
 }
 
 # The TAP files of a source tree, in the order prove starts them:

@@ -15,6 +15,14 @@
 # copied into the chroot and scripts/test.sh runs there with
 # PG_CONFIG=/usr/lib/postgresql/N/bin/pg_config.
 #
+# The object store of the replica tests (scripts/object-store.sh: Ceph
+# RADOS Gateway on 127.0.0.1) is started once, on the host, when a TAP
+# file to run calls cs_object_store, and stopped by PID when the script
+# exits, whatever happens.  The chroots share the host's network: each gets
+# the store's env and credentials files (copied into the chroot at the
+# same path, owned by its postgres user) through CS_OBJECT_STORE_ENV, and
+# has curl and awscli to check it with.
+#
 # Root only (debootstrap, chroot, mount).  A chroot is kept in the cache
 # directory and reused by later runs (about 1.5 GB each).  Whatever happens
 # (failure, timeout, Ctrl-C, SIGTERM), the chroot's processes are killed
@@ -43,7 +51,7 @@ CS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${CS_CHROOT_CACHE:-/var/cache/changestream-chroots}
 CAP=${CS_VERSION_TIMEOUT:-1200}
 
-usage() { sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 now() { date +%s; }
 
@@ -150,6 +158,7 @@ on_exit() {
 		cleanup_chroot "$CURRENT_ROOT"
 		CURRENT_ROOT=""
 	fi
+	stop_store
 	exit $rc
 }
 trap on_exit EXIT
@@ -193,6 +202,31 @@ chroot_name_of() {
 	esac
 }
 
+# The clients the object store's tests use (t/ChangestreamTest.pm): in a
+# separate apt-get run whose failure (sid's awscli uninstallable for a
+# while) does not stop the rest of the suite.
+CHROOT_STORE_CLIENTS="curl awscli"
+
+# add_packages ROOT PACKAGE...: install those of the packages that a ready
+# chroot lacks (the list grew after it was made).
+add_packages() {
+	local root=$1 p missing=""
+	shift
+	for p in "$@"; do
+		[ "$(in_chroot "$root" dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] ||
+			missing="$missing $p"
+	done
+	[ -n "$missing" ] || return 0
+	echo "installing in $root:$missing"
+	grep -q " $root/proc " /proc/self/mounts || mount_chroot "$root" || return 1
+	if ! in_chroot "$root" sh -c "apt-get update -qq && apt-get install -y -qq $missing && apt-get clean" \
+		</dev/null >>"$root.apt.log" 2>&1; then
+		tail -n 20 "$root.apt.log"
+		return 1
+	fi
+	return 0
+}
+
 # Make (or reuse) the chroot for version $1 and print its path.  A chroot
 # is complete when its .changestream-ready stamp exists; anything else in
 # the cache under that name is a leftover of an interrupted setup and is
@@ -202,9 +236,14 @@ ensure_chroot() {
 	suite=$(suite_of "$v")
 	name=$(chroot_name_of "$v")
 	root=$CACHE/$name
-	pkgs="postgresql-$v postgresql-server-dev-$v postgresql-client-$v make gcc libc6-dev zlib1g-dev libipc-run-perl perl"
+	pkgs="postgresql-$v postgresql-server-dev-$v postgresql-client-$v make gcc libc6-dev zlib1g-dev libipc-run-perl perl libcurl4-openssl-dev pkg-config"
 	if [ -f "$root/.changestream-ready" ] && [ "${CS_CHROOT_REFRESH:-0}" != 1 ]; then
 		echo "reusing chroot $root"
+		# shellcheck disable=SC2086
+		add_packages "$root" $pkgs || return 1
+		# shellcheck disable=SC2086
+		add_packages "$root" $CHROOT_STORE_CLIENTS ||
+			echo "WARNING: $CHROOT_STORE_CLIENTS did not install in $root: the object store tests fail there" >&2
 		return 0
 	fi
 	[ -n "$MIRROR" ] || { echo "no Debian mirror found in the apt sources (set CS_MIRROR)" >&2; return 1; }
@@ -254,6 +293,9 @@ ensure_chroot() {
 		tail -n 40 "$CACHE/$name.apt.log"
 		return 1
 	fi
+	# shellcheck disable=SC2086
+	add_packages "$root" $CHROOT_STORE_CLIENTS ||
+		echo "WARNING: $CHROOT_STORE_CLIENTS did not install in $root: the object store tests fail there" >&2
 	echo "apt: $(( $(now) - t0 ))s"
 	in_chroot "$root" sh -c 'apt-get clean' </dev/null
 	date -u >"$root/.changestream-ready"
@@ -311,8 +353,10 @@ run_in_chroot() {
 		in_chroot "$root" bash -c "$DEB_CHECK" deb-check "$v" </dev/null
 		return $?
 	fi
+	store_into_chroot "$root" || return 1
 	in_chroot "$root" env \
 		PG_CONFIG="/usr/lib/postgresql/$v/bin/pg_config" \
+		CS_OBJECT_STORE_ENV="${CS_OBJECT_STORE_ENV:-}" \
 		PROVE_FLAGS="${PROVE_FLAGS:-}" SKIP_REGRESS="${SKIP_REGRESS:-0}" \
 		SKIP_TAP="${SKIP_TAP:-0}" KEEP="${KEEP:-0}" CS_TEST_JOBS="${CS_TEST_JOBS:-4}" \
 		bash /build/changestream/scripts/test.sh ${CS_TESTS:-} </dev/null
@@ -370,6 +414,7 @@ run_version() {
 	JOB_PID=""
 	# whatever ended the run, nothing of it stays in the chroot
 	cleanup_chroot "$CURRENT_ROOT"
+	store_out_of_chroot "$CURRENT_ROOT"
 	CURRENT_ROOT=""
 	return $rc
 }
@@ -385,6 +430,79 @@ stop_job() {
 	kill -KILL $pids 2>/dev/null
 	return 0
 }
+
+# ------------------------------------------------------- the object store
+
+STORE_DIR=""
+# shellcheck disable=SC2317 # invoked by on_exit
+stop_store() {
+	[ -n "$STORE_DIR" ] || return 0
+	CS_OBJECT_STORE_DIR=$STORE_DIR bash "$CS_ROOT/scripts/object-store.sh" stop
+	STORE_DIR=""
+}
+
+# The TAP files this run gives scripts/test.sh, by name (none when no TAP
+# test runs).
+tap_files() {
+	local t
+	if [ "${SKIP_TAP:-0}" = 1 ] || [ "${CS_DEB:-0}" = 1 ] || [ "${CS_PREPARE_ONLY:-0}" = 1 ]; then
+		return 0
+	fi
+	if [ -n "${CS_TESTS:-}" ]; then
+		for t in $CS_TESTS; do
+			case $t in *.pl) printf 't/%s\n' "$(basename "$t")" ;; esac
+		done
+	else
+		(cd "$CS_ROOT" && ls t/*.pl)
+	fi
+}
+
+# Start the store on the host if a TAP file needs it and none is given;
+# export CS_OBJECT_STORE_ENV.  A store that does not start is reported;
+# the files that need it then fail under CI=true.
+start_store() {
+	local f need=0
+	for f in $(tap_files); do
+		grep -q 'cs_object_store(' "$CS_ROOT/$f" 2>/dev/null && need=1
+	done
+	[ "$need" = 1 ] || return 0
+	if [ -n "${CS_OBJECT_STORE_ENV:-}" ] && [ -r "$CS_OBJECT_STORE_ENV" ]; then
+		export CS_OBJECT_STORE_ENV
+		return 0
+	fi
+	printf '\n######## object store ########\n'
+	command -v radosgw >/dev/null 2>&1 ||
+		bash "$CS_ROOT/scripts/object-store.sh" install || return 0
+	STORE_DIR=$(mktemp -d /tmp/changestream-object-store.XXXXXX)
+	if CS_OBJECT_STORE_ENV=$(CS_OBJECT_STORE_DIR=$STORE_DIR bash "$CS_ROOT/scripts/object-store.sh" start); then
+		export CS_OBJECT_STORE_ENV
+	else
+		STORE_DIR=""
+		unset CS_OBJECT_STORE_ENV
+		echo "the object store did not start: the TAP files that need it skip, or fail under CI=true" >&2
+	fi
+}
+
+# Copy the store's client files into chroot $1 at the same path, owned by
+# the chroot's postgres user (its uid is not the host's).
+store_into_chroot() {
+	local root=$1 client
+	[ -n "${CS_OBJECT_STORE_ENV:-}" ] || return 0
+	client=$(dirname "$CS_OBJECT_STORE_ENV")
+	rm -rf "${root:?}$client"
+	mkdir -p "$root$client"
+	cp -p "$client"/* "$root$client/" || return 1
+	in_chroot "$root" chown -R postgres: "$client"
+}
+
+# Remove those copies again (the chroot is kept in the cache).
+store_out_of_chroot() {
+	local root=$1
+	[ -n "${CS_OBJECT_STORE_ENV:-}" ] || return 0
+	rm -rf "${root:?}$(dirname "$CS_OBJECT_STORE_ENV")"
+}
+
+start_store
 
 results=()
 failed=0

@@ -15,6 +15,12 @@
 #
 #   PG_CONFIG=...    the PostgreSQL to build and test against (default: the
 #                    pg_config in PATH, else /usr/lib/postgresql/15/bin/pg_config)
+#   CS_OBJECT_STORE_ENV=FILE  the env file of an object store already running
+#                    (scripts/object-store.sh); without it, when a TAP file to
+#                    run calls cs_object_store, one is started for the run
+#                    (about 20 s) and stopped by PID at the end, also on failure
+#   CI=true          a TAP file that needs the object store fails without it
+#                    (elsewhere it is skipped)
 #
 # A thin wrapper around PGXS: as root it installs what is missing with apt,
 # runs make (warnings are errors) and make install, then runs
@@ -30,7 +36,7 @@ set -uo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 run_regress=1
 run_tap=1
@@ -87,6 +93,41 @@ regress_result=skipped
 tap_result=skipped
 failed=0
 
+# The object store this run started (stopped by PID on exit, whatever
+# happens), or none.
+STORE_DIR=""
+stop_object_store() {
+	[ -n "$STORE_DIR" ] || return 0
+	CS_OBJECT_STORE_DIR=$STORE_DIR bash "$CS_ROOT/scripts/object-store.sh" stop
+	STORE_DIR=""
+}
+trap stop_object_store EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# Give the TAP files the object store when one of them needs it: the one
+# named by CS_OBJECT_STORE_ENV, else one started here.
+start_object_store() {
+	if [ -n "${CS_OBJECT_STORE_ENV:-}" ] && [ -r "$CS_OBJECT_STORE_ENV" ]; then
+		cs_info "object store: $CS_OBJECT_STORE_ENV (started by the caller)"
+		export CS_OBJECT_STORE_ENV
+		return 0
+	fi
+	if ! command -v radosgw >/dev/null 2>&1; then
+		cs_info "object store: not installed (bash scripts/object-store.sh install); the TAP files that need it are skipped, or fail under CI=true"
+		unset CS_OBJECT_STORE_ENV
+		return 0
+	fi
+	STORE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/changestream-object-store.XXXXXX")
+	if CS_OBJECT_STORE_ENV=$(CS_OBJECT_STORE_DIR=$STORE_DIR bash "$CS_ROOT/scripts/object-store.sh" start); then
+		export CS_OBJECT_STORE_ENV
+	else
+		STORE_DIR=""
+		unset CS_OBJECT_STORE_ENV
+		cs_info "object store: failed to start (above); the TAP files that need it are skipped, or fail under CI=true"
+	fi
+}
+
 # ---------------------------------------------------------------- pg_regress
 if [ "$run_regress" = 1 ]; then
 	cs_section "pg_regress (temporary instance, changestream preloaded)"
@@ -134,6 +175,9 @@ if [ "$run_tap" = 1 ]; then
 		cs_info "no TAP tests found in t/"
 		tap_result="none found"
 	else
+		if cs_tap_need_object_store "$WORK/src" "${tap_tests[@]}"; then
+			start_object_store
+		fi
 		# PGXS's prove_installcheck (REGRESS= leaves pg_regress out); the
 		# Makefile exports TESTDATADIR and TESTLOGDIR for PostgreSQL 16+
 		cs_as_pg make -C "$WORK/src" -s installcheck PG_CONFIG="$PG_CONFIG" REGRESS= \
@@ -169,6 +213,7 @@ if [ "$run_tap" = 1 ]; then
 			done
 		fi
 	fi
+	stop_object_store
 	cs_info "TAP: $tap_result ($(( $(cs_now) - t0 ))s)"
 fi
 

@@ -422,6 +422,45 @@ REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, bo
 GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;
 
 /*
+ * The replica's client layer (docs/DESIGN.md section 14).
+ *
+ * replica_check(): a self-test of the bucket changestream.replica_* names,
+ * one row per check.  It writes to the bucket (and deletes what it wrote),
+ * so superusers only, or roles granted EXECUTE.
+ */
+CREATE FUNCTION replica_check(
+	OUT check_name text,
+	OUT ok boolean,
+	OUT detail text,
+	OUT hint text,
+	OUT elapsed_ms double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_replica_check'
+LANGUAGE C STRICT VOLATILE;
+
+/*
+ * sigv4_authorization(): the request signer, as a test and diagnostic aid
+ * (the regression test checks it against AWS's published examples).  Its
+ * arguments include a secret key: superusers only, and test keys only.
+ */
+CREATE FUNCTION sigv4_authorization(
+	method text,
+	path text,
+	query text,
+	headers text[],
+	payload_sha256 text,
+	amz_date text,
+	region text,
+	access_key text,
+	secret_key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'changestream_sigv4_authorization'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+REVOKE ALL ON FUNCTION replica_check() FROM PUBLIC;
+REVOKE ALL ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) FROM PUBLIC;
+
+/*
  * Schema history (docs/DESIGN.md section 12).
  *
  * ddl_history: one row per DDL command and table it affects, written in

@@ -52,6 +52,137 @@ ALTER SYSTEM RESET changestream.segment_size;
 ALTER SYSTEM RESET changestream.segment_timeout;
 
 --
+-- The replica's settings: bad values rejected with the reason
+--
+ALTER SYSTEM SET changestream.replica_url = 'http://bucket/prefix';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3:///prefix';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://Bad_Bucket/prefix';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://ab';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://192.168.1.10';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://bucket//prefix';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_endpoint = 'ftp://127.0.0.1:7480';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_endpoint = 'http://127.0.0.1:99999';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_endpoint = 'http://user:secret@store:7480';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_endpoint = 'http://store:7480/path';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_region = 'US East';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_uri_style = 'virtual';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_credentials = 'relative/credentials';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_profile = '[default]';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_ca_file = 'ca.pem';
+\echo :SQLSTATE
+-- good values
+ALTER SYSTEM SET changestream.replica_url = 's3://my-bucket.example/db1/archive/';
+ALTER SYSTEM SET changestream.replica_endpoint = 'http://[::1]:7480/';
+ALTER SYSTEM SET changestream.replica_credentials = 'env';
+ALTER SYSTEM RESET changestream.replica_url;
+ALTER SYSTEM RESET changestream.replica_endpoint;
+ALTER SYSTEM RESET changestream.replica_credentials;
+-- with no replica configured, replica_check() says so in its first row
+SELECT check_name, ok, detail, hint IS NOT NULL AS has_hint
+  FROM changestream.replica_check();
+
+--
+-- The SigV4 signer against AWS's published examples ("Signature
+-- Calculations for the Authorization Header: Transferring Payload in a
+-- Single Chunk", Amazon S3 API reference): examplebucket, us-east-1,
+-- 20130524T000000Z, the documentation's example keys.  Each expected
+-- signature is the one AWS publishes.
+--
+SELECT name,
+       changestream.sigv4_authorization(method, path, query, headers, payload,
+         '20130524T000000Z', 'us-east-1', 'AKIAIOSFODNN7EXAMPLE',
+         'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY') AS authorization
+  FROM (VALUES
+    ('GET object', 'GET', '/test.txt', '',
+     ARRAY['Host:examplebucket.s3.amazonaws.com', 'Range:bytes=0-9',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+           'x-amz-date:20130524T000000Z'],
+     'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'),
+    ('PUT object', 'PUT', '/test$file.text', '',
+     ARRAY['Host:examplebucket.s3.amazonaws.com',
+           'Date:Fri, 24 May 2013 00:00:00 GMT',
+           'x-amz-date:20130524T000000Z',
+           'x-amz-storage-class:REDUCED_REDUNDANCY',
+           'x-amz-content-sha256:' || encode(sha256('Welcome to Amazon S3.'), 'hex')],
+     encode(sha256('Welcome to Amazon S3.'), 'hex')),
+    ('GET bucket lifecycle', 'GET', '/', 'lifecycle',
+     ARRAY['Host:examplebucket.s3.amazonaws.com',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+           'x-amz-date:20130524T000000Z'],
+     'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'),
+    ('GET bucket (list objects)', 'GET', '/', 'prefix=J&max-keys=2',
+     ARRAY['Host:examplebucket.s3.amazonaws.com',
+           'x-amz-date:20130524T000000Z',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'],
+     'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'))
+    AS v(name, method, path, query, headers, payload);
+-- the published signatures, compared: all four must match
+SELECT name, split_part(changestream.sigv4_authorization(method, path, query, headers,
+         'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+         '20130524T000000Z', 'us-east-1', 'AKIAIOSFODNN7EXAMPLE',
+         'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'), 'Signature=', 2) = published AS matches
+  FROM (VALUES
+    ('GET object', 'GET', '/test.txt', '',
+     ARRAY['host:examplebucket.s3.amazonaws.com', 'range:bytes=0-9',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+           'x-amz-date:20130524T000000Z'],
+     'f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41'),
+    ('GET bucket lifecycle', 'GET', '/', 'lifecycle=',
+     ARRAY['host:examplebucket.s3.amazonaws.com',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+           'x-amz-date:20130524T000000Z'],
+     'fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543'),
+    ('GET bucket (list objects)', 'GET', '/', 'max-keys=2&prefix=J',
+     ARRAY['host:examplebucket.s3.amazonaws.com',
+           'x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+           'x-amz-date:20130524T000000Z'],
+     '34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7'))
+    AS v(name, method, path, query, headers, published);
+SELECT split_part(changestream.sigv4_authorization('PUT', '/test$file.text', '',
+         ARRAY['host:examplebucket.s3.amazonaws.com',
+               'date:Fri, 24 May 2013 00:00:00 GMT',
+               'x-amz-date:20130524T000000Z',
+               'x-amz-storage-class:REDUCED_REDUNDANCY',
+               'x-amz-content-sha256:44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072'],
+         '44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072',
+         '20130524T000000Z', 'us-east-1', 'AKIAIOSFODNN7EXAMPLE',
+         'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'), 'Signature=', 2)
+       = '98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd' AS put_object_matches,
+       encode(sha256('Welcome to Amazon S3.'), 'hex')
+       = '44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072' AS payload_hash_matches;
+-- one byte of the secret changes the signature
+SELECT changestream.sigv4_authorization('GET', '/test.txt', '',
+         ARRAY['host:examplebucket.s3.amazonaws.com'], 'UNSIGNED-PAYLOAD',
+         '20130524T000000Z', 'us-east-1', 'AKIAIOSFODNN7EXAMPLE', 'secret-a')
+    <> changestream.sigv4_authorization('GET', '/test.txt', '',
+         ARRAY['host:examplebucket.s3.amazonaws.com'], 'UNSIGNED-PAYLOAD',
+         '20130524T000000Z', 'us-east-1', 'AKIAIOSFODNN7EXAMPLE', 'secret-b') AS secret_matters;
+-- bad arguments
+SELECT changestream.sigv4_authorization('GET', 'test.txt', '', ARRAY[]::text[], '',
+         '20130524T000000Z', 'us-east-1', 'k', 's');
+\echo :SQLSTATE
+SELECT changestream.sigv4_authorization('GET', '/', '', ARRAY['no colon'], '',
+         '20130524T000000Z', 'us-east-1', 'k', 's');
+\echo :SQLSTATE
+SELECT changestream.sigv4_authorization('GET', '/', '', ARRAY['host:h'], '',
+         '2013-05-24', 'us-east-1', 'k', 's');
+\echo :SQLSTATE
+
+--
 -- Functions: signatures; EXECUTE for pg_monitor on the read-only ones
 --
 SELECT p.proname,

@@ -47,7 +47,10 @@
 #   archive's, transaction for transaction;
 # - crash helpers: kill -9 the postmaster (optionally the archiver too),
 #   wait until every old process is gone, start again;
-# - background pgbench.
+# - background pgbench;
+# - the object store of the replica tests (cs_object_store, cs_s3_bucket,
+#   cs_aws, cs_s3_curl; see "Object store" below), with t/S3FaultProxy.pm
+#   in front of it to inject the bucket's faults.
 #
 # Every function that asserts something takes a test name and runs
 # Test::More assertions itself; the caller's plan is done_testing().
@@ -75,7 +78,8 @@ our @EXPORT = qw(
   cs_int_to_lsn cs_lsn_file_text cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
-  cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major);
+  cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major
+  cs_object_store cs_s3_bucket cs_aws cs_s3_curl);
 
 # "use ChangestreamTest;" also turns on strict and warnings and imports
 # Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
@@ -907,6 +911,158 @@ sub cs_start_after_crash
 		cs_sleep(1);
 	}
 	BAIL_OUT("node " . $node->name . " did not restart after a crash");
+}
+
+############################################################################
+# Object store
+#
+# The replica tests (issue 31) run against a real S3 store: a one-node
+# Ceph cluster with RADOS Gateway that scripts/test.sh starts when a TAP
+# file it runs calls cs_object_store (scripts/test-matrix.sh starts one on
+# the host for every version and hands it to the chroots).  The store is
+# named by the env file in CS_OBJECT_STORE_ENV (scripts/object-store.sh).
+#
+#   my $s3 = cs_object_store();      # first, before any test
+#   my $bucket = cs_s3_bucket($s3);  # a new empty bucket, unique name
+#   my ($rc, $out, $err) = cs_aws($s3, 's3', 'ls', "s3://$bucket/");
+#   my ($rc, $out, $err) = cs_s3_curl($s3, '-X', 'PUT', ..., "$s3->{endpoint}/$bucket/key");
+#
+# With t/S3FaultProxy.pm in front of the store, give {endpoint => $proxy->url}
+# as the options (see cs_aws).
+
+my $store;
+my $bucket_seq = 0;
+
+# cs_object_store() -> hashref, or skips/fails the whole test file
+#   endpoint     http://127.0.0.1:PORT (path-style: $endpoint/$bucket/$key)
+#   region       the region to sign for
+#   access_key, secret_key   the test user's keys
+#   credentials  their file in the AWS shared credentials format ([default],
+#                mode 0600, owned by the test's user): what
+#                changestream.replica_credentials names
+#   env_file     the store's env file
+# The store must answer a signed request (awscli's list-buckets).  When it
+# does not, or none was started: under CI=true the test file dies (fails:
+# CI must run the replica tests); otherwise it is skipped with the reason.
+# Call it before any test.
+sub cs_object_store
+{
+	return $store if $store;
+	my $file = $ENV{CS_OBJECT_STORE_ENV} // '';
+	my ($why, %env);
+	if ($file eq '')
+	{
+		$why = 'CS_OBJECT_STORE_ENV is not set (scripts/test.sh starts the '
+		  . 'store for the TAP files that call cs_object_store; by hand: '
+		  . 'bash scripts/object-store.sh start)';
+	}
+	elsif (!open(my $fh, '<', $file))
+	{
+		$why = "cannot read the object store's env file $file: $!";
+	}
+	else
+	{
+		while (<$fh>)
+		{
+			$env{$1} = $2 if /^(CS_S3_[A-Z_]+)=(.*)$/;
+		}
+		close($fh);
+		$why = "$file names no endpoint" unless $env{CS_S3_ENDPOINT};
+	}
+	my $s3;
+	if (!$why)
+	{
+		$s3 = {
+			endpoint => $env{CS_S3_ENDPOINT},
+			region => $env{CS_S3_REGION},
+			access_key => $env{CS_S3_ACCESS_KEY},
+			secret_key => $env{CS_S3_SECRET_KEY},
+			credentials => $env{CS_S3_CREDENTIALS},
+			env_file => $file,
+		};
+		my ($rc, $out, $err) = cs_aws($s3, 's3api', 'list-buckets');
+		$why = "the object store at $s3->{endpoint} does not answer: $err"
+		  if $rc != 0;
+	}
+	if ($why)
+	{
+		die "object store unavailable under CI=true: $why\n"
+		  if ($ENV{CI} // '') eq 'true';
+		plan skip_all => "object store unavailable: $why";
+	}
+	return $store = $s3;
+}
+
+# Debian's awscli (a Python environment may put another aws first in PATH)
+sub _aws_program
+{
+	return -x '/usr/bin/aws' ? '/usr/bin/aws' : 'aws';
+}
+
+# cs_aws($s3, [\%opts,] @args) -> ($exit_code, $stdout, $stderr)
+#   Runs "aws --endpoint-url ENDPOINT @args" with the store's keys and
+#   region, no configuration or credentials file of the user, no pager.
+#   %opts overrides endpoint (e.g. a fault proxy's url), access_key,
+#   secret_key, region; stdin => text.  awscli retries 5xx, 429 and
+#   SlowDown itself (3 attempts).
+sub cs_aws
+{
+	my ($s3, @args) = @_;
+	my %o = ref $args[0] eq 'HASH' ? %{ shift @args } : ();
+	local $ENV{AWS_ACCESS_KEY_ID} = $o{access_key} // $s3->{access_key};
+	local $ENV{AWS_SECRET_ACCESS_KEY} = $o{secret_key} // $s3->{secret_key};
+	local $ENV{AWS_DEFAULT_REGION} = $o{region} // $s3->{region};
+	local $ENV{AWS_CONFIG_FILE} = '/dev/null';
+	local $ENV{AWS_SHARED_CREDENTIALS_FILE} = '/dev/null';
+	local $ENV{AWS_PAGER} = '';
+	local $ENV{AWS_EC2_METADATA_DISABLED} = 'true';
+	delete local $ENV{AWS_SESSION_TOKEN};
+	delete local $ENV{AWS_PROFILE};
+	my @cmd = (_aws_program(), '--endpoint-url', $o{endpoint} // $s3->{endpoint}, @args);
+	my ($in, $out, $err) = ($o{stdin} // '', '', '');
+	IPC::Run::run(\@cmd, '<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout(300));
+	note("aws @args: exit " . ($? >> 8)
+		  . ($err ne '' ? '; stderr: ' . substr($err, -1000) : ''));
+	return ($? >> 8, $out, $err);
+}
+
+# cs_s3_bucket($s3, [$tag]) -> the name of a new, empty bucket
+#   "cs-<tag>-<pid>-<n>", tag default "t" (lower case, digits and "-"); a
+#   test makes its own buckets and never reuses another test's.
+sub cs_s3_bucket
+{
+	my ($s3, $tag) = @_;
+	$tag = lc($tag // 't');
+	$tag =~ s/[^a-z0-9-]/-/g;
+	my $name = substr(sprintf('cs-%s-%d-%d', $tag, $$, ++$bucket_seq), 0, 63);
+	my ($rc, $out, $err) = cs_aws($s3, 's3api', 'create-bucket', '--bucket', $name);
+	die "create-bucket $name failed: $err" if $rc != 0;
+	return $name;
+}
+
+# cs_s3_curl($s3, [\%opts,] @curl_args) -> ($exit_code, $stdout, $stderr)
+#   curl -sS with SigV4 signing for the store's region and keys (curl's own
+#   signer, an oracle independent of awscli's) and an unsigned payload
+#   (x-amz-content-sha256: UNSIGNED-PAYLOAD: curl does not send the header
+#   the gateway requires).  %opts overrides access_key, secret_key, region.
+#   curl's signer sorts no query parameters: give at most one.  The URL is
+#   in @curl_args (e.g. "$s3->{endpoint}/$bucket/$key").
+sub cs_s3_curl
+{
+	my ($s3, @args) = @_;
+	my %o = ref $args[0] eq 'HASH' ? %{ shift @args } : ();
+	my $region = $o{region} // $s3->{region};
+	my @cmd = (
+		'curl', '-sS',
+		'--aws-sigv4', "aws:amz:$region:s3",
+		'--user', ($o{access_key} // $s3->{access_key}) . ':'
+		  . ($o{secret_key} // $s3->{secret_key}),
+		'-H', 'x-amz-content-sha256: UNSIGNED-PAYLOAD', @args);
+	my ($in, $out, $err) = ('', '', '');
+	IPC::Run::run(\@cmd, '<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout(300));
+	return ($? >> 8, $out, $err);
 }
 
 1;

@@ -20,6 +20,7 @@
 
 #include "base/guc.h"
 #include "base/guc_rejected.h"
+#include "base/replica_url.h"
 
 char	   *cs_directory = NULL;
 char	   *cs_database = NULL;
@@ -35,6 +36,20 @@ int			cs_segment_timeout_s = 300;
 int			cs_compression_level = 3;
 int			cs_snapshot_interval_s = 0;
 bool		cs_preallocate_segments = true;
+char	   *cs_replica_url = NULL;
+char	   *cs_replica_endpoint = NULL;
+char	   *cs_replica_region = NULL;
+int			cs_replica_uri_style = CS_URI_STYLE_AUTO;
+char	   *cs_replica_credentials = NULL;
+char	   *cs_replica_profile = NULL;
+char	   *cs_replica_ca_file = NULL;
+
+static const struct config_enum_entry uri_style_options[] = {
+	{"auto", CS_URI_STYLE_AUTO, false},
+	{"path", CS_URI_STYLE_PATH, false},
+	{"host", CS_URI_STYLE_HOST, false},
+	{NULL, 0, false}
+};
 
 /*
  * An archive directory must be absolute: a relative path would silently
@@ -188,6 +203,153 @@ check_message_prefixes(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * The replica's settings (replica_url.c parses them; docs/DESIGN.md
+ * section 14).  Each hook reports a bad value with the sentence the parser
+ * gives, naming the setting.
+ */
+static bool
+replica_rejected(const char *setting, const char *problem, const char *hint)
+{
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errmsg("invalid value for %s", setting);
+	GUC_check_errdetail("%s", problem);
+	GUC_check_errhint("%s", hint);
+	return false;
+}
+
+static bool
+check_replica_url_value(const char *value)
+{
+	CsReplicaUrl url;
+	const char *problem;
+
+	if (value == NULL || value[0] == '\0')
+		return true;
+	problem = cs_replica_url_parse(value, &url);
+	if (problem != NULL)
+		return replica_rejected("changestream.replica_url", problem,
+								"Write s3://bucket or s3://bucket/prefix, for example 's3://backups/db1'; empty means no replica.");
+	return true;
+}
+
+static bool
+check_replica_url(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_url",
+						  check_replica_url_value(*newval), source, *newval,
+						  false);
+}
+
+static bool
+check_replica_endpoint_value(const char *value)
+{
+	CsReplicaEndpoint endpoint;
+	const char *problem;
+
+	if (value == NULL || value[0] == '\0')
+		return true;
+	problem = cs_replica_endpoint_parse(value, &endpoint);
+	if (problem != NULL)
+		return replica_rejected("changestream.replica_endpoint", problem,
+								"Write the object store's address as http://host:port or https://host, for example 'http://127.0.0.1:7480'; empty means AWS for the region.");
+	return true;
+}
+
+static bool
+check_replica_endpoint(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_endpoint",
+						  check_replica_endpoint_value(*newval), source,
+						  *newval, false);
+}
+
+static bool
+check_replica_region_value(const char *value)
+{
+	const char *problem = cs_replica_region_problem(value ? value : "");
+
+	if (problem != NULL)
+		return replica_rejected("changestream.replica_region", problem,
+								"Use the bucket's region, for example 'us-east-1' or 'eu-central-1'.");
+	return true;
+}
+
+static bool
+check_replica_region(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_region",
+						  check_replica_region_value(*newval), source,
+						  *newval, false);
+}
+
+/* A credentials file path is absolute, or the word env. */
+static bool
+check_replica_credentials_value(const char *value)
+{
+	if (value == NULL || value[0] == '\0' || strcmp(value, "env") == 0)
+		return true;
+	if (!is_absolute_path(value) || strlen(value) >= MAXPGPATH)
+		return replica_rejected("changestream.replica_credentials",
+								"It is neither \"env\" nor an absolute path shorter than MAXPGPATH.",
+								"Name a file in the AWS shared credentials format by its absolute path (mode 0600, owned by the server's user), or write 'env' to use the server's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.");
+	return true;
+}
+
+static bool
+check_replica_credentials(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_credentials",
+						  check_replica_credentials_value(*newval), source,
+						  *newval, false);
+}
+
+/* A profile is the name in a credentials file's [section] header. */
+static bool
+check_replica_profile_value(const char *value)
+{
+	const char *p;
+
+	if (value == NULL || value[0] == '\0' || strlen(value) > 128)
+		return replica_rejected("changestream.replica_profile",
+								"It must be 1 to 128 characters.",
+								"Name a [profile] section of the credentials file; the default is 'default'.");
+	for (p = value; *p; p++)
+		if ((unsigned char) *p < 0x20 || *p == ']' || *p == '[' || *p == 0x7f)
+			return replica_rejected("changestream.replica_profile",
+									"It holds a control character or a bracket.",
+									"Name a [profile] section of the credentials file; the default is 'default'.");
+	return true;
+}
+
+static bool
+check_replica_profile(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_profile",
+						  check_replica_profile_value(*newval), source,
+						  *newval, false);
+}
+
+static bool
+check_replica_ca_file_value(const char *value)
+{
+	if (value == NULL || value[0] == '\0')
+		return true;
+	if (!is_absolute_path(value) || strlen(value) >= MAXPGPATH)
+		return replica_rejected("changestream.replica_ca_file",
+								"It is not an absolute path shorter than MAXPGPATH.",
+								"Name a PEM file of certificate authorities by its absolute path, or leave it empty to use the system's.");
+	return true;
+}
+
+static bool
+check_replica_ca_file(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.replica_ca_file",
+						  check_replica_ca_file_value(*newval), source,
+						  *newval, false);
+}
+
+/*
  * cs_define_gucs
  *	  Define every changestream.* parameter and reserve the prefix, so a
  *	  misspelt changestream.* setting is reported instead of ignored.
@@ -283,6 +445,50 @@ cs_define_gucs(void)
 							&cs_retention_s, 0, 0, 10 * 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("changestream.replica_url",
+							   "Bucket and prefix of the archive's replica, as s3://bucket/prefix.",
+							   "Empty means no replica.",
+							   &cs_replica_url, "",
+							   PGC_SIGHUP, 0,
+							   check_replica_url, NULL, NULL);
+	DefineCustomStringVariable("changestream.replica_endpoint",
+							   "Address of the S3-compatible object store, as http[s]://host[:port].",
+							   "Empty means AWS S3 for changestream.replica_region.",
+							   &cs_replica_endpoint, "",
+							   PGC_SIGHUP, 0,
+							   check_replica_endpoint, NULL, NULL);
+	DefineCustomStringVariable("changestream.replica_region",
+							   "Region of the replica's bucket, used in request signatures.",
+							   NULL,
+							   &cs_replica_region, "us-east-1",
+							   PGC_SIGHUP, 0,
+							   check_replica_region, NULL, NULL);
+	DefineCustomEnumVariable("changestream.replica_uri_style",
+							 "How requests name the bucket: in the path or in the host name.",
+							 "auto uses the path for an IP address, localhost or an endpoint with an explicit port, else the host name.",
+							 &cs_replica_uri_style, CS_URI_STYLE_AUTO,
+							 uri_style_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("changestream.replica_credentials",
+							   "Path of the replica's AWS shared credentials file, or env for the server's AWS_* environment variables.",
+							   "The file must have mode 0600 or stricter and belong to the server's user; it is re-read when it changes.",
+							   &cs_replica_credentials, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   check_replica_credentials, NULL, NULL);
+	DefineCustomStringVariable("changestream.replica_profile",
+							   "Profile of the credentials file to use.",
+							   NULL,
+							   &cs_replica_profile, "default",
+							   PGC_SIGHUP, 0,
+							   check_replica_profile, NULL, NULL);
+	DefineCustomStringVariable("changestream.replica_ca_file",
+							   "PEM file of the certificate authorities trusted for the object store.",
+							   "Empty uses the system's.",
+							   &cs_replica_ca_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   check_replica_ca_file, NULL, NULL);
 
 	MarkGUCPrefixReserved("changestream");
 }

@@ -24,6 +24,22 @@ extern bool cs_preallocate_segments;
 extern char *cs_message_prefixes;
 extern int	cs_retention_s;		/* changestream.retention, s; 0 = keep all */
 
+/* changestream.replica_uri_style */
+typedef enum CsUriStyle
+{
+	CS_URI_STYLE_AUTO,
+	CS_URI_STYLE_PATH,
+	CS_URI_STYLE_HOST
+} CsUriStyle;
+
+extern char *cs_replica_url;	/* s3://bucket/prefix; "" = no replica */
+extern char *cs_replica_endpoint;	/* http[s]://host[:port]; "" = AWS */
+extern char *cs_replica_region;
+extern int	cs_replica_uri_style;	/* CsUriStyle */
+extern char *cs_replica_credentials;	/* a file's path, "env" or "" */
+extern char *cs_replica_profile;
+extern char *cs_replica_ca_file;	/* "" = the system's CAs */
+
 extern void cs_define_gucs(void);
 
 #endif							/* CS_GUC_H */

@@ -1,0 +1,83 @@
+/*-------------------------------------------------------------------------
+ *
+ * s3_config.c
+ *	  The replica's settings (changestream.replica_*, base/guc.c) turned
+ *	  into what a request needs: the URL of the bucket, the Host header,
+ *	  the region, the credentials' source.  The settings' own parser
+ *	  (base/replica_url.c) is used, so what the settings accept works here.
+ *
+ * An empty replica_endpoint means AWS: https://s3.<region>.amazonaws.com.
+ * replica_uri_style auto puts the bucket in the path for an address
+ * literal, localhost or an endpoint with an explicit port (a local test
+ * store has no wildcard DNS), and in the host name otherwise, as AWS wants.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "base/guc.h"
+#include "base/replica_url.h"
+#include "replica/s3_config.h"
+
+/*
+ * cs_s3_config_current(out) -> NULL or a sentence
+ *	  Fill out from the current settings.  Returns NULL on success, else a
+ *	  sentence naming the setting that is empty or wrong (the check hooks
+ *	  reject bad values, so in practice: no replica_url).  Never raises
+ *	  (but on out-of-memory).
+ */
+const char *
+cs_s3_config_current(CsS3Config *out)
+{
+	CsReplicaUrl url;
+	CsReplicaEndpoint ep;
+	const char *problem;
+	char	   *host;
+
+	memset(out, 0, sizeof(*out));
+	if (cs_replica_url == NULL || cs_replica_url[0] == '\0')
+		return "changestream.replica_url is empty: no replica is configured.";
+	if ((problem = cs_replica_url_parse(cs_replica_url, &url)) != NULL)
+		return psprintf("changestream.replica_url: %s", problem);
+	if ((problem = cs_replica_region_problem(cs_replica_region)) != NULL)
+		return psprintf("changestream.replica_region: %s", problem);
+	if (cs_replica_endpoint == NULL || cs_replica_endpoint[0] == '\0')
+	{
+		memset(&ep, 0, sizeof(ep));
+		ep.https = true;
+		ep.host = psprintf("s3.%s.amazonaws.com", cs_replica_region);
+	}
+	else if ((problem = cs_replica_endpoint_parse(cs_replica_endpoint, &ep)) != NULL)
+		return psprintf("changestream.replica_endpoint: %s", problem);
+
+	out->bucket = url.bucket;
+	out->prefix = url.prefix;
+	out->region = pstrdup(cs_replica_region);
+	if (cs_replica_uri_style == CS_URI_STYLE_AUTO)
+		out->path_style = ep.host_is_ip || ep.port != 0;
+	else
+		out->path_style = cs_replica_uri_style == CS_URI_STYLE_PATH;
+	host = out->path_style ? ep.host : psprintf("%s.%s", url.bucket, ep.host);
+	out->host_header = ep.port ? psprintf("%s:%d", host, ep.port) : pstrdup(host);
+	out->base_url = psprintf("%s://%s", ep.https ? "https" : "http",
+							 out->host_header);
+	out->ca_file = (cs_replica_ca_file && cs_replica_ca_file[0]) ?
+		pstrdup(cs_replica_ca_file) : NULL;
+	out->credentials = pstrdup(cs_replica_credentials ? cs_replica_credentials : "");
+	out->profile = pstrdup(cs_replica_profile ? cs_replica_profile : "default");
+	return NULL;
+}
+
+/*
+ * cs_s3_object_key(config, name) -> palloc'd key
+ *	  The object key of name (a path relative to the archive, no leading
+ *	  '/') under the configured prefix: "<prefix>/<name>", or name when
+ *	  the prefix is empty.
+ */
+char *
+cs_s3_object_key(const CsS3Config *config, const char *name)
+{
+	if (config->prefix[0] == '\0')
+		return pstrdup(name);
+	return psprintf("%s/%s", config->prefix, name);
+}

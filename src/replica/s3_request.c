@@ -1,0 +1,689 @@
+/*-------------------------------------------------------------------------
+ *
+ * s3_request.c
+ *	  One S3 request: signed (sigv4.c), sent with libcurl's multi
+ *	  interface, and waited for in PostgreSQL's own wait loop, so no call
+ *	  blocks where SIGTERM, a reload or a query cancel cannot reach it.
+ *
+ * The wait loop (run_transfer()): curl says which sockets it wants through
+ * CURLMOPT_SOCKETFUNCTION and when it next wants to run through
+ * CURLMOPT_TIMERFUNCTION; each round builds a WaitEventSet of the latch,
+ * postmaster death and those sockets, waits at most a second, hands curl
+ * what is ready (curl_multi_socket_action()), and runs
+ * CHECK_FOR_INTERRUPTS().  An ERROR there (a cancel, SIGTERM) unwinds
+ * through PG_FINALLY, which removes and frees the transfer, its header
+ * list, its buffers and the wait event set; the multi handle and its
+ * connection cache are freed by a reset callback of the memory context
+ * the client lives in.  So no ERROR leaks a handle or a socket.
+ *
+ * curl's callbacks only copy into buffers bounded in size (the body by
+ * the request's max_response, a header by its field) and record state:
+ * no ereport, no palloc, no interrupt processing.  Signals: CURLOPT_NOSIGNAL
+ * keeps curl off SIGALRM and SIGPIPE; Debian's libcurl resolves names in
+ * a thread, and a new thread inherits its creator's signal mask, so every
+ * call into curl that may start one runs with all signals blocked
+ * (curl_call_begin()/curl_call_end()), and PostgreSQL's signals land on the
+ * backend's own thread.  A transfer that stalls (no byte for
+ * CS_S3_STALL_S seconds) or does not connect within CS_S3_CONNECT_S fails
+ * as timed out, a retryable error.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+#include <curl/curl.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "base/compat.h"
+#include "replica/s3_request.h"
+#include "replica/s3_xml.h"
+
+#define CS_S3_CONNECT_S 10
+#define CS_S3_STALL_S 30
+#define CS_S3_MAX_SOCKETS 8
+#define CS_S3_HEADER_MAX 200
+
+/* a socket curl asked to be watched */
+typedef struct WatchedSocket
+{
+	curl_socket_t fd;
+	int			what;			/* CURL_POLL_IN, _OUT, _INOUT */
+} WatchedSocket;
+
+/* a response body being received: malloc'd, so callbacks never raise */
+typedef struct BodyBuffer
+{
+	char	   *data;
+	size_t		len;
+	size_t		cap;
+	size_t		max;
+	bool		too_large;
+	bool		out_of_memory;
+} BodyBuffer;
+
+/* a request body being sent */
+typedef struct UploadSource
+{
+	const char *data;
+	size_t		len;
+	size_t		pos;
+} UploadSource;
+
+/* headers captured from the response */
+typedef struct CapturedHeaders
+{
+	char		date[CS_S3_HEADER_MAX];
+	pg_time_t	date_received;	/* local clock when the Date arrived */
+	char		etag[CS_S3_HEADER_MAX];
+} CapturedHeaders;
+
+struct CsS3Client
+{
+	CsS3Config	config;
+	CsS3Credentials creds;
+	CURLM	   *multi;
+	WatchedSocket sockets[CS_S3_MAX_SOCKETS];
+	int			nsockets;
+	bool		sockets_overflow;	/* more sockets than the array holds */
+	long		timer_ms;		/* curl's timer: -1 none, else ms from timer_set */
+	TimestampTz timer_set;
+};
+
+static bool curl_initialized = false;
+
+/*
+ * Block every signal around a call into curl that may start a resolver
+ * thread, so the thread inherits the full mask.
+ */
+static void
+curl_call_begin(sigset_t *saved)
+{
+	sigset_t	all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, saved);
+}
+
+static void
+curl_call_end(const sigset_t *saved)
+{
+	pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+/* CURLMOPT_SOCKETFUNCTION: remember which sockets to wait for. */
+static int
+socket_callback(CURL *easy, curl_socket_t fd, int what, void *userp,
+				void *socketp)
+{
+	CsS3Client *client = userp;
+	int			i;
+
+	for (i = 0; i < client->nsockets; i++)
+		if (client->sockets[i].fd == fd)
+			break;
+	if (what == CURL_POLL_REMOVE)
+	{
+		if (i < client->nsockets)
+			client->sockets[i] = client->sockets[--client->nsockets];
+		return 0;
+	}
+	if (i == client->nsockets)
+	{
+		if (client->nsockets == CS_S3_MAX_SOCKETS)
+		{
+			client->sockets_overflow = true;
+			return 0;
+		}
+		client->nsockets++;
+	}
+	client->sockets[i].fd = fd;
+	client->sockets[i].what = what;
+	return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: remember when curl wants to run next. */
+static int
+timer_callback(CURLM *multi, long timeout_ms, void *userp)
+{
+	CsS3Client *client = userp;
+
+	client->timer_ms = timeout_ms;
+	client->timer_set = GetCurrentTimestamp();
+	return 0;
+}
+
+/* CURLOPT_WRITEFUNCTION: append to the body, within its bound. */
+static size_t
+write_callback(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	BodyBuffer *b = userdata;
+	size_t		n = size * nmemb;
+
+	if (n > b->max - b->len)
+	{
+		b->too_large = true;
+		return 0;
+	}
+	if (b->len + n + 1 > b->cap)
+	{
+		size_t		cap = Max(b->cap * 2, 8192);
+		char	   *grown;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		grown = realloc(b->data, cap);
+		if (grown == NULL)
+		{
+			b->out_of_memory = true;
+			return 0;
+		}
+		b->data = grown;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+/* CURLOPT_READFUNCTION: the request body from memory. */
+static size_t
+read_callback(char *buffer, size_t size, size_t nitems, void *userdata)
+{
+	UploadSource *src = userdata;
+	size_t		n = Min(size * nitems, src->len - src->pos);
+
+	memcpy(buffer, src->data + src->pos, n);
+	src->pos += n;
+	return n;
+}
+
+/*
+ * CURLOPT_SEEKFUNCTION: rewind the request body, for libcurl's resend of a
+ * request on a fresh connection when a reused one died before any answer.
+ */
+static int
+seek_callback(void *userdata, curl_off_t offset, int origin)
+{
+	UploadSource *src = userdata;
+
+	if (origin != SEEK_SET || offset < 0 || (size_t) offset > src->len)
+		return CURL_SEEKFUNC_CANTSEEK;
+	src->pos = (size_t) offset;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* Copy a header's value (after "name:", trimmed) into dst, bounded. */
+static void
+capture_value(char *dst, const char *value, size_t len)
+{
+	while (len > 0 && (*value == ' ' || *value == '\t'))
+		value++, len--;
+	while (len > 0 && (value[len - 1] == '\r' || value[len - 1] == '\n' ||
+					   value[len - 1] == ' '))
+		len--;
+	len = Min(len, CS_S3_HEADER_MAX - 1);
+	memcpy(dst, value, len);
+	dst[len] = '\0';
+}
+
+/* CURLOPT_HEADERFUNCTION: keep Date and ETag; a status line starts afresh. */
+static size_t
+header_callback(char *buffer, size_t size, size_t nitems, void *userdata)
+{
+	CapturedHeaders *h = userdata;
+	size_t		n = size * nitems;
+
+	if (n >= 5 && strncmp(buffer, "HTTP/", 5) == 0)
+		memset(h, 0, sizeof(*h));
+	else if (n > 5 && pg_strncasecmp(buffer, "date:", 5) == 0)
+	{
+		capture_value(h->date, buffer + 5, n - 5);
+		h->date_received = (pg_time_t) time(NULL);
+	}
+	else if (n > 5 && pg_strncasecmp(buffer, "etag:", 5) == 0)
+		capture_value(h->etag, buffer + 5, n - 5);
+	return n;
+}
+
+/* Memory context reset callback: free the multi handle and its connections. */
+static void
+client_cleanup(void *arg)
+{
+	CsS3Client *client = arg;
+
+	if (client->multi)
+		curl_multi_cleanup(client->multi);
+	client->multi = NULL;
+	cs_s3_credentials_wipe(&client->creds);
+}
+
+/*
+ * cs_s3_client_create(config, creds) -> CsS3Client *
+ *	  A client for the bucket of config, signing with creds (copied), in
+ *	  CurrentMemoryContext; its curl handles and connections are freed when
+ *	  that context is reset or deleted.  Raises if libcurl cannot start.
+ */
+CsS3Client *
+cs_s3_client_create(const CsS3Config *config, const CsS3Credentials *creds)
+{
+	CsS3Client *client = palloc0(sizeof(CsS3Client));
+	MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+	sigset_t	saved;
+
+	if (!curl_initialized)
+	{
+		curl_call_begin(&saved);
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		{
+			curl_call_end(&saved);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not initialize libcurl")));
+		}
+		curl_call_end(&saved);
+		curl_initialized = true;
+	}
+	client->config = *config;
+	client->creds = *creds;
+	client->timer_ms = -1;
+	client->multi = curl_multi_init();
+	if (client->multi == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a libcurl multi handle")));
+	cb->func = client_cleanup;
+	cb->arg = client;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	curl_multi_setopt(client->multi, CURLMOPT_SOCKETFUNCTION, socket_callback);
+	curl_multi_setopt(client->multi, CURLMOPT_SOCKETDATA, client);
+	curl_multi_setopt(client->multi, CURLMOPT_TIMERFUNCTION, timer_callback);
+	curl_multi_setopt(client->multi, CURLMOPT_TIMERDATA, client);
+	return client;
+}
+
+/*
+ * cs_s3_client_config(client) -> the configuration the client was made with
+ */
+const CsS3Config *
+cs_s3_client_config(const CsS3Client *client)
+{
+	return &client->config;
+}
+
+/*
+ * cs_s3_request_add_header(req, name, value)
+ *	  Add a header to send and sign (Range, If-None-Match, ...).
+ */
+void
+cs_s3_request_add_header(CsS3Request *req, const char *name, const char *value)
+{
+	if (req->nheaders >= CS_S3_MAX_EXTRA_HEADERS)
+		elog(ERROR, "too many headers for one S3 request");
+	req->headers[req->nheaders].name = name;
+	req->headers[req->nheaders].value = value;
+	req->nheaders++;
+}
+
+/* The request's path, decoded: "/bucket/key", "/key", "/bucket" or "/". */
+static char *
+request_path(const CsS3Config *config, const char *key)
+{
+	if (config->path_style)
+		return key ? psprintf("/%s/%s", config->bucket, key) :
+			psprintf("/%s", config->bucket);
+	return key ? psprintf("/%s", key) : pstrdup("/");
+}
+
+/* x-amz-date for now: YYYYMMDDTHHMMSSZ */
+static char *
+amz_date_now(void)
+{
+	pg_time_t	now = (pg_time_t) time(NULL);
+	struct pg_tm *tm = pg_gmtime(&now);
+	char		buf[32];
+
+	pg_strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", tm);
+	return pstrdup(buf);
+}
+
+/*
+ * The headers to send, with Authorization, as a curl list; the URL into
+ * *url.
+ */
+static struct curl_slist *
+signed_headers(CsS3Client *client, const CsS3Request *req, char **url)
+{
+	CsSigV4Pair headers[CS_S3_MAX_EXTRA_HEADERS + 4];
+	CsSigV4Request sig;
+	char		payload_hash[65];
+	char	   *path = request_path(&client->config, req->key);
+	char	   *query = cs_sigv4_canonical_query(req->query, req->nquery);
+	StringInfoData buf;
+	struct curl_slist *list = NULL;
+	int			n = 0;
+	int			i;
+
+	cs_sha256_hex(req->body ? req->body : "", req->body_len, payload_hash);
+	headers[n].name = "host";
+	headers[n++].value = client->config.host_header;
+	headers[n].name = "x-amz-date";
+	headers[n++].value = amz_date_now();
+	headers[n].name = "x-amz-content-sha256";
+	headers[n++].value = pstrdup(payload_hash);
+	if (client->creds.session_token[0] != '\0')
+	{
+		headers[n].name = "x-amz-security-token";
+		headers[n++].value = client->creds.session_token;
+	}
+	for (i = 0; i < req->nheaders; i++)
+		headers[n++] = req->headers[i];
+
+	memset(&sig, 0, sizeof(sig));
+	sig.method = req->method;
+	sig.path = path;
+	sig.query = req->query;
+	sig.nquery = req->nquery;
+	sig.headers = headers;
+	sig.nheaders = n;
+	sig.payload_sha256 = payload_hash;
+	sig.amz_date = headers[1].value;
+	sig.region = client->config.region;
+	sig.access_key = client->creds.access_key;
+	sig.secret_key = client->creds.secret_key;
+
+	initStringInfo(&buf);
+	for (i = 0; i < n; i++)
+	{
+		resetStringInfo(&buf);
+		appendStringInfo(&buf, "%s: %s", headers[i].name, headers[i].value);
+		list = curl_slist_append(list, buf.data);
+	}
+	resetStringInfo(&buf);
+	appendStringInfo(&buf, "Authorization: %s", cs_sigv4_authorization(&sig));
+	list = curl_slist_append(list, buf.data);
+	explicit_bzero(buf.data, buf.len);
+	/* no 100-continue round trip, no form content type on POST */
+	list = curl_slist_append(list, "Expect:");
+	list = curl_slist_append(list, "Content-Type:");
+
+	resetStringInfo(&buf);
+	appendStringInfoString(&buf, client->config.base_url);
+	cs_sigv4_uri_encode(&buf, path, true);
+	if (query[0] != '\0')
+		appendStringInfo(&buf, "?%s", query);
+	*url = buf.data;
+	return list;
+}
+
+/* Set the easy handle's options for req. */
+static void
+set_options(CsS3Client *client, CURL *easy, const CsS3Request *req,
+			const char *url, struct curl_slist *headers, BodyBuffer *body,
+			UploadSource *upload, CapturedHeaders *captured, char *errbuf)
+{
+	curl_easy_setopt(easy, CURLOPT_URL, url);
+	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_callback);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, body);
+	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, header_callback);
+	curl_easy_setopt(easy, CURLOPT_HEADERDATA, captured);
+	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, (long) CS_S3_CONNECT_S);
+	curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long) CS_S3_STALL_S);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	if (client->config.ca_file)
+		curl_easy_setopt(easy, CURLOPT_CAINFO, client->config.ca_file);
+	if (strcmp(req->method, "HEAD") == 0)
+		curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+	else if (strcmp(req->method, "PUT") == 0)
+	{
+		curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(easy, CURLOPT_READFUNCTION, read_callback);
+		curl_easy_setopt(easy, CURLOPT_READDATA, upload);
+		curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, seek_callback);
+		curl_easy_setopt(easy, CURLOPT_SEEKDATA, upload);
+		curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t) req->body_len);
+	}
+	else if (strcmp(req->method, "POST") == 0)
+	{
+		curl_easy_setopt(easy, CURLOPT_POST, 1L);
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
+	}
+	else if (strcmp(req->method, "GET") != 0)
+		curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req->method);
+}
+
+/* curl_multi_socket_action() with signals blocked; the number still running. */
+static void
+socket_action(CsS3Client *client, curl_socket_t fd, int flags)
+{
+	sigset_t	saved;
+	int			running;
+
+	curl_call_begin(&saved);
+	curl_multi_socket_action(client->multi, fd, flags, &running);
+	curl_call_end(&saved);
+}
+
+/* Milliseconds to wait this round: curl's timer, at most a second. */
+static long
+wait_timeout(CsS3Client *client)
+{
+	long		elapsed;
+
+	if (client->sockets_overflow)
+		return 10;
+	if (client->timer_ms < 0)
+		return 1000;
+	elapsed = (long) ((GetCurrentTimestamp() - client->timer_set) / 1000);
+	return Max(0, Min(1000, client->timer_ms - elapsed));
+}
+
+/* Whether curl's timer has expired. */
+static bool
+timer_due(CsS3Client *client)
+{
+	return client->timer_ms >= 0 &&
+		(GetCurrentTimestamp() - client->timer_set) / 1000 >= client->timer_ms;
+}
+
+/*
+ * Run the transfer of easy to its end in the wait loop; its curl result.
+ * *set holds the wait event set of the round, for the caller's cleanup.
+ */
+static CURLcode
+run_transfer(CsS3Client *client, CURL *easy, WaitEventSet *volatile *set)
+{
+	for (;;)
+	{
+		WaitEvent	events[CS_S3_MAX_SOCKETS + 2];
+		CURLMsg    *msg;
+		int			queued;
+		int			n;
+		int			i;
+
+		while ((msg = curl_multi_info_read(client->multi, &queued)) != NULL)
+			if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy)
+				return msg->data.result;
+
+		CHECK_FOR_INTERRUPTS();
+		*set = cs_create_wait_event_set(client->nsockets + 2);
+		AddWaitEventToSet(*set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(*set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (i = 0; i < client->nsockets; i++)
+		{
+			int			ev = 0;
+
+			if (client->sockets[i].what & CURL_POLL_IN)
+				ev |= WL_SOCKET_READABLE;
+			if (client->sockets[i].what & CURL_POLL_OUT)
+				ev |= WL_SOCKET_WRITEABLE;
+			AddWaitEventToSet(*set, ev, client->sockets[i].fd, NULL, NULL);
+		}
+		n = WaitEventSetWait(*set, wait_timeout(client), events,
+							 lengthof(events), PG_WAIT_EXTENSION);
+		FreeWaitEventSet(*set);
+		*set = NULL;
+
+		client->sockets_overflow = false;
+		for (i = 0; i < n; i++)
+		{
+			int			flags = 0;
+
+			if (events[i].events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				continue;
+			}
+			if (events[i].events & WL_SOCKET_READABLE)
+				flags |= CURL_CSELECT_IN;
+			if (events[i].events & WL_SOCKET_WRITEABLE)
+				flags |= CURL_CSELECT_OUT;
+			if (flags)
+				socket_action(client, events[i].fd, flags);
+		}
+		if (n == 0 || timer_due(client))
+			socket_action(client, CURL_SOCKET_TIMEOUT, 0);
+	}
+}
+
+/* The response's Code and Message, when its body is an S3 error document. */
+static void
+parse_error_body(CsS3Response *resp)
+{
+	CsXmlSpan span;
+
+	if (resp->body_len == 0 ||
+		!cs_xml_find(resp->body, resp->body_len, "Error", &span))
+		return;
+	{
+		CsXmlSpan	inner;
+		const char *doc = span.start;
+		size_t		len = span.len;
+
+		if (cs_xml_find(doc, len, "Code", &inner))
+			resp->error_code = cs_xml_text(inner, 128);
+		if (cs_xml_find(doc, len, "Message", &inner))
+			resp->error_message = cs_xml_text(inner, 1024);
+	}
+}
+
+/* Fill resp from a finished transfer. */
+static void
+collect(CURL *easy, CURLcode rc, const char *errbuf, BodyBuffer *body,
+		CapturedHeaders *captured, CsS3Response *resp)
+{
+	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp->status);
+	resp->too_large = body->too_large;
+	resp->body = palloc(body->len + 1);
+	if (body->len > 0)
+		memcpy(resp->body, body->data, body->len);
+	resp->body[body->len] = '\0';
+	resp->body_len = body->len;
+	resp->date = pstrdup(captured->date);
+	resp->date_received = captured->date_received;
+	resp->etag = pstrdup(captured->etag);
+	if (body->out_of_memory)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory receiving an S3 response")));
+	if (rc != CURLE_OK)
+	{
+		/* an answer that broke off, or overflowed, is no answer */
+		resp->status_seen = resp->status;
+		resp->status = 0;
+		resp->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+		if (!body->too_large)
+			resp->transport_error = psprintf("%s%s%s", curl_easy_strerror(rc),
+											 errbuf[0] ? ": " : "", errbuf);
+	}
+	parse_error_body(resp);
+}
+
+/*
+ * cs_s3_perform(client, req, resp)
+ *	  Send req and wait for its response into resp (memset here; strings
+ *	  palloc'd in the current context).  HTTP and transport failures are
+ *	  reported in resp, not raised (s3_errors.c classifies them); raises
+ *	  only on interrupts (a cancel, SIGTERM), out-of-memory, or a libcurl
+ *	  that cannot start a transfer, and then frees everything the request
+ *	  took.
+ */
+void
+cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
+{
+	CURL	   *volatile easy = NULL;
+	struct curl_slist *volatile headers = NULL;
+	WaitEventSet *volatile set = NULL;
+	volatile bool added = false;
+	BodyBuffer	body;
+	UploadSource upload;
+	CapturedHeaders captured;
+	char		errbuf[CURL_ERROR_SIZE];
+	char	   *url;
+	TimestampTz start = GetCurrentTimestamp();
+	long		secs;
+	int			usecs;
+
+	memset(resp, 0, sizeof(*resp));
+	memset(&body, 0, sizeof(body));
+	memset(&captured, 0, sizeof(captured));
+	body.max = req->max_response;
+	upload.data = req->body;
+	upload.len = req->body_len;
+	upload.pos = 0;
+	errbuf[0] = '\0';
+
+	PG_TRY();
+	{
+		sigset_t	saved;
+		CURLcode	rc;
+
+		headers = signed_headers(client, req, &url);
+		easy = curl_easy_init();
+		if (easy == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not create a libcurl handle")));
+		set_options(client, easy, req, url, headers, &body, &upload,
+					&captured, errbuf);
+		curl_call_begin(&saved);
+		if (curl_multi_add_handle(client->multi, easy) != CURLM_OK)
+		{
+			curl_call_end(&saved);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not start an S3 request")));
+		}
+		curl_call_end(&saved);
+		added = true;
+		rc = run_transfer(client, easy, &set);
+		collect(easy, rc, errbuf, &body, &captured, resp);
+	}
+	PG_FINALLY();
+	{
+		if (added)
+			curl_multi_remove_handle(client->multi, easy);
+		if (easy)
+			curl_easy_cleanup(easy);
+		if (headers)
+			curl_slist_free_all(headers);
+		if (set)
+			FreeWaitEventSet(set);
+		free(body.data);
+	}
+	PG_END_TRY();
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	resp->elapsed_ms = secs * 1000.0 + usecs / 1000.0;
+}
