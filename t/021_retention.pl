@@ -422,7 +422,12 @@ my $newest = $points[-1];
 cs_wait_archived($node, name => 'before the crash states', timeout => 120);
 cs_poll_or_diag($node, $db, "SELECT retention_freed_bytes > $freed0 FROM changestream.status()", 't', 120,
 	'retention freed files of the backed-up generation');
+# retention off, then a restart, before the restorable start is read: a
+# run that starts between the read and the stop would move it on (ALTER
+# SYSTEM alone does not reach the running maintenance worker), and the
+# crash states below are checked against the start read here
 $node->safe_psql($db, "ALTER SYSTEM SET changestream.retention = 0");
+$node->restart;
 my $from = $node->safe_psql($db, "SELECT restorable_from_lsn FROM changestream.generations() WHERE generation = '$gen'");
 $node->stop;
 
