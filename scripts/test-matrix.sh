@@ -213,6 +213,7 @@ add_packages() {
 	local root=$1 p missing=""
 	shift
 	for p in "$@"; do
+		# shellcheck disable=SC2016 # dpkg-query expands it
 		[ "$(in_chroot "$root" dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] ||
 			missing="$missing $p"
 	done
