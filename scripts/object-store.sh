@@ -87,7 +87,7 @@ s3_answers() {
 	[ -n "$endpoint" ] || return 1
 	env AWS_ACCESS_KEY_ID="$ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$SECRET_KEY" \
 		AWS_DEFAULT_REGION="$REGION" AWS_PAGER="" AWS_CONFIG_FILE=/dev/null \
-		AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_REQUEST_CHECKSUM_CALCULATION=when_required \
 		timeout 20 "$AWS" --endpoint-url "$endpoint" s3api list-buckets >/dev/null 2>&1
 }
 

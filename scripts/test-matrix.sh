@@ -213,6 +213,7 @@ add_packages() {
 	local root=$1 p missing=""
 	shift
 	for p in "$@"; do
+		# shellcheck disable=SC2016 # dpkg-query expands it
 		[ "$(in_chroot "$root" dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] ||
 			missing="$missing $p"
 	done
@@ -495,11 +496,15 @@ store_into_chroot() {
 	in_chroot "$root" chown -R postgres: "$client"
 }
 
-# Remove those copies again (the chroot is kept in the cache).
+# Remove those copies again, and their directory if that is left empty
+# (the chroot is kept in the cache).
 store_out_of_chroot() {
-	local root=$1
+	local root=$1 client
 	[ -n "${CS_OBJECT_STORE_ENV:-}" ] || return 0
-	rm -rf "${root:?}$(dirname "$CS_OBJECT_STORE_ENV")"
+	client=$(dirname "$CS_OBJECT_STORE_ENV")
+	rm -rf "${root:?}$client"
+	rmdir "$root$(dirname "$client")" 2>/dev/null
+	return 0
 }
 
 start_store

@@ -1001,7 +1001,8 @@ sub _aws_program
 
 # cs_aws($s3, [\%opts,] @args) -> ($exit_code, $stdout, $stderr)
 #   Runs "aws --endpoint-url ENDPOINT @args" with the store's keys and
-#   region, no configuration or credentials file of the user, no pager.
+#   region, no configuration or credentials file of the user, no pager,
+#   checksums only where the operation requires them (as older awscli).
 #   %opts overrides endpoint (e.g. a fault proxy's url), access_key,
 #   secret_key, region; stdin => text.  awscli retries 5xx, 429 and
 #   SlowDown itself (3 attempts).
@@ -1016,6 +1017,11 @@ sub cs_aws
 	local $ENV{AWS_SHARED_CREDENTIALS_FILE} = '/dev/null';
 	local $ENV{AWS_PAGER} = '';
 	local $ENV{AWS_EC2_METADATA_DISABLED} = 'true';
+	# awscli 2.23 and later checksum every upload by default, in an
+	# aws-chunked body with a trailer that the gateway of Ceph 16 refuses
+	# (XAmzContentSHA256Mismatch): only where the operation requires it
+	local $ENV{AWS_REQUEST_CHECKSUM_CALCULATION} = 'when_required';
+	local $ENV{AWS_RESPONSE_CHECKSUM_VALIDATION} = 'when_required';
 	delete local $ENV{AWS_SESSION_TOKEN};
 	delete local $ENV{AWS_PROFILE};
 	my @cmd = (_aws_program(), '--endpoint-url', $o{endpoint} // $s3->{endpoint}, @args);
