@@ -134,7 +134,15 @@ cs_poll($node, 'postgres',
 	"SELECT count(*) >= 2 FROM changestream.wal_segments('$gen') WHERE compressed", 't', 60);
 my $seals = $node->safe_psql('postgres',
 	"SELECT count(*) FROM changestream.wal_segments('$gen') WHERE compressed");
-cmp_ok($seals, '>=', 2, '(b) segments were sealed and compressed');
+cmp_ok($seals, '>=', 2, '(b) segments were sealed and compressed')
+  or diag("status(): "
+	  . $node->safe_psql('postgres',
+		"SELECT row_to_json(s) FROM changestream.status() s")
+	  . "\nserver WAL flushed to "
+	  . $node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()')
+	  . "\nsegments:\n"
+	  . $node->safe_psql('postgres',
+		"SELECT segment_index, start_lsn, end_lsn, compressed FROM changestream.wal_segments('$gen')"));
 my $newest = newest_raw();
 my ($rc, $out, $err) = decode("$dir/generations/$gen");
 is($rc, 0, '(b) cs_decode.py reads the generation without a problem') or diag($err);
