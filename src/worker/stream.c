@@ -765,7 +765,8 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	{
 		cs_pacing_after_idle_batch(&st.pacing, seen_lsn());
 		/* before the drained backlog's flush */
-		cs_pacing_share_catching_up(&st.pacing, seen_lsn());
+		cs_pacing_share_catching_up(&st.pacing, seen_lsn(), now,
+								st.counters.last_message_at);
 	}
 	if (idle && !st.in_txn && cs_writer_unsynced() &&
 		(st.pacing.drained || now >= wakeup_time(WAKEUP_GROUP_COMMIT)))
@@ -780,7 +781,8 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	if (now >= wakeup_time(WAKEUP_STATUS))
 		send_status(now);
 	record_keepalive_position(now, now, false);
-	cs_pacing_share_catching_up(&st.pacing, seen_lsn());
+	cs_pacing_share_catching_up(&st.pacing, seen_lsn(), now,
+								st.counters.last_message_at);
 	/* a new rate changes the group commit window status() shows */
 	if (st.pacing.commit_rate != rate_before ||
 		TimestampDifferenceExceeds(st.last_published, now, PUBLISH_MS))

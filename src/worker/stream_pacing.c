@@ -41,6 +41,7 @@
 #include "worker/stream_pacing.h"
 
 #define CATCHUP_BYTES		(4 * 1024 * 1024)
+#define CATCHUP_QUIET_MS	1000	/* see cs_pacing_share_catching_up() */
 /* the group commit window: see group_commit_ms() */
 #define GROUP_COMMIT_MS		5	/* the window of a quiet stream */
 #define GROUP_COMMIT_BUSY_MS	20	/* the window of a busy one */
@@ -91,22 +92,31 @@ cs_pacing_catching_up(const CsPacing *p, XLogRecPtr seen)
 
 /*
  * cs_pacing_share_catching_up
- *	  Tell the maintenance worker when cs_pacing_catching_up() changes: while
- *	  the archiver
- * catches up, compression waits, within a bound (maintenance.c), so that
- * the walsender and the archiver have the CPUs.  When catching up ends,
- * the commit rate is measured afresh: the drain's is not a commit rate.
+ *	  Tell the maintenance worker when catching up starts or ends: while the
+ *	  archiver catches up, compression waits, within a bound
+ *	  (maintenance.c), so that the walsender and the archiver have the
+ *	  CPUs.  For the maintenance worker the archiver catches up only while
+ *	  cs_pacing_catching_up() says so and a message arrived in the last
+ *	  CATCHUP_QUIET_MS (last_message_at; now, both timestamps): a stream
+ *	  that has gone quiet leaves no CPU to share, even when the server's
+ *	  WAL is ahead of what the walsender has sent (WAL no message comes
+ *	  from, such as a vacuum's, or a keepalive still to come), and without
+ *	  this a quiet stream could hold compression back until its next
+ *	  message.  When catching up ends, the commit rate is measured afresh:
+ *	  the drain's is not a commit rate.
  */
 void
-cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen)
+cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen, TimestampTz now,
+							TimestampTz last_message_at)
 {
-	bool		now = cs_pacing_catching_up(p, seen);
+	bool		catching_up = cs_pacing_catching_up(p, seen) &&
+		!TimestampDifferenceExceeds(last_message_at, now, CATCHUP_QUIET_MS);
 
-	if (now == p->shared_catching_up)
+	if (catching_up == p->shared_catching_up)
 		return;
-	p->shared_catching_up = now;
-	cs_maintenance_status_set_catching_up(now);
-	if (!now)
+	p->shared_catching_up = catching_up;
+	cs_maintenance_status_set_catching_up(catching_up);
+	if (!catching_up)
 	{
 		p->commit_rate = 0;
 		p->rate_since = 0;

@@ -35,7 +35,9 @@ typedef struct CsPacing
 } CsPacing;
 
 extern bool cs_pacing_catching_up(const CsPacing *p, XLogRecPtr seen);
-extern void cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen);
+extern void cs_pacing_share_catching_up(CsPacing *p, XLogRecPtr seen,
+										TimestampTz now,
+										TimestampTz last_message_at);
 extern void cs_pacing_update_commit_rate(CsPacing *p, TimestampTz now,
 										 uint64 transactions);
 extern TimestampTz cs_pacing_rate_period_end(const CsPacing *p);
