@@ -285,6 +285,17 @@ is($rows->{get}{ok}, 'f', 'a truncated GET: the get check fails');
 like($rows->{get}{detail}, qr/response to the GET of key .* broke off after HTTP 200/,
 	'a truncated GET: the answer that broke off is named, not taken as the object');
 
+# Object data that looks like an S3 error document is data: a 200 GET
+# whose body begins with <Error><Code>SlowDown is read as the object (and
+# here differs from what was written), not as a SlowDown.
+$rows = with_fault('error_in_body', method => 'GET', path => qr{replica_check/\d+\.\d+\.\d+$});
+is(scalar(grep { $_->{fault} eq 'error_in_body' } $proxy->injected), 1,
+	'the proxy replaced one GET body by an error document');
+is($rows->{get}{ok}, 'f', 'an object body holding <Error>: the get check fails');
+like($rows->{get}{detail}, qr/read back as \d+ bytes that differ from the \d+ written/,
+	'an object body holding <Error>: compared as data, not taken as an S3 error');
+unlike($rows->{get}{detail}, qr/SlowDown/, 'an object body holding <Error>: no SlowDown');
+
 $rows = with_fault('complete_error', method => 'POST', path => qr/uploadId=/);
 is($rows->{multipart}{ok}, 'f', 'a 200 CompleteMultipartUpload with an error body: the multipart check fails');
 like($rows->{multipart}{detail}, qr/HTTP 200 InternalError/,

@@ -39,6 +39,10 @@
 #   truncated_get       forwarded; half of the answer's body, then a clean
 #                       close (a short read against Content-Length)
 #   wrong_etag          forwarded; the answer's ETag is changed
+#   error_in_body       forwarded; a 2xx answer's body (framed by
+#                       Content-Length) is replaced by as many bytes
+#                       that begin with an S3 <Error> document (SlowDown),
+#                       as object data may happen to
 #   (down/up)           between down() and up() the port is closed:
 #                       connections are refused
 # Rules live in a control file (one "FAULT COUNT METHOD PATH-REGEX" line
@@ -76,7 +80,8 @@ my %CANNED = (
 		'We encountered an internal error. Please try again.' ],);
 
 my %FAULTS = map { $_ => 1 } (keys %CANNED,
-	qw(reset stall_request stall_after_headers reset_mid_body truncated_get wrong_etag));
+	qw(reset stall_request stall_after_headers reset_mid_body truncated_get wrong_etag
+	  error_in_body));
 
 # How long a stalled connection is held at most (seconds).
 my $STALL_MAX = 600;
@@ -703,7 +708,16 @@ sub _connection
 			}
 			return;
 		}
-		if ($has_body)
+		if ($fault eq 'error_in_body' && $has_body
+			&& defined $resp->{headers}{'content-length'})
+		{
+			my $len = $resp->{headers}{'content-length'};
+			last if _copy_body($ur, undef, $resp) ne 'ok';
+			my $doc = '<Error><Code>SlowDown</Code>'
+			  . '<Message>Please reduce your request rate.</Message></Error>';
+			_write($client, substr($doc . (' ' x $len), 0, $len));
+		}
+		elsif ($has_body)
 		{
 			last if _copy_body($ur, $client, $resp, until_eof => 1) ne 'ok';
 		}

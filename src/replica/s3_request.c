@@ -558,31 +558,62 @@ run_transfer(CsS3Client *client, CURL *easy, WaitEventSet *volatile *set)
 	}
 }
 
-/* The response's Code and Message, when its body is an S3 error document. */
-static void
-parse_error_body(CsS3Response *resp)
+/*
+ * Whether body is an S3 error document: its document element, after an
+ * optional XML declaration and white space, is <Error>.
+ */
+static bool
+is_error_document(const char *body, size_t len)
 {
-	CsXmlSpan span;
+	const char *p = body;
+	const char *end = body + len;
 
-	if (resp->body_len == 0 ||
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	if (end - p >= 5 && memcmp(p, "<?xml", 5) == 0)
+	{
+		const char *close = memchr(p, '>', end - p);
+
+		if (close == NULL || close[-1] != '?')
+			return false;
+		p = close + 1;
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+			p++;
+	}
+	return end - p >= 7 && memcmp(p, "<Error", 6) == 0 &&
+		(p[6] == '>' || p[6] == ' ' || p[6] == '\t' || p[6] == '\r' ||
+		 p[6] == '\n');
+}
+
+/*
+ * The response's Code and Message, when it is an S3 error: a non-2xx
+ * answer, or a POST's 200 (CompleteMultipartUpload) whose document
+ * element is Error.  Object data (a 2xx GET) is never read as XML.
+ */
+static void
+parse_error_body(const char *method, CsS3Response *resp)
+{
+	CsXmlSpan	span;
+	CsXmlSpan	inner;
+
+	if (resp->status == 0 || resp->body_len == 0)
+		return;
+	if (resp->status >= 200 && resp->status < 300 &&
+		!(resp->status == 200 && strcmp(method, "POST") == 0))
+		return;
+	if (!is_error_document(resp->body, resp->body_len) ||
 		!cs_xml_find(resp->body, resp->body_len, "Error", &span))
 		return;
-	{
-		CsXmlSpan	inner;
-		const char *doc = span.start;
-		size_t		len = span.len;
-
-		if (cs_xml_find(doc, len, "Code", &inner))
-			resp->error_code = cs_xml_text(inner, 128);
-		if (cs_xml_find(doc, len, "Message", &inner))
-			resp->error_message = cs_xml_text(inner, 1024);
-	}
+	if (cs_xml_find(span.start, span.len, "Code", &inner))
+		resp->error_code = cs_xml_text(inner, 128);
+	if (cs_xml_find(span.start, span.len, "Message", &inner))
+		resp->error_message = cs_xml_text(inner, 1024);
 }
 
 /* Fill resp from a finished transfer. */
 static void
-collect(CURL *easy, CURLcode rc, const char *errbuf, BodyBuffer *body,
-		CapturedHeaders *captured, CsS3Response *resp)
+collect(CURL *easy, const CsS3Request *req, CURLcode rc, const char *errbuf,
+		BodyBuffer *body, CapturedHeaders *captured, CsS3Response *resp)
 {
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp->status);
 	resp->too_large = body->too_large;
@@ -608,7 +639,7 @@ collect(CURL *easy, CURLcode rc, const char *errbuf, BodyBuffer *body,
 			resp->transport_error = psprintf("%s%s%s", curl_easy_strerror(rc),
 											 errbuf[0] ? ": " : "", errbuf);
 	}
-	parse_error_body(resp);
+	parse_error_body(req->method, resp);
 }
 
 /*
@@ -669,7 +700,7 @@ cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 		curl_call_end(&saved);
 		added = true;
 		rc = run_transfer(client, easy, &set);
-		collect(easy, rc, errbuf, &body, &captured, resp);
+		collect(easy, req, rc, errbuf, &body, &captured, resp);
 	}
 	PG_FINALLY();
 	{
