@@ -441,6 +441,10 @@ set_options(CsS3Client *client, CURL *easy, const CsS3Request *req,
 	curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, (long) CS_S3_STALL_S);
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* a cancel during name resolution does not wait for the resolver */
+	curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	if (client->config.ca_file)
 		curl_easy_setopt(easy, CURLOPT_CAINFO, client->config.ca_file);
 	if (strcmp(req->method, "HEAD") == 0)
