@@ -66,6 +66,10 @@ ALTER SYSTEM SET changestream.replica_url = 's3://192.168.1.10';
 \echo :SQLSTATE
 ALTER SYSTEM SET changestream.replica_url = 's3://bucket//prefix';
 \echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://bucket/db1/../other';
+\echo :SQLSTATE
+ALTER SYSTEM SET changestream.replica_url = 's3://bucket/./db1';
+\echo :SQLSTATE
 ALTER SYSTEM SET changestream.replica_endpoint = 'ftp://127.0.0.1:7480';
 \echo :SQLSTATE
 ALTER SYSTEM SET changestream.replica_endpoint = 'http://127.0.0.1:99999';

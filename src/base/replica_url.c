@@ -74,6 +74,13 @@ prefix_problem(const char *prefix)
 		if (*p == '/' && p[1] == '/')
 			return "The prefix holds an empty path element (\"//\").";
 	}
+	for (p = prefix; *p; p = strchr(p, '/') ? strchr(p, '/') + 1 : p + strlen(p))
+	{
+		size_t		seg = strcspn(p, "/");
+
+		if ((seg == 1 && p[0] == '.') || (seg == 2 && p[0] == '.' && p[1] == '.'))
+			return "The prefix holds a \".\" or \"..\" path element.";
+	}
 	return NULL;
 }
 

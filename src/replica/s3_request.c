@@ -430,6 +430,8 @@ set_options(CsS3Client *client, CURL *easy, const CsS3Request *req,
 {
 	curl_easy_setopt(easy, CURLOPT_URL, url);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* the path as signed: no "." or ".." folded away */
+	curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
