@@ -107,7 +107,7 @@ cs_s3_clock_skew_s(const CsS3Response *resp, bool *known)
 				hh,
 				mm,
 				ss;
-	const char *m;
+	int			month;
 	int64		store;
 
 	*known = false;
@@ -116,11 +116,13 @@ cs_s3_clock_skew_s(const CsS3Response *resp, bool *known)
 			   &d, mon, &y, &hh, &mm, &ss) != 6)
 		return 0;
 	mon[3] = '\0';
-	m = strstr(months, mon);
-	if (m == NULL || (m - months) % 3 != 0 || d < 1 || d > 31 ||
-		y < 1970 || y > 9999 || hh > 23 || mm > 59 || ss > 60)
+	for (month = 0; month < 12; month++)
+		if (strlen(mon) == 3 && strncmp(months + 3 * month, mon, 3) == 0)
+			break;
+	if (month == 12 || d < 1 || d > 31 || y < 1970 || y > 9999 ||
+		hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60)
 		return 0;
-	store = days_from_civil(y, (int) (m - months) / 3 + 1, d) * 86400 +
+	store = days_from_civil(y, month + 1, d) * 86400 +
 		hh * 3600 + mm * 60 + ss;
 	*known = true;
 	return (double) ((int64) resp->date_received - store);
