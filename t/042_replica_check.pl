@@ -296,6 +296,16 @@ like($rows->{get}{detail}, qr/read back as \d+ bytes that differ from the \d+ wr
 	'an object body holding <Error>: compared as data, not taken as an S3 error');
 unlike($rows->{get}{detail}, qr/SlowDown/, 'an object body holding <Error>: no SlowDown');
 
+# An error answer larger than the success it replaces: a 10-byte range
+# GET answered by a 503 SlowDown (its XML body some 200 bytes) is a
+# SlowDown, not an answer too large.
+$rows = with_fault('slowdown', method => 'GET', range => 1);
+is(scalar(grep { $_->{fault} eq 'slowdown' && $_->{method} eq 'GET' } $proxy->injected), 1,
+	'the proxy answered one range GET with a SlowDown');
+is($rows->{get}{ok}, 'f', 'a range GET answered by SlowDown: the get check fails');
+like($rows->{get}{detail}, qr/Range request.*503 SlowDown|503 SlowDown.*Range request/,
+	'a range GET answered by SlowDown: classified by its code, not as too large');
+
 $rows = with_fault('complete_error', method => 'POST', path => qr/uploadId=/);
 is($rows->{multipart}{ok}, 'f', 'a 200 CompleteMultipartUpload with an error body: the multipart check fails');
 like($rows->{multipart}{detail}, qr/HTTP 200 InternalError/,

@@ -137,9 +137,10 @@ sub url
 
 sub port { return $_[0]->{port}; }
 
-# inject(FAULT, count => N, method => 'PUT', path => qr/.../): the next N
-# (default 1) requests matching method (default any) and path (a regex or
-# a string holding one; default any) get FAULT.  Rules apply in the order
+# inject(FAULT, count => N, method => 'PUT', path => qr/.../, range => 1):
+# the next N (default 1) requests matching method (default any) and path
+# (a regex or a string holding one; default any), and with range => 1 only
+# those with a Range header, get FAULT.  Rules apply in the order
 # they were added; a request takes at most one.
 sub inject
 {
@@ -147,6 +148,7 @@ sub inject
 	croak "unknown fault '$fault'" unless $FAULTS{$fault};
 	my $count = $o{count} // 1;
 	my $method = uc($o{method} // '*');
+	$method .= '+range' if $o{range};
 	my $path = defined $o{path} ? "$o{path}" : '.';
 	croak "a path regex must not contain white space" if $path =~ /\s/;
 	$self->_edit_control(sub { return (@_, "$fault $count $method $path"); });
@@ -547,7 +549,7 @@ sub _stall
 # taken down by one (under the control file's lock).
 sub _take_fault
 {
-	my ($self, $method, $target) = @_;
+	my ($self, $method, $target, $has_range) = @_;
 	open(my $fh, '+<', $self->{control}) or return '-';
 	flock($fh, LOCK_EX);
 	my @lines = grep { /\S/ } map { chomp; $_ } <$fh>;
@@ -556,7 +558,9 @@ sub _take_fault
 	{
 		my ($f, $count, $m, $path) = split / /, $l, 4;
 		next unless defined $path && $count > 0;
-		next unless $m eq '*' || $m eq $method;
+		my $want = $m;
+		next if $want =~ s/\+range$// && !$has_range;
+		next unless $want eq '*' || $want eq $method;
 		next unless $target =~ /$path/;
 		$fault = $f;
 		$count--;
@@ -612,7 +616,8 @@ sub _connection
 		my ($method, $target) = split / /, $req->{first};
 		$method //= '';
 		$target //= '';
-		my $fault = $self->_take_fault($method, $target);
+		my $fault = $self->_take_fault($method, $target,
+			defined $req->{headers}{range});
 		$self->_log($method, $target, $fault);
 		my $expect = ($req->{headers}{expect} // '') =~ /100-continue/i;
 

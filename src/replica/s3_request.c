@@ -17,7 +17,8 @@
  * the client lives in.  So no ERROR leaks a handle or a socket.
  *
  * curl's callbacks only copy into buffers bounded in size (the body by
- * the request's max_response, a header by its field) and record state:
+ * the request's max_response, or 64 kB for an error answer; a header by
+ * its field) and record state:
  * no ereport, no palloc, no interrupt processing.  Signals: CURLOPT_NOSIGNAL
  * keeps curl off SIGALRM and SIGPIPE; Debian's libcurl resolves names in
  * a thread, and a new thread inherits its creator's signal mask, so every
@@ -48,6 +49,7 @@
 #define CS_S3_STALL_S 30
 #define CS_S3_MAX_SOCKETS 8
 #define CS_S3_HEADER_MAX 200
+#define CS_S3_ERROR_BODY_MAX (64 * 1024)
 
 /* a socket curl asked to be watched */
 typedef struct WatchedSocket
@@ -59,6 +61,7 @@ typedef struct WatchedSocket
 /* a response body being received: malloc'd, so callbacks never raise */
 typedef struct BodyBuffer
 {
+	CURL	   *easy;			/* the transfer, for its status */
 	char	   *data;
 	size_t		len;
 	size_t		cap;
@@ -164,8 +167,14 @@ write_callback(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	BodyBuffer *b = userdata;
 	size_t		n = size * nmemb;
+	size_t		max = b->max;
+	long		status = 0;
 
-	if (n > b->max - b->len)
+	/* an error answer may be larger than the success it replaces */
+	if (curl_easy_getinfo(b->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+		(status < 200 || status >= 300))
+		max = Max(max, CS_S3_ERROR_BODY_MAX);
+	if (n > max - b->len)
 	{
 		b->too_large = true;
 		return 0;
@@ -693,6 +702,7 @@ cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("could not create a libcurl handle")));
+		body.easy = easy;
 		set_options(client, easy, req, url, headers, &body, &upload,
 					&captured, errbuf);
 		curl_call_begin(&saved);
