@@ -14,7 +14,8 @@
 #   put row with NoSuchBucket and a hint.
 # - A credentials file with group access is refused in the credentials row
 #   with a hint, and nothing is sent; a malformed one names its line and
-#   never its content; "env" reads the postmaster's AWS_* variables.
+#   never its content (a NUL byte too); a FIFO as the credentials or the
+#   CA file is refused at once; "env" reads the postmaster's AWS_* variables.
 # - Through the fault proxy: a 503 SlowDown fails the put row naming
 #   SlowDown, an ExpiredToken, a reset, a truncated GET, a 200
 #   CompleteMultipartUpload with an error body and a changed part ETag each
@@ -205,7 +206,9 @@ my %bad_files = (
 	'no secret' => [ "[default]\naws_access_key_id = $s3->{access_key}\n",
 		qr/profile "default" of credentials file .* lacks aws_secret_access_key/ ],
 	'an unterminated section' => [ "[default\naws_secret_access_key = $leak\n",
-		qr/invalid line 1 .*section header/ ]);
+		qr/invalid line 1 .*section header/ ],
+	'a NUL byte' => [ "[default]\naws_access_key_id = $s3->{access_key}\naws_secret_access_key = x\0$leak\n",
+		qr/invalid line 3 in credentials file .*NUL byte/ ]);
 for my $case (sort keys %bad_files)
 {
 	my ($text, $want) = @{ $bad_files{$case} };
@@ -217,6 +220,24 @@ for my $case (sort keys %bad_files)
 		"credentials file with $case: no secret in the row");
 }
 write_credentials($creds, $s3->{access_key}, $s3->{secret_key});
+
+# A FIFO named as the credentials file or the CA file is refused at once
+# (opening one for reading would block until a writer comes).
+my $fifo = "$tmp/fifo";
+system('mkfifo', $fifo) == 0 or die "mkfifo: $?";
+chmod(0600, $fifo) or die "chmod $fifo: $!";
+set_replica(replica_credentials => $fifo);
+($rows, $names) = replica_check();
+is($rows->{credentials}{ok}, 'f', 'a FIFO as the credentials file: refused');
+like($rows->{credentials}{detail}, qr/credentials file ".*fifo" is not a regular file/,
+	'a FIFO as the credentials file: the detail says it is not a regular file');
+set_replica(replica_credentials => $creds, replica_ca_file => $fifo);
+($rows, $names) = replica_check();
+is($rows->{settings}{ok}, 'f', 'a FIFO as the CA file: the settings check fails');
+like($rows->{settings}{detail}, qr/replica_ca_file: ".*fifo" is not a regular file/,
+	'a FIFO as the CA file: the detail says it is not a regular file');
+ok(!exists $rows->{put}, 'a FIFO as the CA file: nothing is sent');
+set_replica(replica_ca_file => '');
 
 # env: the server's AWS_* variables (the postmaster's environment)
 {

@@ -15,9 +15,33 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include "base/guc.h"
 #include "base/replica_url.h"
 #include "replica/s3_config.h"
+
+#define CS_CA_FILE_MAX (16 * 1024 * 1024)
+
+/*
+ * NULL when path names a regular file of at most CS_CA_FILE_MAX bytes.
+ * Checked before any request: OpenSSL opens it inside libcurl, with
+ * signals blocked, where a FIFO would block the session for good.
+ */
+static const char *
+ca_file_problem(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return psprintf("could not stat \"%s\": %m.", path);
+	if (!S_ISREG(st.st_mode))
+		return psprintf("\"%s\" is not a regular file.", path);
+	if (st.st_size > CS_CA_FILE_MAX)
+		return psprintf("\"%s\" is %lld bytes; a CA file may be at most %d.",
+						path, (long long) st.st_size, CS_CA_FILE_MAX);
+	return NULL;
+}
 
 /*
  * cs_s3_config_current(out) -> NULL or a sentence
@@ -63,6 +87,8 @@ cs_s3_config_current(CsS3Config *out)
 							 out->host_header);
 	out->ca_file = (cs_replica_ca_file && cs_replica_ca_file[0]) ?
 		pstrdup(cs_replica_ca_file) : NULL;
+	if (out->ca_file && (problem = ca_file_problem(out->ca_file)) != NULL)
+		return psprintf("changestream.replica_ca_file: %s", problem);
 	out->credentials = pstrdup(cs_replica_credentials ? cs_replica_credentials : "");
 	out->profile = pstrdup(cs_replica_profile ? cs_replica_profile : "default");
 	return NULL;

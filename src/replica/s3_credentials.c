@@ -12,7 +12,10 @@
  * (CS_CRED_FILE_MAX), and a bad line is reported by its number, never by
  * its content, which may hold a secret.  The keys are cached with the
  * file's identity (device, inode, size, mtime) and re-read when it changes,
- * so keys rotate without a reload.
+ * so keys rotate without a reload.  The path is checked with stat() before
+ * it is opened (non-blocking), so a FIFO named by mistake is refused at
+ * once instead of blocking the session; the file is read whole with
+ * read() and the copy wiped after parsing.
  *
  * The format is the AWS CLI's ("Configuration and credential file
  * settings"): "[profile]" section headers, "name = value" lines, '#' and
@@ -26,6 +29,7 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,44 +197,55 @@ check_file(const char *path, const struct stat *st,
 }
 
 /*
- * Read the profile's keys from the open file into out; false + problem
- * when a line is bad or a key is missing.
+ * The profile's keys from the file's text (len bytes at text) into out;
+ * false + problem when a line is bad or a key is missing.  Lines are split
+ * on '\n' here, so a NUL byte is seen (and refused) wherever it is.
  */
 static bool
-read_file(FILE *f, const char *path, const char *profile,
-		  CsS3Credentials *out, CsS3CredentialsProblem *problem)
+parse_text(const char *text, size_t len, const char *path,
+		   const char *profile, CsS3Credentials *out,
+		   CsS3CredentialsProblem *problem)
 {
-	char	   *line = palloc(CS_CRED_LINE_MAX + 2);
+	char	   *line = palloc(CS_CRED_LINE_MAX + 1);
 	ParseState	st = {0};
+	const char *p = text;
+	const char *end = text + len;
 	int			lineno = 0;
 	bool		ok = true;
 
-	while (ok && fgets(line, CS_CRED_LINE_MAX + 2, f) != NULL)
+	while (ok && p < end)
 	{
-		size_t		len = strlen(line);
+		const char *nl = memchr(p, '\n', end - p);
+		size_t		n = (nl ? nl : end) - p;
 		const char *bad;
 
 		lineno++;
-		if (len > CS_CRED_LINE_MAX && line[len - 1] != '\n')
+		if (n > CS_CRED_LINE_MAX)
 			ok = set_problem(problem,
 							 psprintf("line %d of credentials file \"%s\" is too long", lineno, path),
 							 psprintf("A line may be at most %d bytes.", CS_CRED_LINE_MAX),
 							 pstrdup("Check that the file is an AWS shared credentials file."));
-		else if (memchr(line, '\0', len) != NULL ||
-				 (bad = parse_line(line, profile, &st, out)) != NULL)
+		else if (memchr(p, '\0', n) != NULL)
 			ok = set_problem(problem,
 							 psprintf("invalid line %d in credentials file \"%s\"", lineno, path),
-							 pstrdup(bad ? bad : "The line holds a NUL byte."),
-							 pstrdup("Write \"[profile]\" headers and \"name = value\" lines, as the AWS CLI does."));
+							 pstrdup("The line holds a NUL byte."),
+							 pstrdup("Check that the file is an AWS shared credentials file, a text file."));
+		else
+		{
+			memcpy(line, p, n);
+			line[n] = '\0';
+			if ((bad = parse_line(line, profile, &st, out)) != NULL)
+				ok = set_problem(problem,
+								 psprintf("invalid line %d in credentials file \"%s\"", lineno, path),
+								 pstrdup(bad),
+								 pstrdup("Write \"[profile]\" headers and \"name = value\" lines, as the AWS CLI does."));
+		}
+		p += n + 1;
 	}
-	explicit_bzero(line, CS_CRED_LINE_MAX + 2);
+	explicit_bzero(line, CS_CRED_LINE_MAX + 1);
 	pfree(line);
 	if (!ok)
 		return false;
-	if (ferror(f))
-		return set_problem(problem,
-						   psprintf("could not read credentials file \"%s\": %m", path),
-						   NULL, pstrdup("Check the file's permissions."));
 	if (!st.profile_seen)
 		return set_problem(problem,
 						   psprintf("credentials file \"%s\" has no profile \"%s\"", path, profile),
@@ -246,32 +261,89 @@ read_file(FILE *f, const char *path, const char *profile,
 	return true;
 }
 
-/* The keys from the file at path, from the cache while the file is unchanged. */
+/*
+ * Read the whole open file (at most CS_CRED_FILE_MAX bytes) and parse it
+ * into out; the text is wiped before it is freed.  false + problem on a
+ * read error, a file grown past the bound, or a bad line.
+ */
+static bool
+read_file(int fd, const char *path, const char *profile,
+		  CsS3Credentials *out, CsS3CredentialsProblem *problem)
+{
+	char	   *text = palloc(CS_CRED_FILE_MAX + 1);
+	size_t		len = 0;
+	bool		ok = true;
+
+	for (;;)
+	{
+		ssize_t		r = read(fd, text + len, CS_CRED_FILE_MAX + 1 - len);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+		{
+			ok = set_problem(problem,
+							 psprintf("could not read credentials file \"%s\": %m", path),
+							 NULL, pstrdup("Check the file's permissions."));
+			break;
+		}
+		if (r == 0)
+			break;
+		len += r;
+		if (len > CS_CRED_FILE_MAX)
+		{
+			ok = set_problem(problem,
+							 psprintf("credentials file \"%s\" is too large", path),
+							 psprintf("It holds more than %d bytes.", CS_CRED_FILE_MAX),
+							 pstrdup("Point changestream.replica_credentials at a file in the AWS shared credentials format."));
+			break;
+		}
+	}
+	if (ok)
+		ok = parse_text(text, len, path, profile, out, problem);
+	explicit_bzero(text, CS_CRED_FILE_MAX + 1);
+	pfree(text);
+	return ok;
+}
+
+/*
+ * The keys from the file at path, from the cache while the file is
+ * unchanged.  The path is checked with stat() before it is opened, and
+ * opened non-blocking, so a FIFO or a device never blocks the caller; the
+ * open file is checked again (fstat) before it is read.
+ */
 static bool
 load_file(const char *path, const char *profile, CsS3Credentials *out,
 		  CsS3CredentialsProblem *problem)
 {
-	FILE	   *f;
+	int			fd;
 	struct stat st;
 	bool		ok;
 
-	f = AllocateFile(path, "r");
-	if (f == NULL)
+	if (stat(path, &st) != 0)
 		return set_problem(problem,
 						   psprintf("could not open credentials file \"%s\": %m", path),
 						   NULL,
 						   pstrdup("Create it in the AWS shared credentials format, readable by the server's user only (mode 0600), or set changestream.replica_credentials to 'env'."));
-	if (fstat(fileno(f), &st) != 0)
+	if (!check_file(path, &st, problem))
+		return false;
+	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
+		return set_problem(problem,
+						   psprintf("could not open credentials file \"%s\": %m", path),
+						   NULL,
+						   pstrdup("Create it in the AWS shared credentials format, readable by the server's user only (mode 0600), or set changestream.replica_credentials to 'env'."));
+	if (fstat(fd, &st) != 0)
 	{
 		ok = set_problem(problem,
 						 psprintf("could not stat credentials file \"%s\": %m", path),
 						 NULL, pstrdup("Check the file."));
-		FreeFile(f);
+		CloseTransientFile(fd);
 		return ok;
 	}
 	if (!check_file(path, &st, problem))
 	{
-		FreeFile(f);
+		CloseTransientFile(fd);
 		return false;
 	}
 	if (cache.valid && strcmp(cache.path, path) == 0 &&
@@ -280,15 +352,15 @@ load_file(const char *path, const char *profile, CsS3Credentials *out,
 		cache.mtime.tv_sec == st.st_mtim.tv_sec &&
 		cache.mtime.tv_nsec == st.st_mtim.tv_nsec)
 	{
-		FreeFile(f);
+		CloseTransientFile(fd);
 		*out = cache.creds;
 		return true;
 	}
 	cs_s3_credentials_wipe(&cache.creds);
 	cache.valid = false;
 	memset(out, 0, sizeof(*out));
-	ok = read_file(f, path, profile, out, problem);
-	FreeFile(f);
+	ok = read_file(fd, path, profile, out, problem);
+	CloseTransientFile(fd);
 	if (!ok)
 	{
 		cs_s3_credentials_wipe(out);
