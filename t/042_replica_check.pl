@@ -24,6 +24,8 @@
 #   replica_check() to the end (the cancelled transfer left nothing
 #   behind).  The time from the cancel to the end of the call is measured
 #   and reported, not asserted.
+# - A replica_endpoint with a password, rejected at server start, stops
+#   the archiver naming the setting, without repeating the value.
 # - No secret ever appears in a result row or in the server log.
 use strict;
 use warnings;
@@ -388,10 +390,29 @@ is(join(',', @second), join(',', map { "$_:t" } @all_checks),
 $proxy->stop;
 
 ######################################################################
+# A replica_endpoint with a password in postgresql.conf, rejected at start:
+# the archiver (enabled here by changestream.directory) stops with an error
+# naming the setting, and neither that error nor the log repeats the value.
+
+my $userinfo = 'USERINFOSECRET0000';
+$node->safe_psql($db, 'ALTER SYSTEM RESET changestream.replica_endpoint');
+$node->append_conf('postgresql.conf',
+	"changestream.replica_endpoint = 'http://tester:$userinfo\@127.0.0.1:7480'\n"
+	  . "changestream.directory = '" . cs_archive_dir($node) . "'");
+$node->restart;
+cs_poll_or_diag($node, $db,
+	"SELECT state = 'error' AND last_error LIKE 'changestream.replica_endpoint was rejected at server start%' FROM changestream.status()",
+	't', 30, 'an endpoint with a password rejected at start stops the archiver naming the setting');
+my ($last_error) = $node->safe_psql($db, 'SELECT last_error FROM changestream.status()');
+ok(index($last_error, $userinfo) < 0, 'the archiver error does not repeat the rejected endpoint');
+like(cs_log_since($node, $log_start), qr/The endpoint may not hold a user name or password/,
+	'the log says why the endpoint was rejected');
+
+######################################################################
 # No secret anywhere
 
 my $log = cs_log_since($node, $log_start);
-for my $secret ($s3->{secret_key}, $wrong, $leak)
+for my $secret ($s3->{secret_key}, $wrong, $leak, $userinfo)
 {
 	ok(index($log, $secret) < 0, "the server log never holds a secret ($secret)");
 }

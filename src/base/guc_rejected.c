@@ -46,7 +46,11 @@ cs_guc_checked(const char *setting, bool ok, GucSource source,
 		rejected_setting[0] == '\0')
 	{
 		strlcpy(rejected_setting, setting, sizeof(rejected_setting));
-		strlcpy(rejected_value, value ? value : "", sizeof(rejected_value));
+		/* a replica_* value may hold a secret (user:password@ in a URL) */
+		if (strncmp(setting, "changestream.replica_", 21) == 0)
+			rejected_value[0] = '\0';
+		else
+			strlcpy(rejected_value, value ? value : "", sizeof(rejected_value));
 	}
 	else if (ok && !restart_only && strcmp(rejected_setting, setting) == 0)
 		rejected_setting[0] = '\0';
@@ -56,7 +60,8 @@ cs_guc_checked(const char *setting, bool ok, GucSource source,
 /*
  * cs_guc_require_accepted
  *	  Raises config_file_error (class F0), naming the setting and the
- *	  value, if the configuration file set a changestream.* value that was
+ *	  value (not for changestream.replica_*, whose values may hold a
+ *	  secret), if the configuration file set a changestream.* value that was
  *	  rejected at server start and not replaced since.
  */
 void
@@ -67,8 +72,10 @@ cs_guc_require_accepted(void)
 				(errcode(ERRCODE_CONFIG_FILE_ERROR),
 				 errmsg("%s was rejected at server start, so it has its default value",
 						rejected_setting),
+				 rejected_value[0] != '\0' ?
 				 errdetail("The configuration file sets it to \"%s\"; the server log at start says why it was rejected.",
-						   rejected_value),
+						   rejected_value) :
+				 errdetail("The server log at start says why it was rejected (the values of changestream.replica_* settings are not repeated)."),
 				 errhint("Fix %s in the configuration file, then reload the configuration (restart the server for changestream.database).",
 						 rejected_setting)));
 }

@@ -363,19 +363,48 @@ amz_date_now(void)
 }
 
 /*
- * The headers to send, with Authorization, as a curl list; the URL into
+ * Append line to the curl list *list; raises on out-of-memory, with *list
+ * as it was (the caller frees it).
+ */
+static void
+append_header(struct curl_slist *volatile *list, const char *line)
+{
+	struct curl_slist *grown = curl_slist_append(*list, line);
+
+	if (grown == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory building the headers of an S3 request")));
+	*list = grown;
+}
+
+/* Free a curl header list, its lines (a token, a signature) wiped first. */
+static void
+free_headers(struct curl_slist *list)
+{
+	struct curl_slist *item;
+
+	for (item = list; item != NULL; item = item->next)
+		explicit_bzero(item->data, strlen(item->data));
+	curl_slist_free_all(list);
+}
+
+/*
+ * The headers to send, with Authorization, appended to the curl list
+ * *list (which the caller frees, also when this raises); the URL into
  * *url.
  */
-static struct curl_slist *
-signed_headers(CsS3Client *client, const CsS3Request *req, char **url)
+static void
+signed_headers(CsS3Client *client, const CsS3Request *req, char **url,
+			   struct curl_slist *volatile *list)
 {
 	CsSigV4Pair headers[CS_S3_MAX_EXTRA_HEADERS + 4];
 	CsSigV4Request sig;
 	char		payload_hash[65];
 	char	   *path = request_path(&client->config, req->key);
 	char	   *query = cs_sigv4_canonical_query(req->query, req->nquery);
+	char	   *authorization;
 	StringInfoData buf;
-	struct curl_slist *list = NULL;
 	int			n = 0;
 	int			i;
 
@@ -408,19 +437,24 @@ signed_headers(CsS3Client *client, const CsS3Request *req, char **url)
 	sig.secret_key = client->creds.secret_key;
 
 	initStringInfo(&buf);
+	/* room for the longest line (the token's) at once: no copy left behind */
+	enlargeStringInfo(&buf, 8192);
 	for (i = 0; i < n; i++)
 	{
 		resetStringInfo(&buf);
 		appendStringInfo(&buf, "%s: %s", headers[i].name, headers[i].value);
-		list = curl_slist_append(list, buf.data);
+		append_header(list, buf.data);
 	}
+	authorization = cs_sigv4_authorization(&sig);
 	resetStringInfo(&buf);
-	appendStringInfo(&buf, "Authorization: %s", cs_sigv4_authorization(&sig));
-	list = curl_slist_append(list, buf.data);
-	explicit_bzero(buf.data, buf.len);
+	appendStringInfo(&buf, "Authorization: %s", authorization);
+	explicit_bzero(authorization, strlen(authorization));
+	append_header(list, buf.data);
+	/* the whole allocation: the token's line may have been longer */
+	explicit_bzero(buf.data, buf.maxlen);
 	/* no 100-continue round trip, no form content type on POST */
-	list = curl_slist_append(list, "Expect:");
-	list = curl_slist_append(list, "Content-Type:");
+	append_header(list, "Expect:");
+	append_header(list, "Content-Type:");
 
 	resetStringInfo(&buf);
 	appendStringInfoString(&buf, client->config.base_url);
@@ -428,7 +462,6 @@ signed_headers(CsS3Client *client, const CsS3Request *req, char **url)
 	if (query[0] != '\0')
 		appendStringInfo(&buf, "?%s", query);
 	*url = buf.data;
-	return list;
 }
 
 /* Set the easy handle's options for req. */
@@ -696,7 +729,7 @@ cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 		sigset_t	saved;
 		CURLcode	rc;
 
-		headers = signed_headers(client, req, &url);
+		signed_headers(client, req, &url, &headers);
 		easy = curl_easy_init();
 		if (easy == NULL)
 			ereport(ERROR,
@@ -725,7 +758,7 @@ cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 		if (easy)
 			curl_easy_cleanup(easy);
 		if (headers)
-			curl_slist_free_all(headers);
+			free_headers(headers);
 		if (set)
 			FreeWaitEventSet(set);
 		free(body.data);

@@ -24,6 +24,9 @@
 
 #include "replica/sigv4.h"
 
+/* the longest secret key sign() takes, in bytes */
+#define CS_SIGV4_SECRET_MAX 256
+
 /* a header as it enters the canonical request */
 typedef struct CanonicalHeader
 {
@@ -107,15 +110,19 @@ cs_sigv4_canonical_query(const CsSigV4Pair *query, int nquery)
 	return buf.data;
 }
 
-/* A header value trimmed, with each inner run of spaces as one space. */
+/*
+ * A header value trimmed, with each inner run of spaces as one space, in
+ * one allocation of the value's size (it may be the session token, wiped
+ * by the caller: no copy is left behind by a growing buffer).
+ */
 static char *
 canonical_value(const char *value)
 {
-	StringInfoData buf;
+	char	   *out = palloc(strlen(value) + 1);
+	char	   *o = out;
 	const char *p = value;
 	bool		space = false;
 
-	initStringInfo(&buf);
 	while (*p == ' ' || *p == '\t')
 		p++;
 	for (; *p; p++)
@@ -125,12 +132,13 @@ canonical_value(const char *value)
 		else
 		{
 			if (space)
-				appendStringInfoChar(&buf, ' ');
+				*o++ = ' ';
 			space = false;
-			appendStringInfoChar(&buf, *p);
+			*o++ = *p;
 		}
 	}
-	return buf.data;
+	*o = '\0';
+	return out;
 }
 
 static int
@@ -163,6 +171,9 @@ append_canonical_headers(StringInfo creq, StringInfo signed_headers,
 	{
 		appendStringInfo(creq, "%s:%s\n", h[i].name, h[i].value);
 		appendStringInfo(signed_headers, "%s%s", i > 0 ? ";" : "", h[i].name);
+		/* a value may be the session token */
+		explicit_bzero(h[i].value, strlen(h[i].value));
+		pfree(h[i].value);
 	}
 }
 
@@ -215,13 +226,17 @@ static void
 sign(const char *secret, const char *date, const char *region,
 	 const char *string_to_sign, char *hex)
 {
-	char	   *k_secret = psprintf("AWS4%s", secret);
+	char		k_secret[4 + CS_SIGV4_SECRET_MAX];
+	size_t		len = strlen(secret);
 	uint8		k1[PG_SHA256_DIGEST_LENGTH];
 	uint8		k2[PG_SHA256_DIGEST_LENGTH];
 
-	hmac_sha256((uint8 *) k_secret, strlen(k_secret), date, k1);
-	explicit_bzero(k_secret, strlen(k_secret));
-	pfree(k_secret);
+	if (len > CS_SIGV4_SECRET_MAX)
+		elog(ERROR, "secret access key longer than %d bytes", CS_SIGV4_SECRET_MAX);
+	memcpy(k_secret, "AWS4", 4);
+	memcpy(k_secret + 4, secret, len);
+	hmac_sha256((uint8 *) k_secret, 4 + len, date, k1);
+	explicit_bzero(k_secret, sizeof(k_secret));
 	hmac_sha256(k1, sizeof(k1), region, k2);
 	hmac_sha256(k2, sizeof(k2), "s3", k1);
 	hmac_sha256(k1, sizeof(k1), "aws4_request", k2);
@@ -251,6 +266,7 @@ cs_sigv4_authorization(const CsSigV4Request *req)
 	char		creq_hash[2 * PG_SHA256_DIGEST_LENGTH + 1];
 	char		signature[2 * PG_SHA256_DIGEST_LENGTH + 1];
 	char	   *scope;
+	size_t		creq_size;
 
 	if (strlen(req->amz_date) != 16 || req->amz_date[8] != 'T')
 		ereport(ERROR,
@@ -262,6 +278,14 @@ cs_sigv4_authorization(const CsSigV4Request *req)
 	scope = psprintf("%s/%s/s3/aws4_request", date, req->region);
 
 	initStringInfo(&creq);
+	/* room for it all at once, so no growth leaves a copy of the token */
+	creq_size = strlen(req->method) + 3 * strlen(req->path) +
+		strlen(req->payload_sha256) + 256;
+	for (int i = 0; i < req->nquery; i++)
+		creq_size += 3 * (strlen(req->query[i].name) + strlen(req->query[i].value)) + 2;
+	for (int i = 0; i < req->nheaders; i++)
+		creq_size += 2 * strlen(req->headers[i].name) + strlen(req->headers[i].value) + 3;
+	enlargeStringInfo(&creq, creq_size);
 	initStringInfo(&signed_headers);
 	appendStringInfo(&creq, "%s\n", req->method);
 	cs_sigv4_uri_encode(&creq, req->path, true);
@@ -274,6 +298,8 @@ cs_sigv4_authorization(const CsSigV4Request *req)
 	initStringInfo(&sts);
 	appendStringInfo(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s",
 					 req->amz_date, scope, creq_hash);
+	/* the canonical request holds the session token: wipe it */
+	explicit_bzero(creq.data, creq.maxlen);
 	sign(req->secret_key, date, req->region, sts.data, signature);
 	return psprintf("AWS4-HMAC-SHA256 Credential=%s/%s,SignedHeaders=%s,Signature=%s",
 					req->access_key, scope, signed_headers.data, signature);
