@@ -39,6 +39,10 @@
 #include "replica/s3_ops.h"
 #include "replica/s3_xml.h"
 
+/* bounds on one listing, against a store that never stops paging */
+#define CS_S3_LIST_MAX_PAGES 100000
+#define CS_S3_LIST_MAX_KEYS 10000000
+
 #define SMALL_RESPONSE (64 * 1024)
 
 /* one error code and what it means */
@@ -352,14 +356,17 @@ parse_list_page(const CsS3Response *resp, List **objects, bool *truncated)
  *	  *objects (CsS3Object *): ListObjectsV2 pages of up to max_keys keys
  *	  (0: the store's default, 1000 on S3),
  *	  the next one starting after the last key seen, while IsTruncated.
- *	  False when a request fails (resp holds it) or a page is malformed
- *	  (*bad_response says how, naming the prefix; resp's status is 2xx).
+ *	  False when a request fails (resp holds it) or a page is malformed,
+ *	  lists a key without the prefix, or the listing runs past
+ *	  CS_S3_LIST_MAX_PAGES pages or CS_S3_LIST_MAX_KEYS keys (*bad_response
+ *	  says how, naming the prefix; resp's status is 2xx).
  */
 bool
 cs_s3_list(CsS3Client *client, const char *prefix, const char *start_after,
 		   int max_keys, List **objects, CsS3Response *resp, char **bad_response)
 {
 	char	   *after = start_after ? pstrdup(start_after) : NULL;
+	int			pages = 0;
 
 	*bad_response = NULL;
 	for (;;)
@@ -393,6 +400,18 @@ cs_s3_list(CsS3Client *client, const char *prefix, const char *start_after,
 		if (cs_s3_classify(resp, "listing", &failure) != CS_S3_OK)
 			return false;
 		problem = parse_list_page(resp, objects, &truncated);
+		for (int i = before; problem == NULL && i < list_length(*objects); i++)
+		{
+			const char *key = ((CsS3Object *) list_nth(*objects, i))->key;
+
+			if (strncmp(key, prefix, strlen(prefix)) != 0)
+				problem = psprintf("it lists key \"%s\", which does not begin with the prefix", key);
+		}
+		if (problem == NULL && truncated &&
+			(++pages >= CS_S3_LIST_MAX_PAGES ||
+			 list_length(*objects) >= CS_S3_LIST_MAX_KEYS))
+			problem = psprintf("it goes on past %d pages or %d keys",
+							   CS_S3_LIST_MAX_PAGES, CS_S3_LIST_MAX_KEYS);
 		if (problem == NULL && truncated)
 		{
 			CsS3Object *last;

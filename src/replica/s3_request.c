@@ -512,16 +512,26 @@ set_options(CsS3Client *client, CURL *easy, const CsS3Request *req,
 		curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req->method);
 }
 
-/* curl_multi_socket_action() with signals blocked; the number still running. */
+/*
+ * curl_multi_socket_action() with signals blocked; raises if curl reports
+ * the multi handle itself broken (out of memory, an internal error).
+ */
 static void
 socket_action(CsS3Client *client, curl_socket_t fd, int flags)
 {
 	sigset_t	saved;
 	int			running;
+	CURLMcode	mc;
 
 	curl_call_begin(&saved);
-	curl_multi_socket_action(client->multi, fd, flags, &running);
+	mc = curl_multi_socket_action(client->multi, fd, flags, &running);
 	curl_call_end(&saved);
+	if (mc != CURLM_OK && mc != CURLM_BAD_SOCKET)
+		ereport(ERROR,
+				(errcode(mc == CURLM_OUT_OF_MEMORY ? ERRCODE_OUT_OF_MEMORY :
+						 ERRCODE_INTERNAL_ERROR),
+				 errmsg("libcurl failed driving an S3 request: %s",
+						curl_multi_strerror(mc))));
 }
 
 /* Milliseconds to wait this round: curl's timer, at most a second. */
