@@ -663,9 +663,12 @@ parse_error_body(const char *method, CsS3Response *resp)
 		!cs_xml_find(resp->body, resp->body_len, "Error", &span))
 		return;
 	if (cs_xml_find(span.start, span.len, "Code", &inner))
-		resp->error_code = cs_xml_text(inner, 128);
+		resp->error_code = cs_xml_display_text(inner, 128);
 	if (cs_xml_find(span.start, span.len, "Message", &inner))
-		resp->error_message = cs_xml_text(inner, 1024);
+		resp->error_message = cs_xml_display_text(inner, 1024);
+	/* a 200 that is an error stays one, whatever its Code */
+	if (resp->error_code == NULL && resp->status == 200)
+		resp->error_code = pstrdup("UnknownError");
 }
 
 /* Fill resp from a finished transfer. */

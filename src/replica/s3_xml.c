@@ -146,14 +146,78 @@ decode_reference(const char *p, size_t len, StringInfo buf)
 	return semi - p + 1;
 }
 
+static char *decoded_text(CsXmlSpan span, size_t max);
+
 /*
  * cs_xml_text(span, max) -> palloc'd string, or NULL
  *	  The text of span with its references decoded.  NULL when it holds
- *	  markup ('<'), a NUL, a bad reference, or would be longer than max
- *	  bytes.
+ *	  markup ('<'), a NUL, a bad reference, a control character, is not
+ *	  valid UTF-8 (S3's encoding), or would be longer than max bytes.
  */
 char *
 cs_xml_text(CsXmlSpan span, size_t max)
+{
+	char	   *text = decoded_text(span, max);
+
+	if (text == NULL)
+		return NULL;
+	for (const char *c = text; *c; c++)
+		if ((unsigned char) *c < 0x20 || *c == 0x7f)
+			return NULL;
+	if (!pg_verify_mbstr(PG_UTF8, text, strlen(text), true))
+		return NULL;
+	return text;
+}
+
+/*
+ * cs_xml_display_text(span, max) -> palloc'd string, or NULL
+ *	  As cs_xml_text(), for a message shown to the user (an error's Code
+ *	  and Message): a control character, a byte of an invalid UTF-8
+ *	  sequence, and in a database whose encoding is neither UTF8 nor
+ *	  SQL_ASCII every non-ASCII character, become '?', so the text is
+ *	  valid in the server's encoding.  NULL as cs_xml_text() for markup,
+ *	  a bad reference or length.
+ */
+char *
+cs_xml_display_text(CsXmlSpan span, size_t max)
+{
+	char	   *text = decoded_text(span, max);
+	int			enc = GetDatabaseEncoding();
+	bool		ascii_only = enc != PG_UTF8 && enc != PG_SQL_ASCII;
+	size_t		len;
+	size_t		i = 0;
+
+	if (text == NULL)
+		return NULL;
+	len = strlen(text);
+	while (i < len)
+	{
+		unsigned char c = (unsigned char) text[i];
+		int			n;
+
+		if (c < 0x80)
+		{
+			if (c < 0x20 || c == 0x7f)
+				text[i] = '?';
+			i++;
+			continue;
+		}
+		n = pg_utf_mblen((const unsigned char *) text + i);
+		if (i + n > len || !pg_utf8_islegal((const unsigned char *) text + i, n))
+		{
+			text[i++] = '?';
+			continue;
+		}
+		if (ascii_only)
+			memset(text + i, '?', n);
+		i += n;
+	}
+	return text;
+}
+
+/* The text of span with its references decoded; NULL as cs_xml_text(). */
+static char *
+decoded_text(CsXmlSpan span, size_t max)
 {
 	StringInfoData buf;
 	size_t		i = 0;

@@ -18,5 +18,6 @@ typedef struct CsXmlSpan
 extern bool cs_xml_find(const char *doc, size_t doclen, const char *name,
 						CsXmlSpan *out);
 extern char *cs_xml_text(CsXmlSpan span, size_t max);
+extern char *cs_xml_display_text(CsXmlSpan span, size_t max);
 
 #endif							/* CS_S3_XML_H */
