@@ -55,7 +55,11 @@ sub sample_during
 			"SELECT commit_rate, group_commit_ms, extract(epoch FROM clock_timestamp()) FROM changestream.status()"
 		);
 		push @samples, [ split /\|/, $row ];
-		cs_sleep(0.2);
+		# every 200 ms from the first sample, at once when the query
+		# itself took longer (a loaded machine)
+		my $next = $samples[0][2] + 0.2 * @samples;
+		my $now = Time::HiRes::time();
+		cs_sleep($next - $now) if $next > $now;
 	}
 	my ($ok, $out, $err) = cs_pgbench_finish($bench);
 	ok($ok, "pgbench @args succeeded") or diag($err);
@@ -81,7 +85,8 @@ sub expected_window
 
 # Throttled: about 300 commits a second, a quiet stream.
 my @quiet = sample_during(6, '-c', '2', '-j', '2', '-R', '300');
-ok(@quiet >= 10, 'throttled run: at least 10 samples (' . scalar(@quiet) . ')');
+# 25 at the 200 ms pace; a loaded machine answers status() more slowly
+ok(@quiet >= 5, 'throttled run: at least 5 samples (' . scalar(@quiet) . ')');
 my ($from, $to) = ($quiet[0][2], $quiet[-1][2]);
 my $source_rate = $node->safe_psql('postgres',
 	"SELECT count(*) / ($to - $from) FROM gc_t WHERE at BETWEEN to_timestamp($from) AND to_timestamp($to)"
