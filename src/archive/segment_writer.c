@@ -550,6 +550,22 @@ trim_preallocation(void)
 }
 
 /*
+ * End the active segment at end_lsn (an LSN already in it): flush, cut the
+ * preallocation, write its seal and fdatasync, close.  wr.index still names
+ * the segment sealed.
+ */
+static void
+seal_and_close(XLogRecPtr end_lsn)
+{
+	cs_writer_flush();
+	trim_preallocation();
+	wr.seal.end_lsn = end_lsn;
+	cs_writer_write_seal(wr.path, &wr.seal);
+	close(wr.fd);
+	wr.fd = -1;
+}
+
+/*
  * cs_writer_rotate
  *	  Seal the active segment (flush; write its commit range and position, the
  *	  current position of record, into its header and fdatasync; close) and
@@ -561,15 +577,8 @@ trim_preallocation(void)
 void
 cs_writer_rotate(XLogRecPtr position)
 {
-	int64		sealed = wr.index;
-
-	cs_writer_flush();
-	trim_preallocation();
-	wr.seal.end_lsn = position;
-	cs_writer_write_seal(wr.path, &wr.seal);
-	close(wr.fd);
-	wr.fd = -1;
-	cs_writer_create_segment(sealed + 1, position);
+	seal_and_close(position);
+	cs_writer_create_segment(wr.index + 1, position);
 }
 
 /*
@@ -584,12 +593,7 @@ cs_writer_rotate(XLogRecPtr position)
 void
 cs_writer_end_generation(XLogRecPtr end_lsn)
 {
-	cs_writer_flush();
-	trim_preallocation();
-	wr.seal.end_lsn = end_lsn;
-	cs_writer_write_seal(wr.path, &wr.seal);
-	close(wr.fd);
-	wr.fd = -1;
+	seal_and_close(end_lsn);
 	wr.index = -1;
 }
 
