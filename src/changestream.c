@@ -79,7 +79,11 @@ _PG_init(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/*
+	 * On a hot standby the archiver starts too, to show state "standby" and
+	 * take over at promotion without a restart (archiver.c).
+	 */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 5;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "changestream_archiver_main");

@@ -119,6 +119,8 @@ cs_state_name(CsWorkerState state)
 			return "error";
 		case CS_STATE_STOPPING:
 			return "stopping";
+		case CS_STATE_STANDBY:
+			return "standby";
 	}
 	return "unknown";
 }

@@ -22,7 +22,8 @@ typedef enum CsWorkerState
 	CS_STATE_CONNECTING,
 	CS_STATE_STREAMING,
 	CS_STATE_ERROR,
-	CS_STATE_STOPPING
+	CS_STATE_STOPPING,
+	CS_STATE_STANDBY			/* the server is a standby: waits for promotion */
 } CsWorkerState;
 
 #define CS_ERROR_LEN 1024

@@ -42,6 +42,7 @@
 #include "nodes/makefuncs.h"
 #include "parser/parse_node.h"
 #include "parser/parse_relation.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -1563,6 +1564,8 @@ changestream_restore(PG_FUNCTION_ARGS)
 	ListCell   *lc1,
 			   *lc2;
 
+	/* it creates and fills tables: not on a standby (25006, as DDL) */
+	PreventCommandDuringRecovery("changestream.restore()");
 	memset(&rs, 0, sizeof(rs));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");

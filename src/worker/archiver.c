@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
@@ -71,6 +72,7 @@
 #define SLOT_RELEASE_TRIES	30	/* 100 ms each */
 #define BACKOFF_MIN_MS		1000
 #define BACKOFF_MAX_MS		30000
+#define STANDBY_POLL_MS		1000	/* how often a standby checks for promotion */
 
 /* session state */
 static WalReceiverConn *conn = NULL;
@@ -90,6 +92,7 @@ static CsArchiveConfig *start_config = NULL;
 /* across sessions: error log rate limiting and backoff */
 static CsLogOnce log_once;
 static bool logged_disabled = false;
+static bool logged_standby = false;
 static long backoff_ms = BACKOFF_MIN_MS;	/* static: it must survive the
 											 * longjmp */
 static bool last_session_failed = false;
@@ -885,6 +888,43 @@ take_session_config(void)
 }
 
 /*
+ * While the server is a hot standby: show state "standby", say so once in
+ * the log, and wait STANDBY_POLL_MS (or until the latch is set) before the
+ * caller looks again.  Nothing is archived and the archive directory is not
+ * touched (not even its lock): a standby cannot write to the primary's
+ * slot, and an HA manager deploys the primary's settings, directory
+ * included, on every node (docs/DESIGN.md section 1).  Returns true while
+ * the server is a standby; false once it is not, logging the promotion
+ * when a standby state was shown before.
+ */
+static bool
+wait_while_standby(void)
+{
+	int			rc;
+
+	if (!RecoveryInProgress())
+	{
+		if (logged_standby)
+			ereport(LOG,
+					(errmsg("changestream archiver: the server was promoted, archiving starts")));
+		logged_standby = false;
+		return false;
+	}
+	cs_status_set_state(CS_STATE_STANDBY);
+	if (!logged_standby)
+		ereport(LOG,
+				(errmsg("changestream archiver: the server is a standby, archiving waits for promotion"),
+				 errdetail("A standby does not archive and leaves the archive directory to the primary's archiver."),
+				 errhint("The archive functions can read the archive here; archiving starts when the server is promoted.")));
+	logged_standby = true;
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   STANDBY_POLL_MS, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	return true;
+}
+
+/*
  * changestream_archiver_main
  *	  Entry point of the "changestream archiver" background worker,
  *	  registered by _PG_init() (main_arg is unused).  Connects to
@@ -925,6 +965,8 @@ changestream_archiver_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		if (wait_while_standby())
+			continue;
 		take_session_config();
 		if (!cs_archive_config_enabled(sess_config))
 		{

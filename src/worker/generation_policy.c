@@ -99,6 +99,26 @@ holds_acknowledged_data(const char *directory, uint64 generation,
 }
 
 /*
+ * A slot event (the slot missing or lost) after the timeline changed is
+ * what a promotion looks like when the slot did not come across (it was
+ * not a synchronized failover slot): say so beside the slot event.  The
+ * newest generation's identity, when sound, holds the timeline it was
+ * written on.
+ */
+static const char *
+with_timeline_change(const char *directory, List *gens, uint32 tli,
+					 const char *slot_event)
+{
+	CsIdentity	identity;
+
+	if (identity_damage(directory, *(uint64 *) llast(gens), &identity) != NULL ||
+		identity.timeline == tli)
+		return slot_event;
+	return psprintf("%s; the timeline changed from %u to %u (the server was promoted, and the slot did not come across)",
+					slot_event, identity.timeline, tli);
+}
+
+/*
  * cs_new_generation_reason
  *	  Decide whether the newest of gens (a List of uint64 *, oldest first,
  *	  in config's directory) continues under config: returns the reason
@@ -124,7 +144,7 @@ cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
 	if (gens == NIL)
 		return "first start: the archive holds no generation";
 	if (slot_event)
-		return slot_event;
+		return with_timeline_change(directory, gens, tli, slot_event);
 	if (requested)
 		return "requested by changestream.new_generation()";
 	newest = *(uint64 *) llast(gens);
