@@ -32,6 +32,7 @@ OBJS = \
 	src/read/generation_reader.o \
 	src/archive/snapshot_manifest.o \
 	src/archive/generation.o \
+	src/archive/generation_timelines.o \
 	src/archive/generation_span.o \
 	src/archive/segment_format.o \
 	src/archive/segment_writer.o \

@@ -37,6 +37,7 @@
 #define SNAPSHOTS_DIR		"snapshots"
 #define IDENTITY_FILE		"generation"
 #define SCHEMA_HISTORY_FILE	"schema_history"
+#define TIMELINES_FILE		"timelines"
 #define LOCK_FILE			"changestream.lock"
 /* an on-disk name: kept from before the worker was renamed */
 #define MAINTENANCE_LOCK_FILE "changestream.compressor.lock"
@@ -184,6 +185,19 @@ char *
 cs_horizon_path(const char *directory, uint64 generation)
 {
 	return psprintf("%s/generations/%016llx/" CS_HORIZON_FILE, directory,
+					(unsigned long long) generation);
+}
+
+/*
+ * cs_timelines_path
+ *	  Returns a palloc'd "<directory>/generations/<generation>/timelines",
+ *	  the promotions the generation was continued across (docs/FORMAT.md
+ *	  4.4).
+ */
+char *
+cs_timelines_path(const char *directory, uint64 generation)
+{
+	return psprintf("%s/generations/%016llx/" TIMELINES_FILE, directory,
 					(unsigned long long) generation);
 }
 

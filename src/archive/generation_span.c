@@ -15,6 +15,7 @@
 
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
+#include "archive/generation_timelines.h"
 #include "archive/generation_span.h"
 #include "archive/retention_horizon.h"
 #include "archive/segment_reader.h"
@@ -119,6 +120,8 @@ typedef struct PreviousEnd
 	const char *directory;
 	uint64		generation;
 	CsIdentity	identity;
+	uint32		timeline;		/* where it ended: after promotions, the
+								 * newest of its timelines file */
 	XLogRecPtr	end_lsn;
 	TimestampTz end_time;
 } PreviousEnd;
@@ -130,6 +133,7 @@ read_previous(void *arg)
 	List	   *segments;
 
 	cs_require_identity(p->directory, p->generation, &p->identity);
+	p->timeline = cs_generation_timeline(p->directory, &p->identity);
 	segments = cs_list_segments(p->directory, p->generation);
 	cs_check_segment_sequence(p->directory, p->generation, segments);
 	p->end_lsn = cs_generation_end(p->directory, p->generation, segments,
@@ -189,7 +193,7 @@ cs_generation_gap(const char *directory, List *gens, uint64 generation,
 	gap->start_time = prev.end_time;
 	if (damage == NULL &&
 		prev.identity.system_identifier == identity.system_identifier &&
-		prev.identity.timeline == identity.timeline &&
+		prev.timeline == identity.timeline &&
 		prev.end_lsn == identity.start_lsn)
 		return false;
 	gap->end_lsn = identity.start_lsn;

@@ -59,13 +59,18 @@
 
 /*
  * cs_walrcv_create_slot(conn, name, temporary, snapshot_action, lsn)
- *	  CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, no two-phase; 17 added
- *	  "failover".
+ *	  CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, no two-phase.  17 added
+ *	  "failover": a permanent slot (the archiver's) is a failover slot
+ *	  there, which standbys with sync_replication_slots keep in step, so
+ *	  that a promoted standby continues the generation (docs/DESIGN.md
+ *	  section 6); a temporary slot cannot be one.
  */
 #if PG_VERSION_NUM >= 170000
+#define CS_FAILOVER_SLOTS true
 #define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
-	walrcv_create_slot((conn), (name), (temporary), false, false, (action), (lsn))
+	walrcv_create_slot((conn), (name), (temporary), false, !(temporary), (action), (lsn))
 #else
+#define CS_FAILOVER_SLOTS false
 #define cs_walrcv_create_slot(conn, name, temporary, action, lsn) \
 	walrcv_create_slot((conn), (name), (temporary), false, (action), (lsn))
 #endif

@@ -52,6 +52,7 @@
 #include "archive/archive_dir.h"
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
+#include "archive/generation_timelines.h"
 #include "archive/schema_history.h"
 #include "archive/segment_recovery.h"
 #include "archive/segment_writer.h"
@@ -619,6 +620,73 @@ handoff_to_new_generation(void)
 }
 
 /*
+ * Recover the newest generation's segments for this session (its position
+ * of record into *position), as cs_writer_recover() does.
+ */
+static void
+recover_newest(uint64 generation, const CsSlotInfo *slot,
+			   XLogRecPtr *position)
+{
+	bool		sealed;
+
+	sealed = cs_writer_recover(sess_config->directory, generation,
+							   slot->confirmed_flush, position);
+	cs_status_set_segment(cs_writer_segment_index());
+	if (sealed)
+		cs_maintenance_wake();	/* it compresses the sealed segment */
+}
+
+/*
+ * The server's timeline is not the newest generation's, and nothing else
+ * differs (reason says so): a promotion.  The generation continues on the
+ * new timeline when that is provably gapless: the slot came across (it
+ * exists: a failover slot a standby kept in step, PostgreSQL 17 and later),
+ * it is not ahead of the archive's position of record P, and P is not past
+ * the point where the generation's timeline ended in the new timeline's
+ * history, so every transaction the archive holds is one the new timeline
+ * has too.  Then the new timeline is recorded in the generation's
+ * timelines file (durably, before anything of it is archived) and NULL is
+ * returned, the generation recovered (*position is P).  Otherwise returns
+ * the reason for a new generation, saying why, with the writer reset.
+ */
+static const char *
+continue_across_promotion(const CsIdentity *identity, uint32 tli,
+						  const CsSlotInfo *slot, const char *reason,
+						  XLogRecPtr *position)
+{
+	const char *directory = sess_config->directory;
+	uint32		gen_tli = cs_generation_timeline(directory, identity);
+	XLogRecPtr	switch_lsn = InvalidXLogRecPtr;
+	const char *why = NULL;
+
+	recover_newest(identity->generation, slot, position);
+	if (!cs_timeline_switch_lsn(conn, tli, gen_tli, &switch_lsn))
+		why = psprintf("timeline %u is not in the history of timeline %u",
+					   gen_tli, tli);
+	else if (*position > switch_lsn)
+		why = psprintf("the archive's position of record " CS_LSN_FMT " is past " CS_LSN_FMT ", where timeline %u ended, so the new timeline may lack what the archive holds",
+					   LSN_FORMAT_ARGS(*position), LSN_FORMAT_ARGS(switch_lsn), gen_tli);
+	else if (slot->confirmed_flush > *position)
+		why = psprintf("replication slot \"%s\" is ahead of the archive: its confirmed_flush_lsn " CS_LSN_FMT " is past the archived position " CS_LSN_FMT,
+					   sess_config->slot_name, LSN_FORMAT_ARGS(slot->confirmed_flush),
+					   LSN_FORMAT_ARGS(*position));
+	if (why != NULL)
+	{
+		cs_writer_reset();
+		return psprintf("%s; %s", reason, why);
+	}
+	cs_add_generation_timeline(directory, identity, tli, switch_lsn);
+	ereport(LOG,
+			(errmsg("continuing generation %016llx on timeline %u after a promotion",
+					(unsigned long long) identity->generation, tli),
+			 errdetail("Timeline %u ended at " CS_LSN_FMT "; the archive ends at " CS_LSN_FMT " and replication slot \"%s\" came across at " CS_LSN_FMT ".",
+					   gen_tli, LSN_FORMAT_ARGS(switch_lsn),
+					   LSN_FORMAT_ARGS(*position), sess_config->slot_name,
+					   LSN_FORMAT_ARGS(slot->confirmed_flush))));
+	return NULL;
+}
+
+/*
  * Continue the newest generation, or open a new one when there is a true
  * reason; returns the position of record streaming starts at.  When the
  * reason is an operator's request and the newest generation can be
@@ -638,10 +706,19 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	uint64		generation;
 	XLogRecPtr	position = InvalidXLogRecPtr;
 	bool		requested = cs_status_new_generation_requested(false);
+	bool		promotion;
+	bool		recovered = false;
 
 	*handoff_lsn = InvalidXLogRecPtr;
 	reason = cs_new_generation_reason(sess_config, gens, sysid, tli, slot,
-									  slot_event, requested, &identity);
+									  slot_event, requested, &identity,
+									  &promotion);
+	if (promotion)
+	{
+		reason = continue_across_promotion(&identity, tli, slot, reason,
+										   &position);
+		recovered = (reason == NULL);
+	}
 	if (reason != NULL && requested &&
 		cs_generation_continuable(sess_config, gens, sysid, tli, slot,
 								  slot_event, &identity) &&
@@ -665,14 +742,9 @@ choose_generation(uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 	}
 	if (reason == NULL)
 	{
-		bool		sealed;
-
 		generation = *(uint64 *) llast(gens);
-		sealed = cs_writer_recover(directory, generation,
-								   slot->confirmed_flush, &position);
-		cs_status_set_segment(cs_writer_segment_index());
-		if (sealed)
-			cs_maintenance_wake();	/* it compresses the sealed segment */
+		if (!recovered)
+			recover_newest(generation, slot, &position);
 
 		/*
 		 * Recovery found the archive intact: a slot past its position of

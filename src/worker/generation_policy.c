@@ -25,6 +25,7 @@
 
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
+#include "archive/generation_timelines.h"
 #include "archive/retention_horizon.h"
 #include "archive/segment_reader.h"
 #include "archive/segment_writer.h"
@@ -111,11 +112,15 @@ with_timeline_change(const char *directory, List *gens, uint32 tli,
 {
 	CsIdentity	identity;
 
-	if (identity_damage(directory, *(uint64 *) llast(gens), &identity) != NULL ||
-		identity.timeline == tli)
+	uint32		gen_tli;
+
+	if (identity_damage(directory, *(uint64 *) llast(gens), &identity) != NULL)
+		return slot_event;
+	gen_tli = cs_generation_timeline(directory, &identity);
+	if (gen_tli == tli)
 		return slot_event;
 	return psprintf("%s; the timeline changed from %u to %u (the server was promoted, and the slot did not come across)",
-					slot_event, identity.timeline, tli);
+					slot_event, gen_tli, tli);
 }
 
 /*
@@ -126,7 +131,10 @@ with_timeline_change(const char *directory, List *gens, uint32 tli,
  *	  newest generation's identity in *identity.  slot_event is a reason
  *	  already found with the slot (created, recreated), or NULL; requested
  *	  is an operator's new_generation(), honoured before the newest
- *	  generation is looked at.
+ *	  generation is looked at.  *promotion is set when the only reason is
+ *	  a new timeline (its generation's timeline: the identity's, or the
+ *	  newest of its timelines file), which the caller may prove
+ *	  continuous (a promotion with the slot carried across).
  *	  Raises XX001 when the newest generation's identity file is damaged
  *	  but the generation holds acknowledged data, and what reading the
  *	  archive raises.
@@ -135,11 +143,14 @@ const char *
 cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
 						 uint64 sysid, uint32 tli, const CsSlotInfo *slot,
 						 const char *slot_event, bool requested,
-						 CsIdentity *identity)
+						 CsIdentity *identity, bool *promotion)
 {
 	const char *directory = config->directory;
 	uint64		newest;
 	const char *damage;
+	uint32		gen_tli;
+
+	*promotion = false;
 
 	if (gens == NIL)
 		return "first start: the archive holds no generation";
@@ -165,9 +176,6 @@ cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
 	if (identity->system_identifier != sysid)
 		return psprintf("the system identifier changed from " UINT64_FORMAT " to " UINT64_FORMAT,
 						identity->system_identifier, sysid);
-	if (identity->timeline != tli)
-		return psprintf("the timeline changed from %u to %u",
-						identity->timeline, tli);
 	if (strcmp(identity->slot, config->slot_name) != 0 ||
 		strcmp(identity->database, config->database) != 0)
 		return psprintf("the slot or database changed (was slot \"%s\" of database \"%s\")",
@@ -175,6 +183,12 @@ cs_new_generation_reason(const CsArchiveConfig *config, List *gens,
 	if (strcmp(identity->plugin_options, cs_plugin_options(config)) != 0)
 		return psprintf("the plugin options changed (were %s)",
 						identity->plugin_options);
+	gen_tli = cs_generation_timeline(directory, identity);
+	if (gen_tli != tli)
+	{
+		*promotion = true;
+		return psprintf("the timeline changed from %u to %u", gen_tli, tli);
+	}
 	return NULL;
 }
 
@@ -485,7 +499,7 @@ cs_generation_continuable(const CsArchiveConfig *config, List *gens,
 	if (identity_damage(config->directory, newest, identity) != NULL)
 		return false;
 	return identity->system_identifier == sysid &&
-		identity->timeline == tli &&
+		cs_generation_timeline(config->directory, identity) == tli &&
 		strcmp(identity->slot, config->slot_name) == 0 &&
 		strcmp(identity->database, config->database) == 0 &&
 		strcmp(identity->plugin_options, cs_plugin_options(config)) == 0;

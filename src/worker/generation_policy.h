@@ -25,7 +25,8 @@ extern const char *cs_new_generation_reason(const CsArchiveConfig *config,
 											const CsSlotInfo *slot,
 											const char *slot_event,
 											bool requested,
-											CsIdentity *identity);
+											CsIdentity *identity,
+											bool *promotion);
 extern TimestampTz cs_newest_snapshot_time(const char *directory,
 										   uint64 generation);
 extern uint64 cs_open_generation(const CsArchiveConfig *config,

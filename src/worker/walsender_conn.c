@@ -350,6 +350,57 @@ cs_get_slot(const CsArchiveConfig *config, WalReceiverConn *conn,
 }
 
 /*
+ * cs_timeline_switch_lsn
+ *	  Where timeline old_tli ended in the history of the server's timeline
+ *	  tli, from TIMELINE_HISTORY (the command a walreceiver fetches it
+ *	  with; lines "<timeline> <switch LSN> <reason>", as in the server's
+ *	  pg_wal/<tli>.history): true with *switch_lsn set when old_tli is an
+ *	  ancestor of tli, false when it is not.  The history comes from the
+ *	  network: a line that does not parse, or timelines that do not
+ *	  increase below tli, raise 08P01 (protocol_violation).
+ */
+bool
+cs_timeline_switch_lsn(WalReceiverConn *conn, uint32 tli, uint32 old_tli,
+					   XLogRecPtr *switch_lsn)
+{
+	char	   *filename;
+	char	   *content;
+	int			size;
+	char	   *line;
+	char	   *next;
+	uint32		prev = 0;
+	bool		found = false;
+
+	walrcv_readtimelinehistoryfile(conn, tli, &filename, &content, &size);
+	for (line = pnstrdup(content, size); line != NULL; line = next)
+	{
+		uint32		t,
+					hi,
+					lo;
+
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		line += strspn(line, " \t\r");
+		if (*line == '\0' || *line == '#')
+			continue;
+		if (sscanf(line, "%u %X/%X", &t, &hi, &lo) != 3 || t <= prev || t >= tli)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("the server's history of timeline %u is malformed",
+							tli),
+					 errdetail("File \"%s\", line \"%s\".", filename, line)));
+		if (t == old_tli)
+		{
+			*switch_lsn = ((uint64) hi << 32) | lo;
+			found = true;
+		}
+		prev = t;
+	}
+	return found;
+}
+
+/*
  * cs_drop_slot
  *	  DROP_REPLICATION_SLOT <config's slot>; used for an invalidated slot.
  */

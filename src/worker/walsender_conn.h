@@ -32,6 +32,8 @@ extern struct WalReceiverConn *cs_connect(const CsArchiveConfig *config,
 extern void cs_disconnect(struct WalReceiverConn *conn);
 extern void cs_get_slot(const CsArchiveConfig *config,
 						struct WalReceiverConn *conn, CsSlotInfo *info);
+extern bool cs_timeline_switch_lsn(struct WalReceiverConn *conn, uint32 tli,
+								   uint32 old_tli, XLogRecPtr *switch_lsn);
 extern void cs_drop_slot(const CsArchiveConfig *config,
 						 struct WalReceiverConn *conn);
 extern void cs_check_publication(const CsArchiveConfig *config,
