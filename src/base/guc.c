@@ -31,6 +31,7 @@ char	   *cs_message_prefixes = NULL;
 int			cs_retention_s = 0;
 int			cs_status_interval_ms = 10000;
 int			cs_flush_interval_ms = 200;
+bool		cs_synchronous = false;
 int			cs_segment_size_kb = 16 * 1024;
 int			cs_segment_timeout_s = 300;
 int			cs_compression_level = 3;
@@ -406,6 +407,12 @@ cs_define_gucs(void)
 							&cs_flush_interval_ms, 200, 1, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("changestream.synchronous",
+							 "Make each commit durable and acknowledge it at once, for synchronous_standby_names.",
+							 "Off: commits share a group commit window of 5 to 20 ms and acknowledgements are paced.  On: the archiver fdatasyncs as soon as a commit has arrived and the socket is drained, reports right after, and records keepalive positions at once, so that commits waiting for it are released as soon as they are durable.",
+							 &cs_synchronous, false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("changestream.segment_size",
 							"Size at which a changestream segment is sealed and a new one started.",
 							"Segments rotate only at transaction boundaries.",

@@ -16,6 +16,7 @@ extern char *cs_publication;
 extern char *cs_conninfo;
 extern int	cs_status_interval_ms;
 extern int	cs_flush_interval_ms;
+extern bool cs_synchronous;
 extern int	cs_segment_size_kb;
 extern int	cs_segment_timeout_s;
 extern int	cs_compression_level;

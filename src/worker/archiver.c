@@ -74,6 +74,7 @@
 #define BACKOFF_MIN_MS		1000
 #define BACKOFF_MAX_MS		30000
 #define STANDBY_POLL_MS		1000	/* how often a standby checks for promotion */
+#define ARCHIVER_LOCK_TIMEOUT	"10s"	/* see changestream_archiver_main() */
 
 /* session state */
 static WalReceiverConn *conn = NULL;
@@ -1018,6 +1019,15 @@ changestream_archiver_main(Datum main_arg)
 							   start_config->slot_name);
 	before_shmem_exit(startup_exit, (Datum) 0);
 	BackgroundWorkerInitializeConnection(start_config->database, NULL, 0);
+
+	/*
+	 * A transaction waiting in synchronous replication for the archiver
+	 * (changestream.synchronous) still holds its locks: the archiver's own
+	 * catalog queries must never wait on them for long.  A timeout fails
+	 * the session, which resumes from what is durable.
+	 */
+	SetConfigOption("lock_timeout", ARCHIVER_LOCK_TIMEOUT, PGC_SUSET,
+					PGC_S_OVERRIDE);
 	cs_status_set_state(CS_STATE_CONNECTING);
 	load_file("libpqwalreceiver", false);
 	before_shmem_exit(archiver_exit, (Datum) 0);

@@ -152,8 +152,10 @@ wakeup_time(StreamWakeup which)
 			return TimestampTzPlusMilliseconds(st.last_status_sent,
 											   report_pace_ms());
 		case WAKEUP_KEEPALIVE_RECORD:
-			return TimestampTzPlusMilliseconds(st.last_position_record,
-											   cs_status_interval_ms);
+			/* synchronous: at once, it may release other databases' commits */
+			return cs_synchronous ? st.last_position_record :
+				TimestampTzPlusMilliseconds(st.last_position_record,
+											cs_status_interval_ms);
 		case WAKEUP_FLUSH:
 			return TimestampTzPlusMilliseconds(st.unsynced_since,
 											   cs_flush_interval_ms);
@@ -506,7 +508,10 @@ record_keepalive_position(TimestampTz now, TimestampTz send_time, bool force)
  * open, its walEnd may become the position of record: it is written as a
  * position entry and made durable before it is reported (durability rule
  * 2).  At most one position entry per status_interval unless the server
- * asks for a reply.
+ * asks for a reply, or with changestream.synchronous: then each keepalive
+ * past the position of record is recorded, made durable and reported at
+ * once, so that commits of other databases (which the archiver never
+ * sees) waiting for it in synchronous replication are released.
  */
 static void
 handle_keepalive(StringInfo msg, TimestampTz now)

@@ -200,6 +200,11 @@ cs_pacing_rate_period_end(const CsPacing *p)
  * While catching up with a backlog the lulls are the walsender decoding,
  * not the end of the stream: then flush_interval applies, and the
  * walsender is spared a status update every few ms.
+ *
+ * With changestream.synchronous there is no window: commits waiting in
+ * synchronous replication for the archiver wait for its flush, so it
+ * flushes as soon as the socket is drained (commits that arrive during one
+ * fdatasync share the next, as PostgreSQL's own WAL flush does).
  */
 long
 cs_pacing_group_commit_ms(const CsPacing *p, XLogRecPtr seen)
@@ -207,6 +212,8 @@ cs_pacing_group_commit_ms(const CsPacing *p, XLogRecPtr seen)
 	double		share;
 	long		window;
 
+	if (cs_synchronous)
+		return 0;				/* flush once the socket is drained */
 	if (cs_pacing_catching_up(p, seen))
 		return cs_flush_interval_ms;
 	share = (p->commit_rate - QUIET_COMMIT_RATE) /
@@ -258,11 +265,14 @@ cs_pacing_alive_status_ms(void)
  * cs_pacing_report_pace_ms
  *	  The least time, in ms, between two reports of a new durable
  *	  position: STATUS_PACE_MS, or catchup_status_ms() while catching up
- *	  (stream.c's report_flushed()).
+ *	  (stream.c's report_flushed()); 0 with changestream.synchronous, where
+ *	  a commit waiting for the archiver waits for this report.
  */
 int
 cs_pacing_report_pace_ms(const CsPacing *p, XLogRecPtr seen)
 {
+	if (cs_synchronous)
+		return 0;				/* report each flush at once */
 	if (cs_pacing_catching_up(p, seen))
 		return catchup_status_ms();
 	return STATUS_PACE_MS;
@@ -345,7 +355,9 @@ update_batching(CsPacing *p, XLogRecPtr seen)
  * up to TRAIL_MAX_US, when it finds fewer than NAP_TARGET_MESSAGES / 2 and
  * less than TRAIL_FULL_BYTES / 4.  What is due (a group commit's flush, a
  * status update) is done before the nap, so a commit's durability waits for
- * the nap only when it arrives during one: at most TRAIL_MAX_US more.
+ * the nap only when it arrives during one: at most TRAIL_MAX_US more.  With
+ * changestream.synchronous there is no trailing nap: the commits waiting for
+ * the archiver would wait for it too.
  */
 static void
 update_trailing(CsPacing *p)
@@ -353,7 +365,7 @@ update_trailing(CsPacing *p)
 	int			n = p->last_batch;
 	int64		bytes = p->last_batch_bytes;
 
-	if (p->napping || n == 0)
+	if (p->napping || n == 0 || cs_synchronous)
 	{
 		p->trailing = false;
 		return;
