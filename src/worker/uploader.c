@@ -65,6 +65,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -950,6 +951,13 @@ pass_failed(void)
 	FlushErrorState();
 	pgstat_report_wait_end();
 	LWLockReleaseAll();
+	/* the digests' contexts (cryptohash.h) belong to the resource owner */
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_BEFORE_LOCKS,
+						 false, true);
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_LOCKS,
+						 false, true);
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_AFTER_LOCKS,
+						 false, true);
 	AtEOXact_Files(false);
 	MemoryContextReset(pass_cxt);
 	if (!reload)
@@ -986,6 +994,8 @@ changestream_uploader_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	/* pg_cryptohash_create() (the signer, MD5s) needs a resource owner */
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "changestream uploader");
 	cs_replica_status_started();
 	before_shmem_exit(uploader_exit, (Datum) 0);
 	pass_cxt = AllocSetContextCreate(TopMemoryContext,
