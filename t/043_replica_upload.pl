@@ -87,6 +87,13 @@ sub replica_status
 		@cols);
 }
 
+# Take a snapshot; returns the time after it.
+sub snapshot_time
+{
+	$node->safe_psql($db, 'SELECT changestream.take_snapshot()');
+	return $node->safe_psql($db, 'SELECT now()');
+}
+
 # Finished local files, relative to the archive: name => size.  Raw
 # segments, temporary files, the journal and the horizon are left out.
 sub local_files
@@ -279,8 +286,7 @@ cs_poll_or_diag($node, $db,
 	't', 60, 'during the outage status() shows backoff and the error');
 cs_pgbench($node, $db, '-T', '3', '-c', '2', '-n');
 my $outage_files = local_files();
-my $snap_at = $node->safe_psql($db,
-	'SELECT changestream.take_snapshot(); SELECT now()');
+my $snap_at = snapshot_time();
 cs_poll_or_diag($node, $db,
 	"SELECT last_retention_at > '$snap_at'::timestamptz FROM changestream.status()",
 	't', 90, 'a retention run after the last snapshot');
@@ -298,9 +304,9 @@ $proxy->up;
 wait_caught_up('after the outage');
 compare_with_bucket('after the outage');
 # the same retention does delete them once they are up
-$snap_at = $node->safe_psql($db, 'SELECT changestream.take_snapshot(); SELECT now()');
+snapshot_time();
 usleep(2_500_000);
-$snap_at = $node->safe_psql($db, 'SELECT changestream.take_snapshot(); SELECT now()');
+$snap_at = snapshot_time();
 cs_poll_or_diag($node, $db,
 	"SELECT last_retention_at > '$snap_at'::timestamptz FROM changestream.status()",
 	't', 90, 'a retention run after the drain');
@@ -316,7 +322,8 @@ cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
 my $deadline = time() + 60;
 usleep(200_000) while !$proxy->injected && time() < $deadline;
 ok(scalar($proxy->injected) >= 1, 'a segment PUT is stalled in the proxy');
-$node->kill9;
+my $uploader = $node->safe_psql($db, 'SELECT replica_pid FROM changestream.status()');
+cs_crash($node, also_pids => [$uploader]);
 $proxy->clear;
 $node->start;
 wait_caught_up('after kill -9 and restart');
