@@ -82,7 +82,6 @@
 #include "replica/s3_config.h"
 #include "replica/s3_credentials.h"
 #include "replica/s3_ops.h"
-#include "replica/s3_xml.h"
 #include "worker/uploader.h"
 
 #define RESCAN_MS		2000	/* a look at the local archive this often */
@@ -412,13 +411,15 @@ put_multipart(Pass *pass, const char *path, const char *key,
 		cs_replica_count(CS_REPLICA_PUT, 0);
 		if (ok)
 		{
-			CsXmlSpan	span;
-			char	   *text = NULL;
-
-			/* the upload's ETag is in the answer's body, not a header */
-			if (cs_xml_find(resp.body, resp.body_len, "ETag", &span))
-				text = cs_xml_text(span, CS_JOURNAL_ETAG_MAX);
-			*etag = bare_etag(text ? text : "");
+			/* the upload's ETag, as the store keeps it */
+			transfer_begin();
+			cs_s3_head(pass->client, key, &resp);
+			transfer_end();
+			cs_replica_count(CS_REPLICA_GET, 0);
+			if (resp.status != 200)
+				return request_failed(pass, &resp,
+									  psprintf("HEAD of key \"%s\"", key));
+			*etag = bare_etag(resp.etag);
 			return OUT_OK;
 		}
 	}
