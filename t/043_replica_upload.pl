@@ -142,16 +142,19 @@ sub bucket_listing
 	return join("\n", sort split /\n/, $out);
 }
 
+# the finished local files the last wait_caught_up() found in the bucket
+my $caught_up_files = {};
+
 # Wait until every finished local file is in the bucket with its size;
 # one test.  Returns the objects.
 sub wait_caught_up
 {
 	my ($name) = @_;
 	my $deadline = time() + 180;
-	my ($missing, $objects);
+	my ($missing, $objects, $local);
 	while (1)
 	{
-		my $local = local_files();
+		$local = local_files();
 		$objects = bucket_objects();
 		$missing = join(' ', grep {
 			!defined $objects->{$_} || $objects->{$_} != $local->{$_}
@@ -160,11 +163,13 @@ sub wait_caught_up
 		usleep(500_000);
 	}
 	is($missing, '', "$name: every finished local file is in the bucket with its size");
+	$caught_up_files = $local;
 	return $objects;
 }
 
-# aws s3 sync of the prefix, then every finished local file compared byte
-# for byte with its download; one test.
+# aws s3 sync of the prefix, then every finished local file the last
+# wait_caught_up() found in the bucket compared byte for byte with its
+# download; one test.
 my $sync_round = 0;
 sub compare_with_bucket
 {
@@ -173,7 +178,7 @@ sub compare_with_bucket
 	my ($rc, $out, $err) = cs_aws($s3, 's3', 'sync', '--only-show-errors',
 		"s3://$bucket/$prefix", $down);
 	die "aws s3 sync failed: $err" if $rc != 0;
-	my $local = local_files();
+	my $local = $caught_up_files;
 	my @differ;
 	my $compared = 0;
 	for my $rel (sort keys %$local)
@@ -352,8 +357,11 @@ ok(-f "$archive/replica.journal", 'the journal is written again');
 # A second cluster at the same prefix
 
 my $listing_before = bucket_listing();
+# (the nodes are copies of one initdb template, so the system identifiers
+# are equal: the slot's name tells the clusters apart)
 my $other = cs_setup('other', pgbench => 1, publish_pgbench => 1,
-	conf => replica_conf($s3->{endpoint}));
+	conf => replica_conf($s3->{endpoint})
+	  . "changestream.slot_name = 'other_slot'\n");
 my $other_log = cs_log_offset($other);
 cs_start_archiving($other);
 cs_pgbench($other, $db, '-T', '2', '-c', '1', '-n');
@@ -370,7 +378,7 @@ is($lines, 1, 'one log line for the refusal');
 like($other_text,
 	qr/prefix "\Q$prefix\E" of bucket "\Q$bucket\E" belongs to another cluster/,
 	'it names the prefix and the bucket');
-like($other_text, qr/DETAIL:.*says: changestream cluster\s+system_identifier $sysid\b/s,
+like($other_text, qr/DETAIL:.*says: changestream cluster\s+system_identifier $sysid\s+database postgres\s+slot changestream\b/s,
 	'it names the other cluster');
 like($other_text, qr/HINT:  Give each cluster its own prefix/, 'with a hint');
 $other->stop;
