@@ -20,6 +20,8 @@ OBJS = \
 	src/replica/s3_xml.o \
 	src/replica/s3_request.o \
 	src/replica/s3_ops.o \
+	src/replica/replica_status.o \
+	src/replica/replica_journal.o \
 	src/base/archive_config.o \
 	src/base/shmem_status.o \
 	src/archive/reader_pins.o \
@@ -42,6 +44,7 @@ OBJS = \
 	src/archive/segment_reader.o \
 	src/archive/compress.o \
 	src/worker/maintenance.o \
+	src/worker/uploader.o \
 	src/archive/segment_spare.o \
 	src/base/log_once.o \
 	src/archive/pgoutput_parse.o \

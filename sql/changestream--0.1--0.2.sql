@@ -507,9 +507,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
 
--- status() gains seven columns (retention_held, retention_held_since,
+-- status() gains columns (retention_held, retention_held_since,
 -- retention_held_bytes, retention_held_by_pid; handoff_pending,
--- handoff_generation, handoff_lsn): a function's OUT columns
+-- handoff_generation, handoff_lsn; the uploader's replica_*): a function's OUT columns
 -- cannot change in place, so it is dropped and created again, with its
 -- privileges as changestream--0.2.sql grants them.
 DROP FUNCTION status();
@@ -544,6 +544,19 @@ DROP FUNCTION status();
  *   reaches the new one's start; handoff_generation, handoff_lsn: that
  *   generation and its start (NULL when none is pending).  take_snapshot()
  *   and new_generation() are refused while one is pending.
+ *   replica_state .. replica_bytes_sent: the uploader (docs/DESIGN.md
+ *   section 15).  replica_state: idle, uploading, backoff (a retryable
+ *   failure: it tries again after a delay) or error (a setting, the keys,
+ *   the bucket, or a conflict: it tries again, slowly); 'off' when
+ *   changestream.replica_url is set but no uploader runs (it is started
+ *   only when the setting is set at server start), NULL without a
+ *   replica.  replica_flushed_lsn: the end of the newest segment in the
+ *   bucket with every one before it (the remote durable position);
+ *   replica_lag_bytes: flushed_lsn minus it, in the same generation
+ *   (NULL otherwise).  replica_backlog_files and _bytes: finished local
+ *   files not in the bucket yet (sealed segments, snapshots; bytes on
+ *   disk).  The request counters and replica_bytes_sent (request bodies)
+ *   count since the server started.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -583,7 +596,21 @@ CREATE FUNCTION status(
 	OUT retention_held_by_pid int,
 	OUT handoff_pending boolean,
 	OUT handoff_generation text,
-	OUT handoff_lsn pg_lsn)
+	OUT handoff_lsn pg_lsn,
+	OUT replica_state text,
+	OUT replica_pid int,
+	OUT replica_flushed_lsn pg_lsn,
+	OUT replica_lag_bytes bigint,
+	OUT replica_backlog_files bigint,
+	OUT replica_backlog_bytes bigint,
+	OUT replica_last_upload_at timestamptz,
+	OUT replica_last_error text,
+	OUT replica_last_error_at timestamptz,
+	OUT replica_put_requests bigint,
+	OUT replica_get_requests bigint,
+	OUT replica_list_requests bigint,
+	OUT replica_delete_requests bigint,
+	OUT replica_bytes_sent bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -20,6 +20,8 @@
 #include "base/shmem_status.h"
 #include "worker/archiver.h"
 #include "worker/maintenance.h"
+#include "worker/uploader.h"
+#include "replica/replica_status.h"
 
 PG_MODULE_MAGIC;
 
@@ -35,6 +37,7 @@ changestream_shmem_request(void)
 		prev_shmem_request_hook();
 	cs_shmem_request();
 	cs_pins_shmem_request();
+	cs_replica_shmem_request();
 }
 
 static void
@@ -44,6 +47,7 @@ changestream_shmem_startup(void)
 		prev_shmem_startup_hook();
 	cs_shmem_startup();
 	cs_pins_shmem_init();
+	cs_replica_shmem_startup();
 }
 
 /*
@@ -51,7 +55,8 @@ changestream_shmem_startup(void)
  *	  Called when the library is loaded.  Registers one archiver worker
  *	  (BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, started
  *	  once recovery has finished, restarted 5 s after an unexpected exit)
- *	  and the maintenance worker (maintenance.c).  Mirrors the registration in
+ *	  the maintenance worker (maintenance.c) and, when changestream.replica_url
+ *	  is set at server start, the uploader (uploader.c).  Mirrors the registration in
  *	  contrib/worker_spi.
  */
 void
@@ -93,4 +98,5 @@ _PG_init(void)
 	RegisterBackgroundWorker(&worker);
 
 	cs_register_maintenance();
+	cs_register_uploader();
 }

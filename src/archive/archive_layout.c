@@ -42,6 +42,7 @@
 /* an on-disk name: kept from before the worker was renamed */
 #define MAINTENANCE_LOCK_FILE "changestream.compressor.lock"
 #define SPARE_FILE			"spare.wal"
+#define REPLICA_JOURNAL_FILE "replica.journal"
 #define SPARE_PART_FILE		"spare.wal.part"
 #define TMP_SUFFIX			".tmp"
 #define GZ_SUFFIX			".gz"
@@ -199,6 +200,35 @@ cs_timelines_path(const char *directory, uint64 generation)
 {
 	return psprintf("%s/generations/%016llx/" TIMELINES_FILE, directory,
 					(unsigned long long) generation);
+}
+
+/*
+ * cs_replica_journal_path
+ *	  Returns a palloc'd "<directory>/replica.journal", the uploader's
+ *	  journal of what is in the bucket (replica_journal.c).
+ */
+char *
+cs_replica_journal_path(const char *directory)
+{
+	return psprintf("%s/" REPLICA_JOURNAL_FILE, directory);
+}
+
+/*
+ * cs_archive_relative_name
+ *	  Returns a palloc'd name of path relative to the archive directory
+ *	  (what follows "<directory>/"), the object name the replica gives the
+ *	  file; raises an internal error for a path outside the directory.
+ */
+char *
+cs_archive_relative_name(const char *directory, const char *path)
+{
+	size_t		len = strlen(directory);
+
+	if (strncmp(path, directory, len) != 0 || path[len] != '/' ||
+		path[len + 1] == '\0')
+		elog(ERROR, "\"%s\" is not a file of the archive \"%s\"", path,
+			 directory);
+	return pstrdup(path + len + 1);
 }
 
 /*

@@ -49,6 +49,9 @@ extern char *cs_identity_path(const char *gendir);
 extern char *cs_horizon_path(const char *directory, uint64 generation);
 extern char *cs_schema_history_path(const char *directory, uint64 generation);
 extern char *cs_timelines_path(const char *directory, uint64 generation);
+extern char *cs_replica_journal_path(const char *directory);
+extern char *cs_archive_relative_name(const char *directory,
+									  const char *path);
 extern char *cs_lock_file_path(const char *directory, bool maintenance);
 extern char *cs_spare_path(const char *directory);
 extern char *cs_spare_part_path(const char *directory);

@@ -35,6 +35,7 @@
 #include "base/guc.h"
 #include "base/shmem_status.h"
 #include "base/compat.h"
+#include "replica/replica_status.h"
 
 #define RETENTION_SLICE_FILES	16	/* files deleted per step */
 #define RETENTION_MAX_GAP_MS	(60 * 1000) /* a run at least this often */
@@ -222,6 +223,8 @@ plan_old_generation(const char *directory, uint64 generation,
 
 	if (last_write_time(directory, generation) >= window_start)
 		return;
+	if (!cs_replica_generation_up(generation))
+		return;					/* not in the replica's bucket yet */
 	gendir = cs_generation_path(directory, generation);
 	if (cs_pinned(generation, &pin, &pid))
 	{
@@ -256,7 +259,9 @@ segment_start(CsSegmentFile *sf)
  * the newest one at or before the window's start (and at or before the
  * oldest LSN a reader pinned); the first segment to keep is the one that
  * ends after it.  The active segment (the newest) and the newest snapshot
- * are never below that.  Returns false when it would delete nothing.
+ * are never below that, nor, with a replica, a snapshot or segment not yet
+ * in its bucket (replica_status.c).  Returns false when it would delete
+ * nothing.
  */
 static bool
 choose_horizon(const char *directory, uint64 generation,
@@ -277,7 +282,8 @@ choose_horizon(const char *directory, uint64 generation,
 		TimestampTz t = cs_snapreader_time(r);
 
 		cs_snapreader_close(r);
-		if (t > window_start || (pin != InvalidXLogRecPtr && lsn > pin))
+		if (t > window_start || (pin != InvalidXLogRecPtr && lsn > pin) ||
+			lsn > cs_replica_newest_snapshot_up(generation))
 			break;
 		h->snapshot_lsn = lsn;
 		h->snapshot_time = t;
@@ -298,6 +304,9 @@ choose_horizon(const char *directory, uint64 generation,
 			break;
 		h->first_segment = next->index;
 	}
+	/* nothing that is not in the replica's bucket yet */
+	h->first_segment = Min(h->first_segment,
+						   Max(first, cs_replica_first_segment_not_up(generation)));
 	/* does it delete anything: an older snapshot, or a segment? */
 	return (cs_snapshot_name_lsn(linitial(names), &oldest) &&
 			oldest < h->snapshot_lsn) || h->first_segment > first;

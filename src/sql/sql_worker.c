@@ -26,14 +26,16 @@
 #include "archive/reader_pins.h"
 #include "base/archive_config.h"
 #include "base/compat.h"
+#include "base/guc.h"
 #include "base/shmem_status.h"
+#include "replica/replica_status.h"
 #include "worker/snapshot_worker.h"
 
 PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		38
+#define STATUS_COLS		52
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -82,6 +84,47 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
 }
 
 /*
+ * The uploader's columns of status() (14, from replica_state), from its
+ * shared memory and the archiver's status s (docs/DESIGN.md section 15).
+ */
+static void
+replica_values(const CsStatus *s, Datum *values, bool *nulls)
+{
+	CsReplicaStatus r;
+
+	cs_replica_status_copy(&r);
+	memset(nulls, 0, 14 * sizeof(bool));
+	values[0] = CStringGetTextDatum(cs_replica_state_name(r.state));
+	nulls[0] = r.pid == 0 && (cs_replica_url == NULL || cs_replica_url[0] == '\0');
+	values[1] = Int32GetDatum(r.pid);
+	nulls[1] = r.pid == 0;
+	values[2] = LSNGetDatum(r.flushed_lsn);
+	nulls[2] = r.flushed_lsn == InvalidXLogRecPtr;
+	if (r.flushed_lsn != InvalidXLogRecPtr && s->has_generation &&
+		s->generation == r.flushed_generation &&
+		s->flushed_lsn != InvalidXLogRecPtr)
+		values[3] = Int64GetDatum(s->flushed_lsn > r.flushed_lsn ?
+								  (int64) (s->flushed_lsn - r.flushed_lsn) : 0);
+	else
+		nulls[3] = true;
+	values[4] = Int64GetDatum(r.backlog_files);
+	nulls[4] = r.pid == 0 || r.backlog_files < 0;
+	values[5] = Int64GetDatum(r.backlog_bytes);
+	nulls[5] = r.pid == 0 || r.backlog_bytes < 0;
+	values[6] = TimestampTzGetDatum(r.last_upload_at);
+	nulls[6] = r.last_upload_at == 0;
+	values[7] = CStringGetTextDatum(r.last_error);
+	nulls[7] = r.last_error[0] == '\0';
+	values[8] = TimestampTzGetDatum(r.last_error_at);
+	nulls[8] = r.last_error_at == 0;
+	values[9] = Int64GetDatum((int64) r.puts);
+	values[10] = Int64GetDatum((int64) r.gets);
+	values[11] = Int64GetDatum((int64) r.lists);
+	values[12] = Int64GetDatum((int64) r.deletes);
+	values[13] = Int64GetDatum((int64) r.bytes_sent);
+}
+
+/*
  * changestream.status(), returning a record (pid int, state text, database
  * text,
  *	  slot text, generation text, segment_index bigint, received_lsn,
@@ -119,7 +162,9 @@ progress_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  it, up to the new one's start (docs/DESIGN.md section 6);
  *	  handoff_generation and handoff_lsn name that generation and its start
  *	  (both NULL when none is pending); take_snapshot() and new_generation()
- *	  are refused meanwhile.  The extension's SQL of version 0.1 declares only the
+ *	  are refused meanwhile.  replica_state .. replica_bytes_sent: the
+ *	  uploader's status (replica_values(), replica_status.c).  The
+ *	  extension's SQL of version 0.1 declares only the
  *	  first 31 columns: the row is built for as many columns as the declared
  *	  type has.
  *	  Errors: class 55 when the library was not preloaded.
@@ -228,6 +273,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[36] = !s.handoff_pending;
 	values[37] = LSNGetDatum(s.handoff_lsn);
 	nulls[37] = !s.handoff_pending;
+	replica_values(&s, values + 38, nulls + 38);
 	if (tupdesc->natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 tupdesc->natts, STATUS_COLS);

@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * replica_journal.h
+ *	  The uploader's durable journal of what is in the bucket
+ *	  (replica_journal.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CS_REPLICA_JOURNAL_H
+#define CS_REPLICA_JOURNAL_H
+
+#include "utils/hsearch.h"
+
+#define CS_JOURNAL_ETAG_MAX 80
+
+/* one object that is up: its name under the prefix, size and ETag */
+typedef struct CsJournalEntry
+{
+	char		name[MAXPGPATH];	/* hash key: relative to the archive */
+	int64		size;
+	char		etag[CS_JOURNAL_ETAG_MAX];	/* without quotes */
+} CsJournalEntry;
+
+typedef struct CsJournal
+{
+	char	   *directory;		/* the archive directory holding it */
+	char	   *url;			/* s3://bucket/prefix it describes */
+	HTAB	   *entries;		/* of CsJournalEntry */
+	StringInfoData text;		/* the file's content */
+} CsJournal;
+
+extern CsJournal *cs_journal_load(const char *directory, const char *url);
+extern CsJournalEntry *cs_journal_find(CsJournal *journal, const char *name);
+extern void cs_journal_record(CsJournal *journal, const char *name,
+							  int64 size, const char *etag);
+
+#endif							/* CS_REPLICA_JOURNAL_H */

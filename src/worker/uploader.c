@@ -1,0 +1,1106 @@
+/*-------------------------------------------------------------------------
+ *
+ * uploader.c
+ *	  The "changestream uploader" background worker: it ships the finished,
+ *	  immutable files of the local archive to the replica's bucket, each
+ *	  once, in an order that keeps the bucket readable at every moment
+ *	  (docs/DESIGN.md section 15).  Per generation, oldest first: its
+ *	  opening snapshot, then its identity file (readers ignore a generation
+ *	  without it), its schema history and timelines (after a promotion,
+ *	  FORMAT.md 4.4), then each compressed segment in
+ *	  index order, then each later snapshot, then the retention horizon;
+ *	  the next generation only once every segment of this one is up.  The
+ *	  object key of a file is its path relative to the archive directory
+ *	  under "<prefix>/", so the bucket synced down is an archive directory.
+ *	  The schema history, the timelines and the horizon are the only files
+ *	  that change: they are put again when their content changes.
+ *
+ *	  It has no database connection, and reaches the bucket only through
+ *	  the S3 client (replica/), whose wait loop checks interrupts: SIGTERM
+ *	  acts at once, and a reload during a transfer cancels it (the
+ *	  SIGHUP handler raises a query cancel while a transfer runs), so the
+ *	  new settings act within a second.  The archiver, compression, the
+ *	  spare segment and retention never wait for it; retention keeps what
+ *	  is not up yet (replica_status.c).
+ *
+ *	  First, for each bucket and prefix: the marker object
+ *	  "<prefix>/changestream.cluster", put with If-None-Match: *, names the
+ *	  cluster (system identifier, database, slot); a marker naming another
+ *	  cluster stops the uploader (state error).  Then the journal
+ *	  (replica_journal.c) says what is up, and one listing of the prefix
+ *	  says what else the bucket holds: such an object is adopted when its
+ *	  size and ETag (an MD5, or the MD5 of the parts' MD5s for a multipart
+ *	  upload) equal the local file's, and otherwise is an error naming the
+ *	  key, never overwritten.  Immutable files are put with
+ *	  If-None-Match: *, so a file is never put twice with other content.
+ *
+ *	  Failures: a retryable one (the network, 5xx, 429, SlowDown, an
+ *	  expired token) waits a jittered delay doubling from 1 s to 60 s and
+ *	  tries again, forever; the credentials are read again at each try.  A
+ *	  configuration error (403, NoSuchBucket, a missing key file) shows at
+ *	  once in status() and in one log line with a hint (log_once.c), and is
+ *	  tried again at the same pace.
+ *
+ * Sources: the error recovery pattern of src/backend/postmaster/
+ * bgwriter.c, as in maintenance.c; the registration of contrib/worker_spi.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "common/cryptohash.h"
+#include "common/md5.h"
+#include "common/pg_prng.h"
+#include "libpq/pqsignal.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "archive/archive_layout.h"
+#include "archive/generation.h"
+#include "archive/retention_horizon.h"
+#include "archive/segment_reader.h"
+#include "archive/storage.h"
+#include "base/archive_config.h"
+#include "base/guc.h"
+#include "base/log_once.h"
+#include "replica/replica_journal.h"
+#include "replica/replica_status.h"
+#include "replica/s3_config.h"
+#include "replica/s3_credentials.h"
+#include "replica/s3_ops.h"
+#include "worker/uploader.h"
+
+#define RESCAN_MS		2000	/* a look at the local archive this often */
+#define BACKOFF_MIN_MS	1000
+#define BACKOFF_MAX_MS	60000
+#define PART_BYTES		(8 * 1024 * 1024)	/* multipart above, parts of */
+#define MARKER_NAME		"changestream.cluster"
+
+/* what a pass, or a step of it, came to */
+typedef enum Outcome
+{
+	OUT_OK,						/* done: go on */
+	OUT_WAIT,					/* nothing more now: look again later */
+	OUT_RETRY,					/* a retryable failure */
+	OUT_ERROR					/* a setting, the bucket, a conflict */
+} Outcome;
+
+/* one pass over the archive: the client and what went wrong */
+typedef struct Pass
+{
+	CsS3Config	config;
+	CsS3Client *client;
+	char	   *directory;
+	int			sqlerrcode;		/* of the failure, for log_once */
+	char	   *message;
+	char	   *detail;
+	char	   *hint;
+} Pass;
+
+/* one file's content summary: its size and the ETag S3 would give it */
+typedef struct FileSum
+{
+	int64		size;
+	char		etag[CS_JOURNAL_ETAG_MAX];
+} FileSum;
+
+bool		cs_uploader_registered = false;
+
+static MemoryContext pass_cxt = NULL;	/* one pass; the client lives here */
+static MemoryContext bucket_cxt = NULL; /* journal and listing of the url */
+static char *bucket_url = NULL;	/* in bucket_cxt: what they describe */
+static CsJournal *journal = NULL;
+static HTAB *listed = NULL;		/* names in the bucket not journaled */
+static bool marker_ok = false;
+static CsLogOnce log_once;
+static long backoff_ms = BACKOFF_MIN_MS;
+static bool last_pass_failed = false;
+static volatile sig_atomic_t in_transfer = false;
+
+/* the uploaded position being published (replica_status.c) */
+static uint64 pos_generation;
+static int64 pos_next_segment;
+static XLogRecPtr pos_snapshot;
+
+/* an entry of the listing: a name relative to the prefix, and its size */
+typedef struct ListedObject
+{
+	char		name[MAXPGPATH];
+	int64		size;
+} ListedObject;
+
+/*
+ * SIGHUP: as SignalHandlerForConfigReload(), and while a transfer runs,
+ * a query cancel that the client's wait loop acts on at once.
+ */
+static void
+uploader_sighup(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ConfigReloadPending = true;
+	if (in_transfer)
+	{
+		QueryCancelPending = true;
+		InterruptPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/* Record a failure of the pass; returns its outcome. */
+static Outcome
+failed(Pass *pass, Outcome outcome, int sqlerrcode, char *message,
+	   char *detail, char *hint)
+{
+	pass->sqlerrcode = sqlerrcode;
+	pass->message = message;
+	pass->detail = detail;
+	pass->hint = hint;
+	return outcome;
+}
+
+/* A failed request explained (cs_s3_classify()) as the pass's failure. */
+static Outcome
+request_failed(Pass *pass, const CsS3Response *resp, const char *what)
+{
+	CsS3Failure f;
+	CsS3ErrorClass class = cs_s3_classify(resp, what, &f);
+
+	if (class == CS_S3_OK)
+	{
+		f.message = psprintf("the %s got an unexpected answer: HTTP %ld",
+							 what, resp->status);
+		f.hint = NULL;
+	}
+	if (class == CS_S3_RETRYABLE)
+		return failed(pass, OUT_RETRY, ERRCODE_CONNECTION_FAILURE,
+					  f.message, NULL, f.hint);
+	return failed(pass, OUT_ERROR,
+				  class == CS_S3_CONFIG ? ERRCODE_CONFIG_FILE_ERROR :
+				  ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
+				  f.message, NULL, f.hint);
+}
+
+/* The transfer runs with a reload able to cancel it. */
+static void
+transfer_begin(void)
+{
+	in_transfer = true;
+	if (ConfigReloadPending)
+	{
+		QueryCancelPending = true;
+		InterruptPending = true;
+	}
+}
+
+static void
+transfer_end(void)
+{
+	in_transfer = false;
+}
+
+/* An ETag without its quotes. */
+static char *
+bare_etag(const char *etag)
+{
+	size_t		len = etag ? strlen(etag) : 0;
+
+	if (len >= 2 && etag[0] == '"' && etag[len - 1] == '"')
+		return pnstrdup(etag + 1, len - 2);
+	return pstrdup(etag ? etag : "");
+}
+
+/* The MD5 of len bytes at data, into digest. */
+static void
+md5_of(const char *data, size_t len, uint8 *digest)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_MD5);
+
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
+		pg_cryptohash_final(ctx, digest, MD5_DIGEST_LENGTH) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compute an MD5 digest: %s",
+						ctx ? pg_cryptohash_error(ctx) : "out of memory")));
+	pg_cryptohash_free(ctx);
+}
+
+static void
+hex_of(const uint8 *digest, char *out)
+{
+	for (int i = 0; i < MD5_DIGEST_LENGTH; i++)
+		sprintf(out + 2 * i, "%02x", digest[i]);
+}
+
+/*
+ * Read len bytes at offset of the open file path into buf; a short read
+ * means the file changed under the uploader: an error naming it.
+ */
+static void
+read_at(int fd, const char *path, char *buf, size_t len, int64 offset)
+{
+	size_t		done = 0;
+
+	while (done < len)
+	{
+		ssize_t		n = pread(fd, buf + done, len - done, offset + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", path)));
+		if (n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("changestream file \"%s\" is shorter than expected at offset %lld",
+							path, (long long) (offset + done)),
+					 errdetail("A finished archive file changed size while the uploader read it.")));
+		done += n;
+	}
+}
+
+/*
+ * The size of the file at path and the ETag S3 gives it when uploaded
+ * the uploader's way: the MD5 of the content up to PART_BYTES, else the
+ * MD5 of the parts' MD5s, "-" and the number of parts.
+ */
+static void
+file_sum(const char *path, FileSum *sum)
+{
+	CsStorageInfo info;
+	int			fd;
+	char	   *buf;
+	uint8		digest[MD5_DIGEST_LENGTH];
+	StringInfoData parts;
+	int			nparts = 0;
+
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream file \"%s\" is not a regular file", path)));
+	sum->size = info.size;
+	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	buf = palloc(Min(sum->size, PART_BYTES) + 1);
+	initStringInfo(&parts);
+	for (int64 off = 0; off < sum->size || nparts == 0; off += PART_BYTES)
+	{
+		size_t		len = Min(sum->size - off, PART_BYTES);
+
+		read_at(fd, path, buf, len, off);
+		md5_of(buf, len, digest);
+		appendBinaryStringInfo(&parts, (char *) digest, MD5_DIGEST_LENGTH);
+		nparts++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	cs_storage_close(fd);
+	pfree(buf);
+	if (sum->size <= PART_BYTES)
+		hex_of((uint8 *) parts.data, sum->etag);
+	else
+	{
+		md5_of(parts.data, parts.len, digest);
+		hex_of(digest, sum->etag);
+		snprintf(sum->etag + 2 * MD5_DIGEST_LENGTH,
+				 CS_JOURNAL_ETAG_MAX - 2 * MD5_DIGEST_LENGTH, "-%d", nparts);
+	}
+}
+
+/* PUT the file whole; its ETag into etag. */
+static Outcome
+put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
+		  bool if_none_match, char **etag, bool *exists)
+{
+	int			fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	char	   *buf;
+	CsS3Response resp;
+
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	buf = palloc(sum->size + 1);
+	read_at(fd, path, buf, sum->size, 0);
+	cs_storage_close(fd);
+	transfer_begin();
+	cs_s3_put(pass->client, key, buf, sum->size, if_none_match, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, sum->size);
+	pfree(buf);
+	if (if_none_match && resp.status == 412)
+	{
+		*exists = true;
+		return OUT_OK;
+	}
+	if (resp.status != 200 || resp.error_code)
+		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
+	*etag = bare_etag(resp.etag);
+	return OUT_OK;
+}
+
+/* Upload the file in parts of PART_BYTES; an upload that fails is aborted. */
+static Outcome
+put_multipart(Pass *pass, const char *path, const char *key,
+			  const FileSum *sum, char **etag)
+{
+	char	   *upload_id;
+	CsS3Response resp;
+	List	   *etags = NIL;
+	int			fd;
+	char	   *buf;
+	int			part = 0;
+	bool		ok;
+
+	transfer_begin();
+	ok = cs_s3_multipart_create(pass->client, key, &upload_id, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, 0);
+	if (!ok)
+		return request_failed(pass, &resp,
+							  psprintf("CreateMultipartUpload of key \"%s\"", key));
+	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	buf = palloc(PART_BYTES);
+	for (int64 off = 0; ok && off < sum->size; off += PART_BYTES)
+	{
+		size_t		len = Min(sum->size - off, PART_BYTES);
+		char	   *part_etag;
+
+		read_at(fd, path, buf, len, off);
+		transfer_begin();
+		ok = cs_s3_multipart_part(pass->client, key, upload_id, ++part, buf,
+								  len, &part_etag, &resp);
+		transfer_end();
+		cs_replica_count(CS_REPLICA_PUT, len);
+		if (ok)
+			etags = lappend(etags, part_etag);
+	}
+	cs_storage_close(fd);
+	pfree(buf);
+	if (ok)
+	{
+		transfer_begin();
+		ok = cs_s3_multipart_complete(pass->client, key, upload_id, etags,
+									  &resp);
+		transfer_end();
+		cs_replica_count(CS_REPLICA_PUT, 0);
+		if (ok)
+		{
+			/* the upload's ETag, as the store keeps it */
+			transfer_begin();
+			cs_s3_head(pass->client, key, &resp);
+			transfer_end();
+			cs_replica_count(CS_REPLICA_GET, 0);
+			if (resp.status != 200)
+				return request_failed(pass, &resp,
+									  psprintf("HEAD of key \"%s\"", key));
+			*etag = bare_etag(resp.etag);
+			return OUT_OK;
+		}
+	}
+	{
+		Outcome		outcome = request_failed(pass, &resp,
+											 psprintf("multipart upload of key \"%s\"", key));
+		CsS3Response abort_resp;
+
+		transfer_begin();
+		cs_s3_multipart_abort(pass->client, key, upload_id, &abort_resp);
+		transfer_end();
+		cs_replica_count(CS_REPLICA_DELETE, 0);
+		return outcome;
+	}
+}
+
+/*
+ * An object is in the bucket under name that the journal does not hold:
+ * adopt it when its ETag (and its listed size, when listed_size >= 0)
+ * equal the local file's; else an error naming the key, the object being
+ * left as it is.
+ */
+static Outcome
+adopt(Pass *pass, const char *name, const char *key, const FileSum *sum,
+	  int64 listed_size)
+{
+	CsS3Response resp;
+	char	   *etag;
+
+	transfer_begin();
+	cs_s3_head(pass->client, key, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_GET, 0);
+	if (resp.status != 200)
+		return request_failed(pass, &resp, psprintf("HEAD of key \"%s\"", key));
+	etag = bare_etag(resp.etag);
+	if ((listed_size >= 0 && listed_size != sum->size) ||
+		strcmp(etag, sum->etag) != 0)
+		return failed(pass, OUT_ERROR, ERRCODE_DUPLICATE_OBJECT,
+					  psprintf("object \"%s\" in the bucket differs from the local file \"%s\"",
+							   key, name),
+					  psprintf("The object has %lld bytes and ETag \"%s\"; the local file has %lld bytes and would have ETag \"%s\".",
+							   (long long) listed_size, etag,
+							   (long long) sum->size, sum->etag),
+					  pstrdup("Another writer put this object. The uploader never overwrites it: point changestream.replica_url at a prefix of this cluster alone, or remove the object if it is not needed."));
+	cs_journal_record(journal, name, sum->size, etag);
+	ereport(LOG,
+			(errmsg("changestream uploader adopted object \"%s\", already in the bucket with the local file's size and checksum",
+					key)));
+	return OUT_OK;
+}
+
+/*
+ * Put the file at path in the bucket unless the journal says it is there
+ * (mutable: with the same content).  *uploaded tells whether it was sent
+ * or adopted now.
+ */
+static Outcome
+put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
+{
+	char	   *name = cs_archive_relative_name(pass->directory, path);
+	char	   *key = cs_s3_object_key(&pass->config, name);
+	CsJournalEntry *entry = cs_journal_find(journal, name);
+	ListedObject *obj;
+	FileSum		sum;
+	char	   *etag = NULL;
+	bool		exists = false;
+	Outcome		outcome;
+
+	*uploaded = false;
+	if (entry != NULL && !mutable)
+		return OUT_OK;
+	file_sum(path, &sum);
+	if (entry != NULL && entry->size == sum.size &&
+		strcmp(entry->etag, sum.etag) == 0)
+		return OUT_OK;
+	obj = hash_search(listed, name, HASH_FIND, NULL);
+	if (obj != NULL && entry == NULL && !mutable)
+	{
+		outcome = adopt(pass, name, key, &sum, obj->size);
+		*uploaded = outcome == OUT_OK;
+		if (*uploaded)
+			cs_replica_uploaded(sum.size, true);
+		return outcome;
+	}
+	cs_replica_set_state(CS_REPLICA_UPLOADING);
+	if (sum.size > PART_BYTES)
+		outcome = put_multipart(pass, path, key, &sum, &etag);
+	else
+		outcome = put_whole(pass, path, key, &sum, !mutable, &etag, &exists);
+	if (outcome != OUT_OK)
+		return outcome;
+	if (exists)
+		outcome = adopt(pass, name, key, &sum, -1);
+	else if (strcmp(etag, sum.etag) != 0)
+		return failed(pass, OUT_RETRY, ERRCODE_DATA_CORRUPTED,
+					  psprintf("the bucket answered the upload of key \"%s\" with ETag \"%s\", not the local file's MD5 \"%s\"",
+							   key, etag, sum.etag),
+					  NULL,
+					  pstrdup("Something between the server and the store changes the data, or the store computes ETags another way (server-side encryption with KMS keys does)."));
+	else
+		cs_journal_record(journal, name, sum.size, etag);
+	if (outcome == OUT_OK)
+	{
+		*uploaded = true;
+		cs_replica_uploaded(sum.size, !mutable);
+	}
+	return outcome;
+}
+
+/* The marker's content: who writes under this prefix. */
+static char *
+marker_content(void)
+{
+	CsArchiveConfig *config = cs_archive_config_current();
+
+	return psprintf("changestream cluster\nsystem_identifier %llu\ndatabase %s\nslot %s\n",
+					(unsigned long long) GetSystemIdentifier(),
+					config->database, config->slot_name);
+}
+
+/*
+ * Create the marker, or check that the one there names this cluster.
+ * Another cluster's marker is an error: nothing is uploaded.
+ */
+static Outcome
+check_marker(Pass *pass)
+{
+	char	   *key = cs_s3_object_key(&pass->config, MARKER_NAME);
+	char	   *mine = marker_content();
+	CsS3Response resp;
+
+	transfer_begin();
+	cs_s3_put(pass->client, key, mine, strlen(mine), true, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, strlen(mine));
+	if (resp.status == 200 && resp.error_code == NULL)
+		return OUT_OK;
+	if (resp.status != 412)
+		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
+	transfer_begin();
+	cs_s3_get(pass->client, key, 64 * 1024, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_GET, 0);
+	if (resp.status != 200 || resp.error_code)
+		return request_failed(pass, &resp, psprintf("GET of key \"%s\"", key));
+	if (resp.body_len == strlen(mine) && memcmp(resp.body, mine, resp.body_len) == 0)
+		return OUT_OK;
+	return failed(pass, OUT_ERROR, ERRCODE_DUPLICATE_OBJECT,
+				  psprintf("the replica prefix \"%s\" of bucket \"%s\" belongs to another cluster",
+						   pass->config.prefix, pass->config.bucket),
+				  psprintf("Its marker object \"%s\" says: %s", key,
+						   pnstrdup(resp.body, Min(resp.body_len, 512))),
+				  pstrdup("Give each cluster its own prefix in changestream.replica_url; the uploader uploads nothing here."));
+}
+
+/* One listing of the prefix: what the bucket holds, by name. */
+static Outcome
+list_bucket(Pass *pass)
+{
+	char	   *prefix = cs_s3_object_key(&pass->config, "");
+	size_t		plen = strlen(prefix);
+	List	   *objects = NIL;
+	CsS3Response resp;
+	char	   *bad = NULL;
+	HASHCTL		ctl;
+	ListCell   *lc;
+	bool		ok;
+	MemoryContext old;
+
+	transfer_begin();
+	ok = cs_s3_list(pass->client, prefix, NULL, 0, &objects, &resp, &bad);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_LIST, 0);
+	if (!ok && bad != NULL)
+		return failed(pass, OUT_RETRY, ERRCODE_PROTOCOL_VIOLATION, bad, NULL, NULL);
+	if (!ok)
+		return request_failed(pass, &resp,
+							  psprintf("listing of prefix \"%s\"", prefix));
+	old = MemoryContextSwitchTo(bucket_cxt);
+	ctl.keysize = MAXPGPATH;
+	ctl.entrysize = sizeof(ListedObject);
+	ctl.hcxt = bucket_cxt;
+	listed = hash_create("changestream replica listing", 256, &ctl,
+						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	foreach(lc, objects)
+	{
+		CsS3Object *o = lfirst(lc);
+		ListedObject *e;
+
+		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
+			continue;
+		e = hash_search(listed, o->key + plen, HASH_ENTER, NULL);
+		e->size = o->size;
+	}
+	return OUT_OK;
+}
+
+/* Publish the uploaded position (for local retention). */
+static void
+publish_position(void)
+{
+	cs_replica_set_position(pos_generation, pos_next_segment, pos_snapshot);
+}
+
+/* The end LSN of the segments up to index: the start of the next one. */
+static void
+publish_flushed(uint64 generation, List *segments, int64 next_index)
+{
+	ListCell   *lc;
+
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+
+		if (sf->index == next_index)
+		{
+			CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, false);
+
+			cs_replica_set_flushed(generation, cs_reader_header(r)->start_lsn);
+			cs_reader_close(r);
+			return;
+		}
+	}
+}
+
+/*
+ * Put an optional file (the schema history, the timelines, the horizon) if
+ * it exists.
+ */
+static Outcome
+put_if_exists(Pass *pass, const char *path, bool *uploaded)
+{
+	CsStorageInfo info;
+
+	*uploaded = false;
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type == CS_STORAGE_MISSING)
+		return OUT_OK;
+	return put_file(pass, path, true, uploaded);
+}
+
+/*
+ * The segments of a generation, in index order, up to the first that is
+ * not finished: a raw segment waits for compression, but the last one of
+ * a generation no longer written, not sealed, stays raw for ever and goes
+ * up as it is.  *complete: every segment is up and the generation is no
+ * longer written.
+ */
+static Outcome
+put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
+{
+	List	   *segments = cs_list_segments(pass->directory, generation);
+	ListCell   *lc;
+	Outcome		outcome = OUT_OK;
+	bool		up;
+
+	*complete = !newest;
+	foreach(lc, segments)
+	{
+		CsSegmentFile *sf = lfirst(lc);
+		bool		last = lnext(segments, lc) == NULL;
+
+		if (!sf->compressed &&
+			(!last || newest || cs_segment_sealed(sf->path)))
+		{
+			*complete = false;	/* compression, or the archiver, comes first */
+			break;
+		}
+		outcome = put_file(pass, sf->path, false, &up);
+		if (outcome != OUT_OK)
+		{
+			*complete = false;
+			break;
+		}
+		pos_next_segment = sf->index + 1;
+		publish_position();
+	}
+	publish_flushed(generation, segments, pos_next_segment);
+	return outcome;
+}
+
+/*
+ * Everything finished of one generation, in the order of the file header.
+ * *complete: the generation is up whole and no longer written.
+ */
+static Outcome
+put_generation(Pass *pass, uint64 generation, bool newest, bool *complete)
+{
+	char	   *gendir = cs_generation_path(pass->directory, generation);
+	char	   *snapdir = cs_snapshots_dir_path(pass->directory, generation);
+	List	   *snapshots = cs_list_snapshots(pass->directory, generation);
+	ListCell   *lc;
+	Outcome		outcome;
+	bool		up;
+	bool		first = true;
+
+	*complete = false;
+	if (snapshots == NIL)
+		return OUT_WAIT;		/* the opening snapshot comes first */
+	pos_generation = generation;
+	pos_next_segment = 0;
+	pos_snapshot = InvalidXLogRecPtr;
+	publish_position();
+	foreach(lc, snapshots)
+	{
+		XLogRecPtr	lsn;
+
+		if (!cs_snapshot_name_lsn(lfirst(lc), &lsn))
+			continue;
+		outcome = put_file(pass, cs_file_in(snapdir, lfirst(lc)), false, &up);
+		if (outcome != OUT_OK)
+			return outcome;
+		pos_snapshot = lsn;
+		publish_position();
+		if (first)
+		{
+			/* the generation exists remotely from its identity file on */
+			first = false;
+			outcome = put_file(pass, cs_identity_path(gendir), false, &up);
+			if (outcome == OUT_OK)
+				outcome = put_if_exists(pass, cs_schema_history_path(pass->directory, generation), &up);
+			/* before the segments a promotion's timeline is recorded for */
+			if (outcome == OUT_OK)
+				outcome = put_if_exists(pass, cs_timelines_path(pass->directory, generation), &up);
+			if (outcome == OUT_OK)
+				outcome = put_segments(pass, generation, newest, complete);
+			if (outcome != OUT_OK)
+				return outcome;
+		}
+	}
+	return put_if_exists(pass, cs_horizon_path(pass->directory, generation),
+						 &up);
+}
+
+/*
+ * The finished files not in the journal, and their bytes: the backlog
+ * status() shows (raw sealed segments count, as they will go up).
+ */
+static void
+count_backlog(Pass *pass, List *gens)
+{
+	int64		files = 0;
+	int64		bytes = 0;
+	ListCell   *g;
+
+	foreach(g, gens)
+	{
+		uint64		gen = *(uint64 *) lfirst(g);
+		List	   *segments = cs_list_segments(pass->directory, gen);
+		List	   *snapshots = cs_list_snapshots(pass->directory, gen);
+		char	   *snapdir = cs_snapshots_dir_path(pass->directory, gen);
+		ListCell   *lc;
+
+		foreach(lc, segments)
+		{
+			CsSegmentFile *sf = lfirst(lc);
+
+			if (lnext(segments, lc) == NULL && lnext(gens, g) == NULL)
+				break;			/* the active segment */
+			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, sf->path)) == NULL)
+			{
+				files++;
+				bytes += sf->size;
+			}
+		}
+		foreach(lc, snapshots)
+		{
+			char	   *path = cs_file_in(snapdir, lfirst(lc));
+			CsStorageInfo info;
+
+			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, path)) == NULL &&
+				cs_storage_stat(path, false, &info) == 0 &&
+				info.type == CS_STORAGE_FILE)
+			{
+				files++;
+				bytes += info.size;
+			}
+		}
+	}
+	cs_replica_set_backlog(files, bytes);
+}
+
+/* Take the settings and the keys, and make the client for this pass. */
+static Outcome
+begin_pass(Pass *pass)
+{
+	const char *problem = cs_s3_config_current(&pass->config);
+	CsS3Credentials creds;
+	CsS3CredentialsProblem cp;
+	char	   *url;
+
+	if (problem != NULL)
+		return failed(pass, OUT_ERROR, ERRCODE_CONFIG_FILE_ERROR,
+					  pstrdup(problem), NULL,
+					  pstrdup("Set changestream.replica_url (s3://bucket/prefix), and for a store other than AWS changestream.replica_endpoint, then reload."));
+	if (!cs_s3_credentials_load(pass->config.credentials, pass->config.profile,
+								&creds, &cp))
+		return failed(pass, OUT_ERROR, ERRCODE_CONFIG_FILE_ERROR,
+					  cp.message, cp.detail, cp.hint);
+	pass->client = cs_s3_client_create(&pass->config, &creds);
+	cs_s3_credentials_wipe(&creds);
+	url = psprintf("s3://%s/%s", pass->config.bucket, pass->config.prefix);
+	if (bucket_url == NULL || strcmp(url, bucket_url) != 0)
+	{
+		/* another bucket or prefix: start over */
+		MemoryContextReset(bucket_cxt);
+		bucket_url = MemoryContextStrdup(bucket_cxt, url);
+		journal = NULL;
+		listed = NULL;
+		marker_ok = false;
+		cs_replica_forget_position();
+	}
+	return OUT_OK;
+}
+
+/* One pass: the marker, the journal, the listing, then every generation. */
+static Outcome
+run_pass(Pass *pass)
+{
+	Outcome		outcome = begin_pass(pass);
+	List	   *gens;
+	ListCell   *g;
+	bool		complete = false;
+
+	if (outcome != OUT_OK)
+		return outcome;
+	if (!marker_ok)
+	{
+		outcome = check_marker(pass);
+		if (outcome != OUT_OK)
+			return outcome;
+		marker_ok = true;
+	}
+	if (journal == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(bucket_cxt);
+
+		journal = cs_journal_load(pass->directory, bucket_url);
+		MemoryContextSwitchTo(old);
+	}
+	if (listed == NULL)
+	{
+		outcome = list_bucket(pass);
+		if (outcome != OUT_OK)
+			return outcome;
+	}
+	gens = cs_list_generations(pass->directory);
+	count_backlog(pass, gens);
+	foreach(g, gens)
+	{
+		uint64		gen = *(uint64 *) lfirst(g);
+
+		outcome = put_generation(pass, gen, lnext(gens, g) == NULL, &complete);
+		if (outcome != OUT_OK || !complete)
+			break;
+		/* every file of gen is up: local retention may delete it whole */
+		pos_generation = gen + 1;
+		pos_next_segment = 0;
+		pos_snapshot = InvalidXLogRecPtr;
+		publish_position();
+	}
+	if (outcome == OUT_OK || outcome == OUT_WAIT)
+		count_backlog(pass, gens);
+	return outcome == OUT_WAIT ? OUT_OK : outcome;
+}
+
+/*
+ * Wait on the latch for ms milliseconds.  With until_timeout (a backoff),
+ * only the timeout, a reload or SIGTERM ends it.
+ */
+static void
+wait_ms(long ms, bool until_timeout)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	for (;;)
+	{
+		int			rc;
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0)
+			return;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT,
+					   left, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (!until_timeout || ConfigReloadPending)
+			return;
+	}
+}
+
+/* The backoff delay: backoff_ms with up to a quarter of jitter, doubled. */
+static long
+next_backoff(void)
+{
+	long		ms = backoff_ms - (long) (pg_prng_double(&pg_global_prng_state) * backoff_ms / 4);
+
+	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
+	return ms;
+}
+
+/* Log a failure once (log_once.c) and publish it. */
+static void
+report(Pass *pass, Outcome outcome)
+{
+	CsReplicaState state = outcome == OUT_RETRY ? CS_REPLICA_BACKOFF :
+		CS_REPLICA_ERROR;
+
+	if (cs_log_once_should_log(&log_once, pass->sqlerrcode, pass->message))
+		ereport(LOG,
+				(errcode(pass->sqlerrcode),
+				 errmsg("changestream uploader: %s", pass->message),
+				 pass->detail ? errdetail_internal("%s", pass->detail) : 0,
+				 pass->hint ? errhint("%s", pass->hint) : 0));
+	cs_replica_set_error(state, pass->detail ?
+						 psprintf("%s: %s", pass->message, pass->detail) :
+						 pass->message);
+}
+
+/*
+ * The error path, entered through sigsetjmp: a local file could not be
+ * read, or a reload cancelled a transfer.  Releases what the pass held
+ * and waits the backoff delay (not after a reload).
+ */
+static void
+pass_failed(void)
+{
+	ErrorData  *edata;
+	bool		reload;
+
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
+	in_transfer = false;
+	QueryCancelPending = false;
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	reload = edata->sqlerrcode == ERRCODE_QUERY_CANCELED;
+	if (!reload && cs_log_once_should_log(&log_once, edata->sqlerrcode, edata->message))
+		EmitErrorReport();
+	FlushErrorState();
+	pgstat_report_wait_end();
+	LWLockReleaseAll();
+	/* the digests' contexts (cryptohash.h) belong to the resource owner */
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_BEFORE_LOCKS,
+						 false, true);
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_LOCKS,
+						 false, true);
+	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_AFTER_LOCKS,
+						 false, true);
+	AtEOXact_Files(false);
+	MemoryContextReset(pass_cxt);
+	if (!reload)
+	{
+		cs_replica_set_error(CS_REPLICA_ERROR, edata->message);
+		last_pass_failed = true;
+	}
+	FreeErrorData(edata);
+	RESUME_INTERRUPTS();
+	if (!reload)
+		wait_ms(next_backoff(), true);
+}
+
+/* before_shmem_exit callback: the uploader is gone from status(). */
+static void
+uploader_exit(int code, Datum arg)
+{
+	cs_replica_status_exited();
+}
+
+/*
+ * changestream_uploader_main(main_arg)
+ *	  Entry point of the "changestream uploader" background worker
+ *	  (main_arg unused).  Needs no database connection.  Uploads the
+ *	  archive of changestream.directory to changestream.replica_url until
+ *	  SIGTERM; never returns.
+ */
+void
+changestream_uploader_main(Datum main_arg)
+{
+	sigjmp_buf	local_sigjmp_buf;
+
+	pqsignal(SIGHUP, uploader_sighup);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* pg_cryptohash_create() (the signer, MD5s) needs a resource owner */
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "changestream uploader");
+	cs_replica_status_started();
+	before_shmem_exit(uploader_exit, (Datum) 0);
+	pass_cxt = AllocSetContextCreate(TopMemoryContext,
+									 "changestream uploader pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	bucket_cxt = AllocSetContextCreate(TopMemoryContext,
+									   "changestream uploader journal",
+									   ALLOCSET_DEFAULT_SIZES);
+
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+		pass_failed();
+	PG_exception_stack = &local_sigjmp_buf;
+
+	for (;;)
+	{
+		CsArchiveConfig *config;
+		Pass		pass;
+		Outcome		outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			backoff_ms = BACKOFF_MIN_MS;
+		}
+		MemoryContextReset(pass_cxt);
+		MemoryContextSwitchTo(pass_cxt);
+		config = cs_archive_config_current();
+		if (!cs_archive_config_enabled(config) || cs_replica_url[0] == '\0')
+		{
+			cs_replica_set_state(CS_REPLICA_IDLE);
+			wait_ms(RESCAN_MS * 5, false);
+			continue;
+		}
+		memset(&pass, 0, sizeof(pass));
+		pass.directory = config->directory;
+		outcome = run_pass(&pass);
+		MemoryContextSwitchTo(TopMemoryContext);
+		if (outcome == OUT_OK)
+		{
+			if (last_pass_failed)
+			{
+				int			n = cs_log_once_reset(&log_once) + 1;
+
+				ereport(LOG,
+						(errmsg_plural("changestream uploader reaches the bucket again after %d failed attempt",
+									   "changestream uploader reaches the bucket again after %d failed attempts",
+									   n, n)));
+				last_pass_failed = false;
+			}
+			backoff_ms = BACKOFF_MIN_MS;
+			cs_replica_set_state(CS_REPLICA_IDLE);
+			wait_ms(RESCAN_MS, false);
+		}
+		else
+		{
+			last_pass_failed = true;
+			report(&pass, outcome);
+			wait_ms(next_backoff(), true);
+		}
+	}
+}
+
+/*
+ * cs_register_uploader()
+ *	  Register the uploader at _PG_init() when changestream.replica_url is
+ *	  set at server start (it is a SIGHUP setting: set later, it takes a
+ *	  restart to start the uploader; a reload that changes the bucket or
+ *	  prefix of a running one is taken at its next pass).
+ *	  BGWORKER_SHMEM_ACCESS only, started once recovery has finished,
+ *	  restarted 5 s after an unexpected exit.  Mirrors contrib/worker_spi.
+ */
+void
+cs_register_uploader(void)
+{
+	BackgroundWorker worker;
+
+	if (cs_replica_url == NULL || cs_replica_url[0] == '\0')
+		return;
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN,
+			 "changestream_uploader_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream uploader");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream uploader");
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+	cs_uploader_registered = true;
+}
