@@ -44,9 +44,11 @@ OBJS = \
 	src/archive/segment_reader.o \
 	src/archive/compress.o \
 	src/worker/maintenance.o \
+	src/worker/slot_wal_watch.o \
 	src/worker/uploader.o \
 	src/archive/segment_spare.o \
 	src/base/log_once.o \
+	src/base/slot_wal.o \
 	src/archive/pgoutput_parse.o \
 	src/worker/walsender_conn.o \
 	src/worker/stream.o \

@@ -557,6 +557,12 @@ DROP FUNCTION status();
  *   files not in the bucket yet (sealed segments, snapshots; bytes on
  *   disk).  The request counters and replica_bytes_sent (request bodies)
  *   count since the server started.
+ *   slot_wal_status .. slot_wal_limit_bytes: the WAL the archiver's slot
+ *   keeps on the local server (NULL when the slot is elsewhere or
+ *   missing): pg_replication_slots' wal_status and safe_wal_size, the
+ *   bytes from its restart_lsn to the server's WAL position, and
+ *   max_slot_wal_keep_size in bytes (NULL: unlimited, so a stuck archive
+ *   can fill pg_wal; the maintenance worker warns in the log).
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -610,7 +616,11 @@ CREATE FUNCTION status(
 	OUT replica_get_requests bigint,
 	OUT replica_list_requests bigint,
 	OUT replica_delete_requests bigint,
-	OUT replica_bytes_sent bigint)
+	OUT replica_bytes_sent bigint,
+	OUT slot_wal_status text,
+	OUT slot_retained_bytes bigint,
+	OUT slot_safe_wal_size bigint,
+	OUT slot_wal_limit_bytes bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -28,6 +28,7 @@
 #include "base/compat.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
+#include "base/slot_wal.h"
 #include "replica/replica_status.h"
 #include "worker/snapshot_worker.h"
 
@@ -35,7 +36,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		52
+#define STATUS_COLS		56
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -57,6 +58,32 @@ local_confirmed_flush(const char *name)
 	}
 	LWLockRelease(ReplicationSlotControlLock);
 	return confirmed;
+}
+
+/*
+ * The slot's WAL columns of status(): slot_wal_status,
+ * slot_retained_bytes, slot_safe_wal_size, slot_wal_limit_bytes (four
+ * values and nulls; slot_wal.c).  slot: the archiver's slot on the local
+ * server, or NULL when it streams from another server.
+ */
+static void
+slot_wal_values(const char *slot, Datum *values, bool *nulls)
+{
+	CsSlotWal	wal;
+	int64		limit = cs_slot_wal_limit_bytes();
+
+	values[3] = Int64GetDatum(limit);
+	nulls[3] = limit < 0;
+	if (slot == NULL || !cs_slot_wal(slot, &wal))
+	{
+		nulls[0] = nulls[1] = nulls[2] = true;
+		return;
+	}
+	values[0] = CStringGetTextDatum(wal.wal_status);
+	values[1] = Int64GetDatum(wal.retained_bytes);
+	nulls[1] = strcmp(wal.wal_status, "lost") == 0;
+	values[2] = Int64GetDatum(wal.safe_wal_size);
+	nulls[2] = !wal.safe_known;
 }
 
 /*
@@ -163,7 +190,9 @@ replica_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  handoff_generation and handoff_lsn name that generation and its start
  *	  (both NULL when none is pending); take_snapshot() and new_generation()
  *	  are refused meanwhile.  replica_state .. replica_bytes_sent: the
- *	  uploader's status (replica_values(), replica_status.c).  The
+ *	  uploader's status (replica_values(), replica_status.c).
+ *	  slot_wal_status .. slot_wal_limit_bytes: the WAL the local slot keeps
+ *	  (slot_wal_values(), slot_wal.c).  The
  *	  extension's SQL of version 0.1 declares only the
  *	  first 31 columns: the row is built for as many columns as the declared
  *	  type has.
@@ -274,6 +303,8 @@ changestream_status(PG_FUNCTION_ARGS)
 	values[37] = LSNGetDatum(s.handoff_lsn);
 	nulls[37] = !s.handoff_pending;
 	replica_values(&s, values + 38, nulls + 38);
+	slot_wal_values(local ? (s.slot[0] ? s.slot : config->slot_name) : NULL,
+					values + 52, nulls + 52);
 	if (tupdesc->natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 tupdesc->natts, STATUS_COLS);

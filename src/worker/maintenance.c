@@ -79,6 +79,7 @@
 #include "base/log_once.h"
 #include "base/shmem_status.h"
 #include "worker/maintenance.h"
+#include "worker/slot_wal_watch.h"
 
 #define RESCAN_MS			10000	/* look for work at least this often */
 #define BACKOFF_MIN_MS		1000
@@ -508,11 +509,12 @@ changestream_maintenance_main(Datum main_arg)
 				cs_retention_reset();	/* a run of another directory */
 			}
 		}
+		cs_slot_wal_watch(config);	/* also while archiving is off */
 		if (!cs_archive_config_enabled(config))
 		{
 			cs_maintenance_status_set_backlog(-1);
 			set_deferring(false, 0);
-			wait_ms(-1, false);
+			wait_ms(RESCAN_MS, false);	/* the slot may still keep WAL */
 			continue;
 		}
 		more = compress_duty(config->directory);
