@@ -828,6 +828,35 @@ is_publication_record(const CsDdlRecord *rec)
 }
 
 /*
+ * A record of a type the table's columns use, altered (ALTER TYPE of the
+ * type or of one it is built on; ALTER TABLE of a table whose row type
+ * they use, recorded as its row type, a composite type)?
+ */
+static bool
+is_type_record(const CsDdlRecord *rec)
+{
+	return rec->object_type != NULL && rec->object_identity != NULL &&
+		strcmp(rec->event, "ddl_command_end") == 0 &&
+		(strcmp(rec->object_type, "type") == 0 ||
+		 strncmp(rec->object_type, "composite type",
+				 strlen("composite type")) == 0);
+}
+
+/*
+ * A record that changed the shape of a composite type the table's columns
+ * use (ADD, DROP or RENAME ATTRIBUTE, of the type or of one it holds, or
+ * ALTER TABLE of a table whose row type they use)?  The target's columns
+ * have the type's shape now, not the shape the archived values have.
+ */
+static bool
+is_shape_record(const CsDdlRecord *rec)
+{
+	return is_type_record(rec) &&
+		strncmp(rec->object_type, "composite type",
+				strlen("composite type")) == 0;
+}
+
+/*
  * What a record did to the table's rows, for a refusal's DETAIL.
  */
 static char *
@@ -836,9 +865,9 @@ record_effect(const CsDdlRecord *rec)
 	if (is_publication_record(rec))
 		return psprintf("it changed the tables of publication \"%s\": changes made while the table was not published are not archived, nor are the rows it held when it was added",
 						rec->publication ? rec->publication : "?");
-	if (rec->object_type != NULL && strcmp(rec->object_type, "type") == 0)
-		return psprintf("it altered type %s, which its columns %s use: their stored values may read differently",
-						rec->object_identity ? rec->object_identity : "?",
+	if (is_type_record(rec))
+		return psprintf("it altered %s %s, which its columns %s use (directly, or through an array, a domain or a composite type): their stored values may read differently",
+						rec->object_type, rec->object_identity,
 						rec->columns ? rec->columns : "?");
 	if (rec->rewrite_reason & 1)
 		return pstrdup("it changed the table's persistence: changes made while it was unlogged are not archived");
@@ -882,6 +911,59 @@ refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 					LSN_FORMAT_ARGS(lsn)),
 			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
 					   LSN_FORMAT_ARGS(rs->snapshot_lsn), record_effect(rec),
+					   rec->event),
+			 errhint("%s", hint)));
+	if (OidIsValid(t->relid))
+		drop_target(rs, t);
+	else
+		t->target_schema = NULL;
+}
+
+/* The LSN of the first snapshot of the generation after lsn, or Invalid. */
+static XLogRecPtr
+first_snapshot_after(RestoreState *rs, XLogRecPtr lsn)
+{
+	List	   *names = cs_list_snapshots(rs->directory, rs->generation);
+	char	   *dir = cs_snapshots_dir_path(rs->directory, rs->generation);
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		CsSnapshotReader *r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
+		XLogRecPtr	at = cs_snapreader_lsn(r);
+
+		cs_snapreader_close(r);
+		if (at > lsn)
+			return at;
+	}
+	return InvalidXLogRecPtr;
+}
+
+/*
+ * A record after the target (committed at lsn) changed the shape of a
+ * composite type t's columns use: the archived values have the shape
+ * before it, the target's columns (of the type as this database has it)
+ * the shape after it.  ERROR 0A000, or with skip_inexact a WARNING, and
+ * t is not restored (like refuse_table(), with the exact targets after).
+ */
+static void
+refuse_later(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	XLogRecPtr	next_snapshot = first_snapshot_after(rs, lsn);
+	char	   *hint;
+
+	if (next_snapshot != InvalidXLogRecPtr)
+		hint = psprintf("Restore to a target at or after " CS_LSN_FMT " (the first snapshot after the command, from which the table is exact again); skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(next_snapshot));
+	else
+		hint = psprintf("Call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.");
+	ereport(rs->skip_inexact ? WARNING : ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT ", after the target, changed the shape of a type its columns %s use",
+					t->schema, t->name, rec->command_tag, rec->object_identity,
+					LSN_FORMAT_ARGS(lsn), rec->columns ? rec->columns : "?"),
+			 errdetail("The archived values have the type's shape before the command, and the restored table's columns would have its shape in this database, after it (schema history event %s).",
 					   rec->event),
 			 errhint("%s", hint)));
 	if (OidIsValid(t->relid))
@@ -1014,7 +1096,11 @@ refuse_pending(RestoreState *rs, CsRestoreTable *t, LogicalRepRelation *rel)
 	t->pending = NULL;
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
-	if (table_wanted(rs, t->remote_oid, t->schema, t->name))
+	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
+		return;
+	if (t->pending_later)
+		refuse_later(rs, t, t->pending_lsn, rec);
+	else
 		refuse_table(rs, t, t->pending_lsn, rec);
 }
 
@@ -1192,6 +1278,63 @@ collect_aliases(RestoreState *rs)
 		a->schema = pstrdup(rec.schema_name);
 		a->name = pstrdup(rec.table_name);
 		rs->aliases = lappend(rs->aliases, a);
+	}
+	cs_decoder_close(d);
+}
+
+/*
+ * Before anything is restored, with a target: the schema history after
+ * the target, for records that changed the shape of a composite type a
+ * table's columns use (is_shape_record()).  The restored table's columns
+ * have the type as this database has it now, which is not the shape the
+ * archived values up to the target have: such a table is refused (a
+ * table of the snapshot now, another one if it appears in the stream),
+ * by the first such record after the target.
+ */
+static void
+refuse_later_shapes(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		after = false;
+
+	if (rs->ddl_trusted == NIL || (!rs->has_target_lsn && !rs->has_target_time))
+		return;
+	d = cs_decoder_open(rs->directory, rs->generation,
+						rs->has_target_lsn ? rs->target_lsn : rs->snapshot_lsn,
+						InvalidXLogRecPtr);
+	while (cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsRestoreTable *t;
+
+		CHECK_FOR_INTERRUPTS();
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			after = c.commit_lsn >= rs->snapshot_lsn && past_target(rs, &c);
+			continue;
+		}
+		if (!after || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		if (!is_shape_record(&rec))
+			continue;
+		t = table_by_oid(rs, rec.table_oid);
+		if (t != NULL)
+		{
+			if (t->target_schema != NULL && t->pending == NULL)
+				refuse_later(rs, t, c.commit_lsn, &rec);
+			continue;
+		}
+		t = palloc0(sizeof(CsRestoreTable));
+		t->remote_oid = rec.table_oid;
+		t->schema = pstrdup(rec.schema_name);
+		t->name = pstrdup(rec.table_name);
+		t->pending = copy_record(&rec);
+		t->pending_lsn = c.commit_lsn;
+		t->pending_later = true;
+		rs->tables = lappend(rs->tables, t);
 	}
 	cs_decoder_close(d);
 }
@@ -1574,6 +1717,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
+	refuse_later_shapes(&rs);
 
 	nest = pin_settings();
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -31,6 +31,8 @@ typedef struct CsRestoreTable
 	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
 								 * it is (the record, and its commit LSN) */
 	XLogRecPtr	pending_lsn;
+	bool		pending_later;	/* the record lies after the target (a
+								 * type its columns use changed since) */
 	CsKeyState	key;			/* a created table's key (restore_key.c) */
 	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
 								 * archived rows' extremes in columns of an
