@@ -538,6 +538,18 @@ LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION ddl_columns_set(pg_ddl_command) FROM PUBLIC;
 
 /*
+ * ddl_adds_enum_value(command pg_ddl_command) -> boolean
+ *   Is the command collected by ddl_command_end an ALTER TYPE ... ADD
+ *   VALUE?  It changes no stored value (RENAME VALUE, with the same tag,
+ *   does), and is not recorded.
+ */
+CREATE FUNCTION ddl_adds_enum_value(command pg_ddl_command)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'changestream_ddl_adds_enum_value'
+LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION ddl_adds_enum_value(pg_ddl_command) FROM PUBLIC;
+
+/*
  * ddl_recorded_table(relid, any_persistence) -> (schema_name, table_name)
  *   A table whose DDL is recorded: ordinary or partitioned, not ours,
  *   permanent (any_persistence: unlogged too); NULLs for anything else.
@@ -699,6 +711,7 @@ BEGIN
 		-- values may now read differently
 		typ := NULL;
 		IF cmd.command_tag = 'ALTER TYPE' AND cmd.classid = 'pg_catalog.pg_type'::regclass THEN
+			CONTINUE WHEN @extschema@.ddl_adds_enum_value(cmd.command);
 			typ := cmd.objid;
 		ELSIF cmd.command_tag IN ('ALTER TYPE', 'ALTER TABLE')
 			AND cmd.classid = 'pg_catalog.pg_class'::regclass THEN

@@ -221,7 +221,7 @@ cs_wait_archived($node, name => 'workload');
 # ---------- restore() at every point ----------
 
 my %count = (equal => 0, refused => 0, wrong => 0);
-my %kinds = map { $_ => 1 } qw(k_direct k_nested k_array k_domain k_rowuse);
+my %kinds = map { $_ => 1 } qw(k_direct k_nested k_array k_domain k_rowuse w_enum);
 my ($first_alter) = grep { $steps[$_]{name} eq 'ALTER TYPE ADD ATTRIBUTE' } 0 .. $#steps;
 my ($snapshot) = grep { $steps[$_]{name} eq 'a snapshot, then changes' } 0 .. $#steps;
 for my $i (0 .. $#steps)
@@ -260,11 +260,12 @@ for my $i (0 .. $#steps)
 	}
 	is("@wrong", '', "step '$step->{name}': no table differs from the source")
 	  or diag($e);
-	# the composite-type tables: refused from before the first ALTER TYPE
-	# up to the snapshot after the last, equal from it on
+	# the tables of altered types (composite, enum): refused before the
+	# snapshot after the last ALTER TYPE (before the command, their
+	# restored columns have the type as it is now), equal from it on
 	my @kref = sort grep { $refused{$_} } keys %kinds;
 	my @kexp = $i < $snapshot ? sort keys %kinds : ();
-	is("@kref", "@kexp", "step '$step->{name}': the composite-type tables refused are the expected ones");
+	is("@kref", "@kexp", "step '$step->{name}': the altered types' tables refused are the expected ones");
 	my %source = map { $_ => 1 } @{ $step->{tables} };
 	my @extra = grep { !$source{$_} } split /,/, ($got{extra} // '');
 	is("@extra", '', "step '$step->{name}': no table the source does not have");

@@ -829,8 +829,11 @@ is_publication_record(const CsDdlRecord *rec)
 
 /*
  * A record of a type the table's columns use, altered (ALTER TYPE of the
- * type or of one it is built on; ALTER TABLE of a table whose row type
- * they use, recorded as its row type, a composite type)?
+ * type or of one it is built on: ADD, DROP or RENAME ATTRIBUTE of a
+ * composite type, RENAME VALUE of an enum; ALTER TABLE of a table whose
+ * row type they use, recorded as its row type, a composite type)?  The
+ * stored values read differently after it, and a restore's target
+ * columns have the type as the restoring database has it.
  */
 static bool
 is_type_record(const CsDdlRecord *rec)
@@ -840,20 +843,6 @@ is_type_record(const CsDdlRecord *rec)
 		(strcmp(rec->object_type, "type") == 0 ||
 		 strncmp(rec->object_type, "composite type",
 				 strlen("composite type")) == 0);
-}
-
-/*
- * A record that changed the shape of a composite type the table's columns
- * use (ADD, DROP or RENAME ATTRIBUTE, of the type or of one it holds, or
- * ALTER TABLE of a table whose row type they use)?  The target's columns
- * have the type's shape now, not the shape the archived values have.
- */
-static bool
-is_shape_record(const CsDdlRecord *rec)
-{
-	return is_type_record(rec) &&
-		strncmp(rec->object_type, "composite type",
-				strlen("composite type")) == 0;
 }
 
 /*
@@ -940,10 +929,10 @@ first_snapshot_after(RestoreState *rs, XLogRecPtr lsn)
 }
 
 /*
- * A record after the target (committed at lsn) changed the shape of a
- * composite type t's columns use: the archived values have the shape
- * before it, the target's columns (of the type as this database has it)
- * the shape after it.  ERROR 0A000, or with skip_inexact a WARNING, and
+ * A record after the target (committed at lsn) changed a type t's
+ * columns use (is_type_record()): the archived values are those of the
+ * type before it, the target's columns (of the type as this database has
+ * it) those after it.  ERROR 0A000, or with skip_inexact a WARNING, and
  * t is not restored (like refuse_table(), with the exact targets after).
  */
 static void
@@ -960,10 +949,10 @@ refuse_later(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 		hint = psprintf("Call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.");
 	ereport(rs->skip_inexact ? WARNING : ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT ", after the target, changed the shape of a type its columns %s use",
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT ", after the target, changed a type its columns %s use",
 					t->schema, t->name, rec->command_tag, rec->object_identity,
 					LSN_FORMAT_ARGS(lsn), rec->columns ? rec->columns : "?"),
-			 errdetail("The archived values have the type's shape before the command, and the restored table's columns would have its shape in this database, after it (schema history event %s).",
+			 errdetail("The archived values up to the target are those of the type before the command, and the restored table's columns would have the type as this database has it, after the command (schema history event %s).",
 					   rec->event),
 			 errhint("%s", hint)));
 	if (OidIsValid(t->relid))
@@ -1284,15 +1273,15 @@ collect_aliases(RestoreState *rs)
 
 /*
  * Before anything is restored, with a target: the schema history after
- * the target, for records that changed the shape of a composite type a
- * table's columns use (is_shape_record()).  The restored table's columns
- * have the type as this database has it now, which is not the shape the
- * archived values up to the target have: such a table is refused (a
+ * the target, for records that changed a type a table's columns use
+ * (is_type_record()).  The restored table's columns have the type as
+ * this database has it now, not as the archived values up to the target
+ * have it: such a table is refused (a
  * table of the snapshot now, another one if it appears in the stream),
  * by the first such record after the target.
  */
 static void
-refuse_later_shapes(RestoreState *rs)
+refuse_later_types(RestoreState *rs)
 {
 	CsDecoder  *d;
 	CsChange	c;
@@ -1318,7 +1307,7 @@ refuse_later_shapes(RestoreState *rs)
 			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
 			continue;
 		cs_ddl_read(&c, &rec);
-		if (!is_shape_record(&rec))
+		if (!is_type_record(&rec))
 			continue;
 		t = table_by_oid(rs, rec.table_oid);
 		if (t != NULL)
@@ -1717,7 +1706,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
-	refuse_later_shapes(&rs);
+	refuse_later_types(&rs);
 
 	nest = pin_settings();
 	if (SPI_connect() != SPI_OK_CONNECT)
