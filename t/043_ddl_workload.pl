@@ -116,7 +116,7 @@ sub digest_sql
 {
 	my ($schema, $table, $cols) = @_;
 	return qq{SELECT '$table', md5(coalesce(string_agg(r, '|' ORDER BY r), ''))
-		FROM (SELECT ROW($cols)::text AS r FROM $schema.$table) x};
+		FROM (SELECT ROW($cols)::text AS r FROM ONLY $schema.$table) x};
 }
 
 sub step

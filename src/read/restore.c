@@ -1272,25 +1272,28 @@ collect_aliases(RestoreState *rs)
 }
 
 /*
- * Before anything is restored, with a target: the schema history after
- * the target, for records that changed a type a table's columns use
+ * Before anything is restored: the schema history from the snapshot on,
+ * for records that changed a type a table's columns use
  * (is_type_record()).  The restored table's columns have the type as
- * this database has it now, not as the archived values up to the target
- * have it: such a table is refused (a
- * table of the snapshot now, another one if it appears in the stream),
- * by the first such record after the target.
+ * this database has it now: after such a record, the archived values up
+ * to the target (the snapshot's rows included, which are loaded before
+ * the stream reaches the record) are not those of that type.  Such a
+ * table is refused by the first such record: between the snapshot and
+ * the target as refuse_table() says, after the target by
+ * refuse_later(); a table of the snapshot now, another one if it appears
+ * in the stream.
  */
 static void
-refuse_later_types(RestoreState *rs)
+refuse_altered_types(RestoreState *rs)
 {
 	CsDecoder  *d;
 	CsChange	c;
-	bool		after = false;
+	bool		skip = true;
+	bool		later = false;
 
-	if (rs->ddl_trusted == NIL || (!rs->has_target_lsn && !rs->has_target_time))
+	if (rs->ddl_trusted == NIL)
 		return;
-	d = cs_decoder_open(rs->directory, rs->generation,
-						rs->has_target_lsn ? rs->target_lsn : rs->snapshot_lsn,
+	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
 						InvalidXLogRecPtr);
 	while (cs_decoder_next(d, &c))
 	{
@@ -1300,10 +1303,11 @@ refuse_later_types(RestoreState *rs)
 		CHECK_FOR_INTERRUPTS();
 		if (c.kind == CS_CHANGE_BEGIN)
 		{
-			after = c.commit_lsn >= rs->snapshot_lsn && past_target(rs, &c);
+			skip = c.commit_lsn < rs->snapshot_lsn;
+			later = !skip && past_target(rs, &c);
 			continue;
 		}
-		if (!after || c.kind != CS_CHANGE_INSERT ||
+		if (skip || c.kind != CS_CHANGE_INSERT ||
 			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
 			continue;
 		cs_ddl_read(&c, &rec);
@@ -1312,8 +1316,12 @@ refuse_later_types(RestoreState *rs)
 		t = table_by_oid(rs, rec.table_oid);
 		if (t != NULL)
 		{
-			if (t->target_schema != NULL && t->pending == NULL)
+			if (t->target_schema == NULL || t->pending != NULL)
+				continue;
+			if (later)
 				refuse_later(rs, t, c.commit_lsn, &rec);
+			else
+				refuse_table(rs, t, c.commit_lsn, &rec);
 			continue;
 		}
 		t = palloc0(sizeof(CsRestoreTable));
@@ -1322,7 +1330,7 @@ refuse_later_types(RestoreState *rs)
 		t->name = pstrdup(rec.table_name);
 		t->pending = copy_record(&rec);
 		t->pending_lsn = c.commit_lsn;
-		t->pending_later = true;
+		t->pending_later = later;
 		rs->tables = lappend(rs->tables, t);
 	}
 	cs_decoder_close(d);
@@ -1706,7 +1714,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
-	refuse_later_types(&rs);
+	refuse_altered_types(&rs);
 
 	nest = pin_settings();
 	if (SPI_connect() != SPI_OK_CONNECT)
