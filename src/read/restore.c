@@ -873,8 +873,8 @@ record_effect(const CsDdlRecord *rec)
  * not restored.
  */
 static void
-refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
-			 const CsDdlRecord *rec)
+refuse_as(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+		  const CsDdlRecord *rec, const char *did, const char *effect)
 {
 	char	   *hint;
 
@@ -894,18 +894,48 @@ refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 						LSN_FORMAT_ARGS(lsn));
 	ereport(rs->skip_inexact ? WARNING : ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " changed its existing rows without archived changes",
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " %s",
 					t->schema, t->name, rec->command_tag,
 					rec->object_identity ? rec->object_identity : rec->table_name,
-					LSN_FORMAT_ARGS(lsn)),
+					LSN_FORMAT_ARGS(lsn), did),
 			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
-					   LSN_FORMAT_ARGS(rs->snapshot_lsn), record_effect(rec),
+					   LSN_FORMAT_ARGS(rs->snapshot_lsn), effect,
 					   rec->event),
 			 errhint("%s", hint)));
 	if (OidIsValid(t->relid))
 		drop_target(rs, t);
 	else
 		t->target_schema = NULL;
+}
+
+/*
+ * A DDL record that changed rows of a wanted table without archived
+ * changes, between the snapshot and the target (refuse_as()).
+ */
+static void
+refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	refuse_as(rs, t, lsn, rec,
+			  "changed its existing rows without archived changes",
+			  record_effect(rec));
+}
+
+/*
+ * t's definition at the target is not what the archive can give: an
+ * ALTER TABLE of it (rec, at lsn) with no change of the table after it
+ * up to the target (so no Relation message has its columns), or a RENAME
+ * COLUMN whose old name the next Relation still has (a column added
+ * under it: which column the old values belong to is not archived).
+ */
+static void
+refuse_definition(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+				  const CsDdlRecord *rec, bool renamed)
+{
+	refuse_as(rs, t, lsn, rec, "changed its definition, which the archive does not hold at the target",
+			  renamed ?
+			  "it renamed a column while the table still has a column of the old name, which the archive cannot tell from the renamed one" :
+			  "no change of the table after the command, up to the target, archived its columns as they are after it");
 }
 
 /* The LSN of the first snapshot of the generation after lsn, or Invalid. */
@@ -1226,6 +1256,20 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 			 (strcmp(t->name, rec.table_name) != 0 ||
 			  strcmp(t->schema, rec.schema_name) != 0))
 		follow_name(rs, t, &rec);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
+			 !is_type_record(&rec) && !rec.rows_changed)
+	{
+		/* until the table's next Relation (apply_archive()) */
+		if (rec.object_type != NULL &&
+			strcmp(rec.object_type, "table column") == 0)
+		{
+			t->renamed = copy_record(&rec);
+			t->renamed_lsn = c->commit_lsn;
+		}
+		t->stale = copy_record(&rec);
+		t->stale_lsn = c->commit_lsn;
+	}
 }
 
 /*
@@ -1448,6 +1492,57 @@ see_values(CsRestoreTable *t, const CsChange *c)
 			cs_see_value(t->seen_values, t->attmap[i], tup->colvalues[i].data);
 }
 
+/*
+ * A Relation message of an archived table (rel): its definition is
+ * archived again as it is now.  A RENAME COLUMN since the last one is
+ * ambiguous when rel still has every column name the target had (a
+ * column added under the old name, or names swapped): refused.
+ */
+static void
+see_relation(RestoreState *rs, LogicalRepRelation *rel)
+{
+	CsRestoreTable *t = table_by_oid(rs, rel->remoteid);
+	ListCell   *lc;
+	bool		every_name = true;
+
+	if (t == NULL || t->target_schema == NULL || !OidIsValid(t->relid))
+		return;
+	if (t->renamed != NULL)
+	{
+		foreach(lc, t->columns)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < rel->natts && !found; i++)
+				found = strcmp(rel->attnames[i], (char *) lfirst(lc)) == 0;
+			every_name = every_name && found;
+		}
+		if (every_name)
+			refuse_definition(rs, t, t->renamed_lsn, t->renamed, true);
+	}
+	t->renamed = NULL;
+	t->stale = NULL;
+}
+
+/*
+ * The target reached: a table altered after its last Relation message
+ * has a definition at the target the archive does not hold: refused.
+ */
+static void
+refuse_stale(RestoreState *rs)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->stale != NULL && t->target_schema != NULL &&
+			OidIsValid(t->relid))
+			refuse_definition(rs, t, t->stale_lsn, t->stale, false);
+	}
+}
+
 static void
 apply_archive(RestoreState *rs)
 {
@@ -1504,6 +1599,10 @@ apply_archive(RestoreState *rs)
 				if (!skip)
 					apply_truncate(rs, d, &c);
 				break;
+			case CS_CHANGE_RELATION:
+				if (!skip && c.rel != NULL)
+					see_relation(rs, c.rel);
+				break;
 			default:
 				break;
 		}
@@ -1511,6 +1610,8 @@ apply_archive(RestoreState *rs)
 	if (!reached && !cs_decoder_stopped(d))
 		check_reached(rs, d);
 	cs_decoder_close(d);
+	close_apply_states();
+	refuse_stale(rs);
 }
 
 /* ---------- keys and sequences from the manifest ---------- */

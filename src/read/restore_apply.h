@@ -33,6 +33,13 @@ typedef struct CsRestoreTable
 	XLogRecPtr	pending_lsn;
 	bool		pending_later;	/* the record lies after the target (a
 								 * type its columns use changed since) */
+	CsDdlRecord *stale;			/* an ALTER TABLE of it with no Relation
+								 * since (its definition at the target is
+								 * not archived), and its commit LSN */
+	XLogRecPtr	stale_lsn;
+	CsDdlRecord *renamed;		/* a RENAME COLUMN of it with no Relation
+								 * since, and its commit LSN */
+	XLogRecPtr	renamed_lsn;
 	CsKeyState	key;			/* a created table's key (restore_key.c) */
 	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
 								 * archived rows' extremes in columns of an
