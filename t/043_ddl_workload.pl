@@ -25,13 +25,21 @@
 #   tables are exact again.
 #
 # Every point is restored into a scratch schema, each in a transaction
-# rolled back afterwards.  A table counts as equal (its digest is the
+# rolled back afterwards (restore() reads the types as this database has
+# them now).  A table counts as equal (its digest is the
 # source's), refused (named by the WARNING and absent from the target) or
 # wrong (anything else, a restore error included); the test prints
 # "tables x points: N equal, M refused, K wrong" and fails on any wrong.
-# The composite-type tables must be refused from the first ALTER TYPE on
-# until the snapshot after the last one (their restored columns have the
-# type's shape now), and equal after it.
+# The tables of the altered types (composite shapes, the enum's RENAME
+# VALUE; ADD VALUE changes nothing) must be refused at every point before
+# the snapshot after the last such command (before it, their restored
+# columns would have the type as it is now, not as the archived values
+# have it), and equal after it.  A table whose last ALTER TABLE before
+# the point had no change after it (ADD and DROP COLUMN of k_rowsrc, DROP
+# COLUMN of w_trunc) is refused: its columns at the point are not
+# archived.  RENAME COLUMN f TO ff with ADD COLUMN f is refused.  Without
+# the schema history's type records, the composite tables' restores fail
+# (their old values do not fit the type now) or differ.
 #
 # Stored generated columns are not published by pgoutput before
 # PostgreSQL 18 (and not by default on 18 and later), so the archive does
