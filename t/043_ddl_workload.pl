@@ -22,7 +22,9 @@
 #   on the parent), TRUNCATE, an enum altered (ADD VALUE, RENAME VALUE),
 #   SET and DROP NOT NULL, DROP COLUMN, SET DEFAULT, a json value with
 #   \u0000, a serial column, and a take_snapshot() after which the refused
-#   tables are exact again.
+#   tables are exact again; last, a table dropped and created again
+#   under its name while the extension is absent (no schema history):
+#   refused (0A000 naming both OIDs), never mixed.
 #
 # Every point is restored into a scratch schema, each in a transaction
 # rolled back afterwards (restore() reads the types as this database has
@@ -86,6 +88,7 @@ CREATE TABLE w_enum (id int PRIMARY KEY, m mood);
 CREATE TABLE w_notnull (id int PRIMARY KEY, v int);
 CREATE TABLE w_json (id int PRIMARY KEY, j json);
 CREATE TABLE w_serial (id serial PRIMARY KEY, v int);
+CREATE TABLE w_gone (id int PRIMARY KEY, v text);
 CREATE PUBLICATION changestream FOR TABLES IN SCHEMA public;
 });
 cs_start_archiving($node);
@@ -159,6 +162,7 @@ INSERT INTO w_enum SELECT i, CASE WHEN i % 2 = 0 THEN 'sad' ELSE 'ok' END::mood 
 INSERT INTO w_notnull SELECT i, i FROM generate_series(1, 10) i;
 INSERT INTO w_json VALUES (1, '{"a": "x\u0000y"}'), (2, '[1, "\u0000"]'), (3, 'null');
 INSERT INTO w_serial (v) SELECT i FROM generate_series(1, 10) i;
+INSERT INTO w_gone SELECT i, 'first' || i FROM generate_series(1, 10) i;
 });
 step('ALTER TYPE ADD ATTRIBUTE', q{ALTER TYPE comp ADD ATTRIBUTE z int});
 step('rows of the composite tables updated', q{
@@ -224,6 +228,16 @@ ALTER TABLE w_notnull ALTER COLUMN v DROP NOT NULL;
 ALTER TABLE w_trunc DROP COLUMN u;
 INSERT INTO w_notnull VALUES (11, NULL);
 });
+# a table dropped and created again under its name while the extension
+# (and so the schema history) is absent: refused, never mixed
+step('name reused while the extension was absent', q{
+DROP EXTENSION changestream;
+DROP TABLE w_gone;
+CREATE TABLE w_gone (id int PRIMARY KEY, v text);
+INSERT INTO w_gone SELECT i, 'second' || i FROM generate_series(5, 8) i;
+CREATE EXTENSION changestream;
+UPDATE w_gone SET v = v || '!' WHERE id = 5;
+});
 cs_wait_archived($node, name => 'workload');
 
 # ---------- restore() at every point ----------
@@ -273,6 +287,12 @@ for my $i (0 .. $#steps)
 	# restored columns have the type as it is now), equal from it on
 	my @kref = sort grep { $refused{$_} } keys %kinds;
 	my @kexp = $i < $snapshot ? sort keys %kinds : ();
+	if ($step->{name} eq 'name reused while the extension was absent')
+	{
+		ok($refused{w_gone} && !defined $got{w_gone},
+			"step '$step->{name}': the table whose name was reused unseen is refused")
+		  or diag($e);
+	}
 	is("@kref", "@kexp", "step '$step->{name}': the altered types' tables refused are the expected ones");
 	my %source = map { $_ => 1 } @{ $step->{tables} };
 	my @extra = grep { !$source{$_} } split /,/, ($got{extra} // '');

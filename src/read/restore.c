@@ -509,6 +509,44 @@ create_target(CsRestoreTable *t, List *pairs)
 }
 
 /*
+ * t, about to get a target, has the archived name of another table being
+ * restored under another OID: the first was dropped (or renamed) and a
+ * table created under its name while the schema history was not recorded
+ * (a record of the drop or rename would have stopped or renamed the
+ * first).  Which rows belong to the table of that name at the target
+ * cannot be told: ERROR 0A000, or with skip_inexact a WARNING, and
+ * neither is restored.  Returns whether t was refused.
+ */
+static void drop_target(RestoreState *rs, CsRestoreTable *t);
+
+static bool
+refuse_reused_name(RestoreState *rs, CsRestoreTable *t)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *o = lfirst(lc);
+
+		if (o == t || o->target_schema == NULL || !OidIsValid(o->relid) ||
+			o->remote_oid == t->remote_oid ||
+			strcmp(o->target_schema, t->target_schema) != 0 ||
+			strcmp(o->schema, t->schema) != 0 || strcmp(o->name, t->name) != 0)
+			continue;
+		ereport(rs->skip_inexact ? WARNING : ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s.%s\" cannot be restored exactly: the archive holds two tables of that name (OIDs %u and %u) and no schema history record of the first one's drop or rename",
+						t->schema, t->name, o->remote_oid, t->remote_oid),
+				 errdetail("The first table was dropped or renamed and the second created under its name while the schema history was not recorded (the extension absent, or not created yet): which rows the table of that name held at the target cannot be told."),
+				 errhint("Restore to a target before the second table's first archived change, or at or after a snapshot taken after it; skip_inexact => true restores the other tables without it.")));
+		drop_target(rs, o);
+		t->target_schema = NULL;
+		return true;
+	}
+	return false;
+}
+
+/*
  * Find or create the target of a wanted table: with pairs (name, type SQL)
  * for a table first seen in the stream, or with the manifest table mt's
  * columns, whose types are resolved only when the target is created
@@ -518,8 +556,11 @@ static void
 prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 			   const CsManifestTable *mt)
 {
-	Oid			nsp = get_namespace_oid(t->target_schema, true);
+	Oid			nsp;
 
+	if (refuse_reused_name(rs, t))
+		return;
+	nsp = get_namespace_oid(t->target_schema, true);
 	t->relid = OidIsValid(nsp) ? get_relname_relid(t->name, nsp) : InvalidOid;
 	if (OidIsValid(t->relid))
 		check_existing(t);
@@ -575,7 +616,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
 	}
 	prepare_target(rs, t, pairs, NULL);
-	return t;
+	return OidIsValid(t->relid) ? t : NULL;
 }
 
 /* ---------- following column changes ---------- */
