@@ -280,6 +280,7 @@ for my $i (0 .. $#steps)
 			push @wrong, $t;
 		}
 	}
+	note("step '$step->{name}': refused: " . join(' ', sort keys %refused));
 	is("@wrong", '', "step '$step->{name}': no table differs from the source")
 	  or diag($e);
 	# the tables of altered types (composite, enum): refused before the
