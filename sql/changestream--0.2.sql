@@ -758,7 +758,9 @@ BEGIN
 		CONTINUE WHEN relid IS NULL;
 		SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
 		CONTINUE WHEN tbl.table_name IS NULL;
-		-- the command's own table, then every other table whose rows it set
+		-- the command's own table, then every other table whose rows it
+		-- set, and (ALTER TABLE, which recurses: ADD or DROP COLUMN, say)
+		-- every inheritor, whose definition may have changed too
 		FOR relid, cols, rcols, rtypes IN
 			SELECT r.table_oid,
 				   array_agg(r.column_name ORDER BY r.column_name)
@@ -771,7 +773,17 @@ BEGIN
 						   NULL::oid AS new_type
 					UNION ALL
 					SELECT s.table_oid, s.column_name, s.new_type
-					  FROM @extschema@.ddl_columns_set(cmd.command) s) r
+					  FROM @extschema@.ddl_columns_set(cmd.command) s
+					UNION ALL
+					SELECT h.child, NULL::text, NULL::oid
+					  FROM (WITH RECURSIVE inh(child) AS (
+							SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+							 WHERE i.inhparent = relid
+							UNION
+							SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+							  JOIN inh ON i.inhparent = inh.child)
+						SELECT inh.child FROM inh) h
+					 WHERE cmd.command_tag = 'ALTER TABLE') r
 			 GROUP BY r.table_oid
 			 ORDER BY r.table_oid <> relid, r.table_oid
 		LOOP

@@ -20,7 +20,8 @@
 #   load-then-add-primary-key then DELETE, a stored generated column,
 #   a partition attached and one detached, inheritance (ADD COLUMN DEFAULT
 #   on the parent), TRUNCATE, an enum altered (ADD VALUE, RENAME VALUE),
-#   SET and DROP NOT NULL, DROP COLUMN, SET DEFAULT, a json value with
+#   SET and DROP NOT NULL, DROP COLUMN, SET DEFAULT, ADD COLUMN of a
+#   partitioned table and of an inheritance parent (no change after), a json value with
 #   \u0000, a serial column, and a take_snapshot() after which the refused
 #   tables are exact again; last, a table dropped and created again
 #   under its name while the extension is absent (no schema history):
@@ -215,6 +216,12 @@ ALTER TABLE w_notnull ALTER COLUMN v SET NOT NULL;
 ALTER TABLE w_notnull ALTER COLUMN v SET DEFAULT 0;
 UPDATE w_notnull SET v = v + 1 WHERE id = 1;
 INSERT INTO w_serial (v) VALUES (11);
+});
+# no change after: the partition's and the child's columns at the point
+# are not archived
+step('ADD COLUMN on a partitioned table and on a parent', q{
+ALTER TABLE w_part ADD COLUMN nd int;
+ALTER TABLE w_parent ADD COLUMN nd int;
 });
 step('a snapshot, then changes', q{
 SELECT changestream.take_snapshot();
