@@ -91,6 +91,10 @@ typedef struct RestoreState
 	List	   *ddl_trusted;	/* OIDs of the schema history table */
 	char	   *publication;	/* the generation's publication as its
 								 * plugin options quote it, or NULL */
+	MemoryContext cxt;			/* restore()'s own, for what lasts */
+	bool		later_read;		/* later_types read (later_type_records()) */
+	List	   *later_types;	/* CsLaterType *: type records after the
+								 * target, the first per table */
 	List	   *aliases;		/* CsAlias *: every name a table had from
 								 * the snapshot to the target (a tables
 								 * filter only) */
@@ -105,6 +109,14 @@ typedef struct RestoreState
 	TimestampTz last_progress;
 	const char *progress_table;
 } RestoreState;
+
+/* A record after the target of a type a table's columns use. */
+typedef struct CsLaterType
+{
+	Oid			oid;			/* the table's, on the archived server */
+	XLogRecPtr	lsn;			/* the record's commit LSN */
+	CsDdlRecord *rec;
+} CsLaterType;
 
 /* A name a table of the archived server had by the schema history. */
 typedef struct CsAlias
@@ -518,6 +530,7 @@ create_target(CsRestoreTable *t, List *pairs)
  * neither is restored.  Returns whether t was refused.
  */
 static void drop_target(RestoreState *rs, CsRestoreTable *t);
+static bool refuse_later_type(RestoreState *rs, CsRestoreTable *t);
 
 static bool
 refuse_reused_name(RestoreState *rs, CsRestoreTable *t)
@@ -568,6 +581,7 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 		create_target(t, mt != NULL ? cs_manifest_column_types(mt) : pairs);
 	check_distinct_targets(rs, t);
 	rs->restored_tables++;
+	(void) refuse_later_type(rs, t);
 }
 
 static void refuse_pending(RestoreState *rs, CsRestoreTable *t,
@@ -1158,10 +1172,7 @@ refuse_pending(RestoreState *rs, CsRestoreTable *t, LogicalRepRelation *rel)
 	t->name = pstrdup(rel->relname);
 	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
 		return;
-	if (t->pending_later)
-		refuse_later(rs, t, t->pending_lsn, rec);
-	else
-		refuse_table(rs, t, t->pending_lsn, rec);
+	refuse_table(rs, t, t->pending_lsn, rec);
 }
 
 /*
@@ -1357,16 +1368,16 @@ collect_aliases(RestoreState *rs)
 }
 
 /*
- * Before anything is restored: the schema history from the snapshot on,
- * for records that changed a type a table's columns use
+ * Before anything is restored: the schema history from the snapshot to
+ * the target, for records that changed a type a table's columns use
  * (is_type_record()).  The restored table's columns have the type as
- * this database has it now: after such a record, the archived values up
- * to the target (the snapshot's rows included, which are loaded before
- * the stream reaches the record) are not those of that type.  Such a
- * table is refused by the first such record: between the snapshot and
- * the target as refuse_table() says, after the target by
- * refuse_later(); a table of the snapshot now, another one if it appears
- * in the stream.
+ * this database has it now: after such a record, the snapshot's rows
+ * (loaded before the stream reaches the record) and the archived values
+ * are not those of that type.  Such a table is refused by the first such
+ * record (refuse_table()): a table of the snapshot now, another one if
+ * it appears in the stream.  Records after the target are read only for
+ * a table with a column of a type that is not built in
+ * (refuse_later_type()).
  */
 static void
 refuse_altered_types(RestoreState *rs)
@@ -1374,13 +1385,15 @@ refuse_altered_types(RestoreState *rs)
 	CsDecoder  *d;
 	CsChange	c;
 	bool		skip = true;
-	bool		later = false;
+	bool		reached = false;
 
 	if (rs->ddl_trusted == NIL)
 		return;
 	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
-						InvalidXLogRecPtr);
-	while (cs_decoder_next(d, &c))
+						rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
 	{
 		CsDdlRecord rec;
 		CsRestoreTable *t;
@@ -1389,7 +1402,7 @@ refuse_altered_types(RestoreState *rs)
 		if (c.kind == CS_CHANGE_BEGIN)
 		{
 			skip = c.commit_lsn < rs->snapshot_lsn;
-			later = !skip && past_target(rs, &c);
+			reached = !skip && past_target(rs, &c);
 			continue;
 		}
 		if (skip || c.kind != CS_CHANGE_INSERT ||
@@ -1401,11 +1414,7 @@ refuse_altered_types(RestoreState *rs)
 		t = table_by_oid(rs, rec.table_oid);
 		if (t != NULL)
 		{
-			if (t->target_schema == NULL || t->pending != NULL)
-				continue;
-			if (later)
-				refuse_later(rs, t, c.commit_lsn, &rec);
-			else
+			if (t->target_schema != NULL && t->pending == NULL)
 				refuse_table(rs, t, c.commit_lsn, &rec);
 			continue;
 		}
@@ -1415,10 +1424,97 @@ refuse_altered_types(RestoreState *rs)
 		t->name = pstrdup(rec.table_name);
 		t->pending = copy_record(&rec);
 		t->pending_lsn = c.commit_lsn;
-		t->pending_later = later;
 		rs->tables = lappend(rs->tables, t);
 	}
 	cs_decoder_close(d);
+}
+
+/*
+ * The type records after the target, the first per table, read once
+ * (the segments after the target are opened only here).
+ */
+static void
+later_type_records(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		after = false;
+	MemoryContext old;
+
+	rs->later_read = true;
+	if (rs->ddl_trusted == NIL || (!rs->has_target_lsn && !rs->has_target_time))
+		return;
+	old = MemoryContextSwitchTo(rs->cxt);
+	d = cs_decoder_open(rs->directory, rs->generation,
+						rs->has_target_lsn ? rs->target_lsn : rs->snapshot_lsn,
+						InvalidXLogRecPtr);
+	while (cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsLaterType *l;
+		ListCell   *lc;
+		bool		known = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			after = c.commit_lsn >= rs->snapshot_lsn && past_target(rs, &c);
+			continue;
+		}
+		if (!after || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		if (!is_type_record(&rec))
+			continue;
+		foreach(lc, rs->later_types)
+			known = known || ((CsLaterType *) lfirst(lc))->oid == rec.table_oid;
+		if (known)
+			continue;
+		l = palloc(sizeof(CsLaterType));
+		l->oid = rec.table_oid;
+		l->lsn = c.commit_lsn;
+		l->rec = copy_record(&rec);
+		rs->later_types = lappend(rs->later_types, l);
+	}
+	cs_decoder_close(d);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * t's target exists: if a column of it has a type that is not built in
+ * and a record after the target altered a type t's columns use, the
+ * archived values up to the target are not values of the type as this
+ * database has it: refused (refuse_later()).  Returns whether it was.
+ */
+static bool
+refuse_later_type(RestoreState *rs, CsRestoreTable *t)
+{
+	Relation	rel = table_open(t->relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		user_type = false;
+	ListCell   *lc;
+
+	for (int i = 0; i < desc->natts; i++)
+		user_type = user_type ||
+			(!TupleDescAttr(desc, i)->attisdropped &&
+			 TupleDescAttr(desc, i)->atttypid >= FirstNormalObjectId);
+	table_close(rel, AccessShareLock);
+	if (!user_type)
+		return false;
+	if (!rs->later_read)
+		later_type_records(rs);
+	foreach(lc, rs->later_types)
+	{
+		CsLaterType *l = lfirst(lc);
+
+		if (l->oid == t->remote_oid)
+		{
+			refuse_later(rs, t, l->lsn, l->rec);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ---------- applying the archived transactions ---------- */
@@ -1846,6 +1942,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 			   *lc2;
 
 	memset(&rs, 0, sizeof(rs));
+	rs.cxt = cxt;
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);

@@ -31,8 +31,6 @@ typedef struct CsRestoreTable
 	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
 								 * it is (the record, and its commit LSN) */
 	XLogRecPtr	pending_lsn;
-	bool		pending_later;	/* the record lies after the target (a
-								 * type its columns use changed since) */
 	CsDdlRecord *stale;			/* an ALTER TABLE of it with no Relation
 								 * since (its definition at the target is
 								 * not archived), and its commit LSN */
