@@ -120,6 +120,18 @@ LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION ddl_columns_set(pg_ddl_command) FROM PUBLIC;
 
 /*
+ * ddl_adds_enum_value(command pg_ddl_command) -> boolean
+ *   Is the command collected by ddl_command_end an ALTER TYPE ... ADD
+ *   VALUE?  It changes no stored value (RENAME VALUE, with the same tag,
+ *   does), and is not recorded.
+ */
+CREATE FUNCTION ddl_adds_enum_value(command pg_ddl_command)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'changestream_ddl_adds_enum_value'
+LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION ddl_adds_enum_value(pg_ddl_command) FROM PUBLIC;
+
+/*
  * ddl_recorded_table(relid, any_persistence) -> (schema_name, table_name)
  *   A table whose DDL is recorded: ordinary or partitioned, not ours,
  *   permanent (any_persistence: unlogged too); NULLs for anything else.
@@ -157,6 +169,50 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION ddl_table_has_rows(oid) FROM PUBLIC;
 
+/*
+ * ddl_type_columns(typ) -> setof (table_oid, column_name)
+ *   The columns (of any relation; callers keep the recorded tables) whose
+ *   values are, or hold, values of type typ: of typ itself or of a type
+ *   built on it, transitively: its array, a domain over it, a composite
+ *   type or a table's row type with an attribute of it, a range or
+ *   multirange over it.  An ALTER TYPE of typ (ADD or DROP ATTRIBUTE of a
+ *   composite, RENAME VALUE of an enum) or an ALTER TABLE of a table whose
+ *   row type typ is may change how their stored values read, without a
+ *   change.
+ */
+CREATE FUNCTION ddl_type_columns(typ oid, OUT table_oid oid, OUT column_name text)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH RECURSIVE deps(t) AS (
+		SELECT typ
+		UNION
+		SELECT u.t
+		  FROM deps d CROSS JOIN LATERAL (
+			SELECT b.typarray AS t FROM pg_catalog.pg_type b
+			 WHERE b.oid = d.t AND b.typarray <> 0
+			UNION ALL
+			SELECT b.oid FROM pg_catalog.pg_type b WHERE b.typbasetype = d.t
+			UNION ALL
+			SELECT c.reltype
+			  FROM pg_catalog.pg_attribute a
+			  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+			 WHERE a.atttypid = d.t AND a.attnum > 0 AND NOT a.attisdropped
+			   AND c.reltype <> 0
+			UNION ALL
+			SELECT r.rngtypid FROM pg_catalog.pg_range r WHERE r.rngsubtype = d.t
+			UNION ALL
+			SELECT r.rngmultitypid FROM pg_catalog.pg_range r
+			 WHERE r.rngsubtype = d.t AND r.rngmultitypid <> 0) u
+	)
+	SELECT a.attrelid, a.attname::text
+	  FROM pg_catalog.pg_attribute a
+	 WHERE a.atttypid IN (SELECT t FROM deps WHERE t <> 0)
+	   AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+REVOKE ALL ON FUNCTION ddl_type_columns(oid) FROM PUBLIC;
+
 /* ddl_command_end: one row per command and table it affects */
 CREATE FUNCTION ddl_command_end_trigger()
 RETURNS event_trigger
@@ -172,6 +228,7 @@ DECLARE
 	rcols text[];
 	rtypes oid[];
 	pub text;
+	typ oid;
 BEGIN
 	FOR cmd IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands()
 	LOOP
@@ -228,23 +285,29 @@ BEGIN
 			END LOOP;
 			CONTINUE;
 		END IF;
-		-- ALTER TYPE (RENAME VALUE of an enum, say): each table with a
-		-- column of the type, its array or a domain over it, whose stored
+		-- ALTER TYPE (RENAME VALUE of an enum; ADD, DROP or RENAME
+		-- ATTRIBUTE of a composite type, reported as its pg_class row), or
+		-- ALTER TABLE of a table whose row type columns use: each table
+		-- with a column of the type or of a type built on it (an array, a
+		-- domain, a composite holding it, transitively), whose stored
 		-- values may now read differently
-		IF cmd.classid = 'pg_catalog.pg_type'::regclass AND cmd.command_tag = 'ALTER TYPE' THEN
+		typ := NULL;
+		IF cmd.command_tag = 'ALTER TYPE' AND cmd.classid = 'pg_catalog.pg_type'::regclass THEN
+			CONTINUE WHEN @extschema@.ddl_adds_enum_value(cmd.command);
+			typ := cmd.objid;
+		ELSIF cmd.command_tag IN ('ALTER TYPE', 'ALTER TABLE')
+			AND cmd.classid = 'pg_catalog.pg_class'::regclass THEN
+			SELECT c.reltype INTO typ FROM pg_catalog.pg_class c
+			 WHERE c.oid = cmd.objid AND c.relkind IN ('c', 'r', 'p')
+			   AND c.reltype <> 0;
+		END IF;
+		IF typ IS NOT NULL THEN
 			FOR relid, cols IN
-				SELECT a.attrelid, array_agg(a.attname::text ORDER BY a.attname)
-				  FROM pg_catalog.pg_attribute a
-				 WHERE a.attnum > 0 AND NOT a.attisdropped
-				   AND a.atttypid IN (SELECT cmd.objid
-									  UNION
-									  SELECT t.typarray FROM pg_catalog.pg_type t
-									   WHERE t.oid = cmd.objid
-									  UNION
-									  SELECT d.oid FROM pg_catalog.pg_type d
-									   WHERE d.typbasetype = cmd.objid)
-				 GROUP BY a.attrelid
-				 ORDER BY a.attrelid
+				SELECT u.table_oid, array_agg(u.column_name ORDER BY u.column_name)
+				  FROM @extschema@.ddl_type_columns(typ) u
+				 WHERE u.table_oid <> cmd.objid
+				 GROUP BY u.table_oid
+				 ORDER BY u.table_oid
 			LOOP
 				SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
 				CONTINUE WHEN tbl.table_name IS NULL;
@@ -254,11 +317,18 @@ BEGIN
 				INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
 					object_identity, table_oid, schema_name, table_name, columns,
 					rows_changed)
-				VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
-					cmd.object_identity, relid, tbl.schema_name, tbl.table_name, cols,
+				-- (for an ALTER TABLE, the record names the table's row type)
+				VALUES ('ddl_command_end', cmd.command_tag,
+					CASE WHEN cmd.command_tag = 'ALTER TYPE' THEN cmd.object_type
+						 ELSE 'composite type' END,
+					CASE WHEN cmd.command_tag = 'ALTER TYPE' THEN cmd.object_identity
+						 ELSE (SELECT o.identity
+								 FROM pg_catalog.pg_identify_object('pg_catalog.pg_type'::regclass, typ, 0) o)
+						 END,
+					relid, tbl.schema_name, tbl.table_name, cols,
 					cols IS NOT NULL);
 			END LOOP;
-			CONTINUE;
+			CONTINUE WHEN cmd.command_tag = 'ALTER TYPE';
 		END IF;
 		relid := CASE
 			WHEN cmd.classid = 'pg_catalog.pg_class'::regclass THEN
@@ -270,7 +340,9 @@ BEGIN
 		CONTINUE WHEN relid IS NULL;
 		SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
 		CONTINUE WHEN tbl.table_name IS NULL;
-		-- the command's own table, then every other table whose rows it set
+		-- the command's own table, then every other table whose rows it
+		-- set, and (ALTER TABLE, which recurses: ADD or DROP COLUMN, say)
+		-- every inheritor, whose definition may have changed too
 		FOR relid, cols, rcols, rtypes IN
 			SELECT r.table_oid,
 				   array_agg(r.column_name ORDER BY r.column_name)
@@ -283,7 +355,17 @@ BEGIN
 						   NULL::oid AS new_type
 					UNION ALL
 					SELECT s.table_oid, s.column_name, s.new_type
-					  FROM @extschema@.ddl_columns_set(cmd.command) s) r
+					  FROM @extschema@.ddl_columns_set(cmd.command) s
+					UNION ALL
+					SELECT h.child, NULL::text, NULL::oid
+					  FROM (WITH RECURSIVE inh(child) AS (
+							SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+							 WHERE i.inhparent = relid
+							UNION
+							SELECT i.inhrelid FROM pg_catalog.pg_inherits i
+							  JOIN inh ON i.inhparent = inh.child)
+						SELECT inh.child FROM inh) h
+					 WHERE cmd.command_tag = 'ALTER TABLE') r
 			 GROUP BY r.table_oid
 			 ORDER BY r.table_oid <> relid, r.table_oid
 		LOOP

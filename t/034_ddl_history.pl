@@ -351,7 +351,9 @@ sub check_step
 	($rc, $o, $e) = $node->psql($dbname,
 		"BEGIN; SELECT changestream.restore($qs, target_lsn => '$step->{lsn}'); ROLLBACK;",
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-	like($e, qr/ERROR:\s+0A000:\s+table "public\.$first_refused" cannot be restored exactly: ALTER (TABLE|TYPE) public\.\w+ at [0-9A-F]+\/[0-9A-F]+ changed its existing rows without archived changes.*DETAIL:.*snapshot at.*HINT:\s+Restore to a target before [0-9A-F]+\/[0-9A-F]+, or (at or after [0-9A-F]+\/[0-9A-F]+ \(the next snapshot|call changestream\.take_snapshot\(\))/s,
+	# (a type altered after the target refuses its tables before anything
+	# is applied, with its own text)
+	like($e, qr/ERROR:\s+0A000:\s+table "public\.$first_refused" cannot be restored exactly: ALTER (TABLE|TYPE) public\.\w+ at [0-9A-F]+\/[0-9A-F]+( changed its existing rows without archived changes.*DETAIL:.*snapshot at.*HINT:\s+Restore to a target before [0-9A-F]+\/[0-9A-F]+, or (at or after [0-9A-F]+\/[0-9A-F]+ \(the next snapshot|call changestream\.take_snapshot\(\))|, after the target, changed a type its columns \{\w+\} use.*HINT:\s+(Restore to a target at or after [0-9A-F]+\/[0-9A-F]+ \(the first snapshot|Call changestream\.take_snapshot\(\)))/s,
 		"$label step '$step->{name}': without skip_inexact, 0A000 with the command, its LSN and the exact points");
 	return;
 }
@@ -486,30 +488,30 @@ INSERT INTO uh SELECT i, i FROM generate_series(1, 10) i;
 INSERT INTO up SELECT i, i FROM generate_series(1, 20) i;
 INSERT INTO np.tn SELECT i, i FROM generate_series(1, 10) i;
 });
-record_step('rows inserted');
+record_step('rows inserted', 'ue');
 # a table never published: its record refuses nothing (restored tables only)
 $node->safe_psql($db, q{ALTER TABLE np.tn ADD COLUMN w int DEFAULT 1});
-record_step('unpublished table altered');
+record_step('unpublished table altered', 'ue');
 # ADD COLUMN DEFAULT with a rewrite in the same command (no missing value)
 $node->safe_psql($db, q{ALTER TABLE ua ADD COLUMN w int DEFAULT 5, ALTER COLUMN v TYPE bigint});
 $node->safe_psql($db, q{ALTER TABLE ua2 ADD COLUMN w int DEFAULT 5, SET ACCESS METHOD heap});
-record_step('ADD COLUMN DEFAULT with a rewrite', 'ua', 'ua2');
+record_step('ADD COLUMN DEFAULT with a rewrite', 'ua', 'ua2', 'ue');
 # a cast that depends on the session (TimeZone): no USING
 $node->safe_psql($db, q{SET TimeZone = 'Asia/Tokyo'; ALTER TABLE uc ALTER COLUMN t TYPE timestamptz});
-record_step('ALTER COLUMN TYPE with a TimeZone-dependent cast', 'ua', 'ua2', 'uc');
+record_step('ALTER COLUMN TYPE with a TimeZone-dependent cast', 'ua', 'ua2', 'uc', 'ue');
 # changes while unlogged are not decoded
 $node->safe_psql($db, q{ALTER TABLE ub SET UNLOGGED; INSERT INTO ub VALUES (100, 100);
 	UPDATE ub SET v = -v WHERE id = 1});
-record_step('SET UNLOGGED', 'ua', 'ua2', 'ub', 'uc');
+record_step('SET UNLOGGED', 'ua', 'ua2', 'ub', 'uc', 'ue');
 $node->safe_psql($db, q{ALTER TABLE ub SET LOGGED; UPDATE ub SET v = v + 1 WHERE id = 2});
-record_step('SET LOGGED', 'ua', 'ua2', 'ub', 'uc');
+record_step('SET LOGGED', 'ua', 'ua2', 'ub', 'uc', 'ue');
 # the emptiness probe must see rows its REPEATABLE READ snapshot does not
 my $rr = $node->background_psql($db);
 $rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM ud');
 $node->safe_psql($db, q{INSERT INTO ud SELECT i, i FROM generate_series(1, 10) i});
 $rr->query_safe('ALTER TABLE ud ADD COLUMN w int DEFAULT 9; COMMIT');
 $rr->quit;
-record_step('ADD COLUMN DEFAULT under REPEATABLE READ', 'ua', 'ua2', 'ub', 'uc', 'ud');
+record_step('ADD COLUMN DEFAULT under REPEATABLE READ', 'ua', 'ua2', 'ub', 'uc', 'ud', 'ue');
 # stored enum values read under a new label
 $node->safe_psql($db, q{ALTER TYPE mood RENAME VALUE 'sad' TO 'unhappy'});
 record_step('ALTER TYPE RENAME VALUE', 'ua', 'ua2', 'ub', 'uc', 'ud', 'ue');
@@ -527,12 +529,14 @@ is($node->safe_psql($db, q{SELECT string_agg(DISTINCT table_name, ',' ORDER BY t
 	'the unpublished table\'s DDL is in the archive');
 my ($unpub) = grep { $_->{name} eq 'unpublished table altered' } @steps;
 my ($o2, $e2) = ('', '');
-$node->psql('fresh2', "BEGIN; SELECT tables FROM changestream.restore(NULL, target_lsn => '$unpub->{lsn}'); ROLLBACK;",
+# (ue is left out: the enum RENAME VALUE after the point refuses it)
+$node->psql('fresh2', "BEGIN; SELECT tables FROM changestream.restore(NULL, target_lsn => '$unpub->{lsn}', tables => '{"
+	. join(',', grep { $_ ne 'ue' } @{ $unpub->{tables} }) . "}'); ROLLBACK;",
 	stdout => \$o2, stderr => \$e2);
-is($o2, scalar(@{ $unpub->{tables} }),
+is($o2, scalar(@{ $unpub->{tables} }) - 1,
 	'without skip_inexact, a record of a table never published refuses nothing') or diag($e2);
 
-$first_refused = '(ua|ua2)';
+$first_refused = '(ua|ua2|ue)';
 for my $step (@steps)
 {
 	# the fresh database's enum has the labels the source had at the point

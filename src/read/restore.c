@@ -92,6 +92,10 @@ typedef struct RestoreState
 	List	   *ddl_trusted;	/* OIDs of the schema history table */
 	char	   *publication;	/* the generation's publication as its
 								 * plugin options quote it, or NULL */
+	MemoryContext cxt;			/* restore()'s own, for what lasts */
+	bool		later_read;		/* later_types read (later_type_records()) */
+	List	   *later_types;	/* CsLaterType *: type records after the
+								 * target, the first per table */
 	List	   *aliases;		/* CsAlias *: every name a table had from
 								 * the snapshot to the target (a tables
 								 * filter only) */
@@ -106,6 +110,14 @@ typedef struct RestoreState
 	TimestampTz last_progress;
 	const char *progress_table;
 } RestoreState;
+
+/* A record after the target of a type a table's columns use. */
+typedef struct CsLaterType
+{
+	Oid			oid;			/* the table's, on the archived server */
+	XLogRecPtr	lsn;			/* the record's commit LSN */
+	CsDdlRecord *rec;
+} CsLaterType;
 
 /* A name a table of the archived server had by the schema history. */
 typedef struct CsAlias
@@ -510,6 +522,45 @@ create_target(CsRestoreTable *t, List *pairs)
 }
 
 /*
+ * t, about to get a target, has the archived name of another table being
+ * restored under another OID: the first was dropped (or renamed) and a
+ * table created under its name while the schema history was not recorded
+ * (a record of the drop or rename would have stopped or renamed the
+ * first).  Which rows belong to the table of that name at the target
+ * cannot be told: ERROR 0A000, or with skip_inexact a WARNING, and
+ * neither is restored.  Returns whether t was refused.
+ */
+static void drop_target(RestoreState *rs, CsRestoreTable *t);
+static bool refuse_later_type(RestoreState *rs, CsRestoreTable *t);
+
+static bool
+refuse_reused_name(RestoreState *rs, CsRestoreTable *t)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *o = lfirst(lc);
+
+		if (o == t || o->target_schema == NULL || !OidIsValid(o->relid) ||
+			o->remote_oid == t->remote_oid ||
+			strcmp(o->target_schema, t->target_schema) != 0 ||
+			strcmp(o->schema, t->schema) != 0 || strcmp(o->name, t->name) != 0)
+			continue;
+		ereport(rs->skip_inexact ? WARNING : ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s.%s\" cannot be restored exactly: the archive holds two tables of that name (OIDs %u and %u) and no schema history record of the first one's drop or rename",
+						t->schema, t->name, o->remote_oid, t->remote_oid),
+				 errdetail("The first table was dropped or renamed and the second created under its name while the schema history was not recorded (the extension absent, or not created yet): which rows the table of that name held at the target cannot be told."),
+				 errhint("Restore to a target before the second table's first archived change, or at or after a snapshot taken after it; skip_inexact => true restores the other tables without it.")));
+		drop_target(rs, o);
+		t->target_schema = NULL;
+		return true;
+	}
+	return false;
+}
+
+/*
  * Find or create the target of a wanted table: with pairs (name, type SQL)
  * for a table first seen in the stream, or with the manifest table mt's
  * columns, whose types are resolved only when the target is created
@@ -519,8 +570,11 @@ static void
 prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 			   const CsManifestTable *mt)
 {
-	Oid			nsp = get_namespace_oid(t->target_schema, true);
+	Oid			nsp;
 
+	if (refuse_reused_name(rs, t))
+		return;
+	nsp = get_namespace_oid(t->target_schema, true);
 	t->relid = OidIsValid(nsp) ? get_relname_relid(t->name, nsp) : InvalidOid;
 	if (OidIsValid(t->relid))
 		check_existing(t);
@@ -528,6 +582,7 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 		create_target(t, mt != NULL ? cs_manifest_column_types(mt) : pairs);
 	check_distinct_targets(rs, t);
 	rs->restored_tables++;
+	(void) refuse_later_type(rs, t);
 }
 
 static void refuse_pending(RestoreState *rs, CsRestoreTable *t,
@@ -576,7 +631,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 		pairs = lappend(pairs, list_make2(rel->attnames[i], type));
 	}
 	prepare_target(rs, t, pairs, NULL);
-	return t;
+	return OidIsValid(t->relid) ? t : NULL;
 }
 
 /* ---------- following column changes ---------- */
@@ -829,6 +884,24 @@ is_publication_record(const CsDdlRecord *rec)
 }
 
 /*
+ * A record of a type the table's columns use, altered (ALTER TYPE of the
+ * type or of one it is built on: ADD, DROP or RENAME ATTRIBUTE of a
+ * composite type, RENAME VALUE of an enum; ALTER TABLE of a table whose
+ * row type they use, recorded as its row type, a composite type)?  The
+ * stored values read differently after it, and a restore's target
+ * columns have the type as the restoring database has it.
+ */
+static bool
+is_type_record(const CsDdlRecord *rec)
+{
+	return rec->object_type != NULL && rec->object_identity != NULL &&
+		strcmp(rec->event, "ddl_command_end") == 0 &&
+		(strcmp(rec->object_type, "type") == 0 ||
+		 strncmp(rec->object_type, "composite type",
+				 strlen("composite type")) == 0);
+}
+
+/*
  * What a record did to the table's rows, for a refusal's DETAIL.
  */
 static char *
@@ -837,9 +910,9 @@ record_effect(const CsDdlRecord *rec)
 	if (is_publication_record(rec))
 		return psprintf("it changed the tables of publication \"%s\": changes made while the table was not published are not archived, nor are the rows it held when it was added",
 						rec->publication ? rec->publication : "?");
-	if (rec->object_type != NULL && strcmp(rec->object_type, "type") == 0)
-		return psprintf("it altered type %s, which its columns %s use: their stored values may read differently",
-						rec->object_identity ? rec->object_identity : "?",
+	if (is_type_record(rec))
+		return psprintf("it altered %s %s, which its columns %s use (directly, or through an array, a domain or a composite type): their stored values may read differently",
+						rec->object_type, rec->object_identity,
 						rec->columns ? rec->columns : "?");
 	if (rec->rewrite_reason & 1)
 		return pstrdup("it changed the table's persistence: changes made while it was unlogged are not archived");
@@ -856,8 +929,8 @@ record_effect(const CsDdlRecord *rec)
  * not restored.
  */
 static void
-refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
-			 const CsDdlRecord *rec)
+refuse_as(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+		  const CsDdlRecord *rec, const char *did, const char *effect)
 {
 	char	   *hint;
 
@@ -877,12 +950,95 @@ refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 						LSN_FORMAT_ARGS(lsn));
 	ereport(rs->skip_inexact ? WARNING : ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " changed its existing rows without archived changes",
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT " %s",
 					t->schema, t->name, rec->command_tag,
 					rec->object_identity ? rec->object_identity : rec->table_name,
-					LSN_FORMAT_ARGS(lsn)),
+					LSN_FORMAT_ARGS(lsn), did),
 			 errdetail("The restore starts from the snapshot at " CS_LSN_FMT ", before the command, and %s (schema history event %s).",
-					   LSN_FORMAT_ARGS(rs->snapshot_lsn), record_effect(rec),
+					   LSN_FORMAT_ARGS(rs->snapshot_lsn), effect,
+					   rec->event),
+			 errhint("%s", hint)));
+	if (OidIsValid(t->relid))
+		drop_target(rs, t);
+	else
+		t->target_schema = NULL;
+}
+
+/*
+ * A DDL record that changed rows of a wanted table without archived
+ * changes, between the snapshot and the target (refuse_as()).
+ */
+static void
+refuse_table(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	refuse_as(rs, t, lsn, rec,
+			  "changed its existing rows without archived changes",
+			  record_effect(rec));
+}
+
+/*
+ * t's definition at the target is not what the archive can give: an
+ * ALTER TABLE of it (rec, at lsn) with no change of the table after it
+ * up to the target (so no Relation message has its columns), or a RENAME
+ * COLUMN whose old name the next Relation still has (a column added
+ * under it: which column the old values belong to is not archived).
+ */
+static void
+refuse_definition(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+				  const CsDdlRecord *rec, bool renamed)
+{
+	refuse_as(rs, t, lsn, rec, "changed its definition, which the archive does not hold at the target",
+			  renamed ?
+			  "it renamed a column while the table still has a column of the old name, which the archive cannot tell from the renamed one" :
+			  "no change of the table after the command, up to the target, archived its columns as they are after it");
+}
+
+/* The LSN of the first snapshot of the generation after lsn, or Invalid. */
+static XLogRecPtr
+first_snapshot_after(RestoreState *rs, XLogRecPtr lsn)
+{
+	List	   *names = cs_list_snapshots(rs->directory, rs->generation);
+	char	   *dir = cs_snapshots_dir_path(rs->directory, rs->generation);
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		CsSnapshotReader *r = cs_snapreader_open(cs_file_in(dir, (char *) lfirst(lc)));
+		XLogRecPtr	at = cs_snapreader_lsn(r);
+
+		cs_snapreader_close(r);
+		if (at > lsn)
+			return at;
+	}
+	return InvalidXLogRecPtr;
+}
+
+/*
+ * A record after the target (committed at lsn) changed a type t's
+ * columns use (is_type_record()): the archived values are those of the
+ * type before it, the target's columns (of the type as this database has
+ * it) those after it.  ERROR 0A000, or with skip_inexact a WARNING, and
+ * t is not restored (like refuse_table(), with the exact targets after).
+ */
+static void
+refuse_later(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
+			 const CsDdlRecord *rec)
+{
+	XLogRecPtr	next_snapshot = first_snapshot_after(rs, lsn);
+	char	   *hint;
+
+	if (next_snapshot != InvalidXLogRecPtr)
+		hint = psprintf("Restore to a target at or after " CS_LSN_FMT " (the first snapshot after the command, from which the table is exact again); skip_inexact => true restores the other tables without it.",
+						LSN_FORMAT_ARGS(next_snapshot));
+	else
+		hint = psprintf("Call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.");
+	ereport(rs->skip_inexact ? WARNING : ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT ", after the target, changed a type its columns %s use",
+					t->schema, t->name, rec->command_tag, rec->object_identity,
+					LSN_FORMAT_ARGS(lsn), rec->columns ? rec->columns : "?"),
+			 errdetail("The archived values up to the target are those of the type before the command, and the restored table's columns would have the type as this database has it, after the command (schema history event %s).",
 					   rec->event),
 			 errhint("%s", hint)));
 	if (OidIsValid(t->relid))
@@ -1015,8 +1171,9 @@ refuse_pending(RestoreState *rs, CsRestoreTable *t, LogicalRepRelation *rel)
 	t->pending = NULL;
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
-	if (table_wanted(rs, t->remote_oid, t->schema, t->name))
-		refuse_table(rs, t, t->pending_lsn, rec);
+	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
+		return;
+	refuse_table(rs, t, t->pending_lsn, rec);
 }
 
 /*
@@ -1152,6 +1309,20 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 			 (strcmp(t->name, rec.table_name) != 0 ||
 			  strcmp(t->schema, rec.schema_name) != 0))
 		follow_name(rs, t, &rec);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
+			 !is_type_record(&rec) && !rec.rows_changed)
+	{
+		/* until the table's next Relation (apply_archive()) */
+		if (rec.object_type != NULL &&
+			strcmp(rec.object_type, "table column") == 0)
+		{
+			t->renamed = copy_record(&rec);
+			t->renamed_lsn = c->commit_lsn;
+		}
+		t->stale = copy_record(&rec);
+		t->stale_lsn = c->commit_lsn;
+	}
 }
 
 /*
@@ -1195,6 +1366,156 @@ collect_aliases(RestoreState *rs)
 		rs->aliases = lappend(rs->aliases, a);
 	}
 	cs_decoder_close(d);
+}
+
+/*
+ * Before anything is restored: the schema history from the snapshot to
+ * the target, for records that changed a type a table's columns use
+ * (is_type_record()).  The restored table's columns have the type as
+ * this database has it now: after such a record, the snapshot's rows
+ * (loaded before the stream reaches the record) and the archived values
+ * are not those of that type.  Such a table is refused by the first such
+ * record (refuse_table()): a table of the snapshot now, another one if
+ * it appears in the stream.  Records after the target are read only for
+ * a table with a column of a type that is not built in
+ * (refuse_later_type()).
+ */
+static void
+refuse_altered_types(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+
+	if (rs->ddl_trusted == NIL)
+		return;
+	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
+						rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsRestoreTable *t;
+
+		CHECK_FOR_INTERRUPTS();
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			skip = c.commit_lsn < rs->snapshot_lsn;
+			reached = !skip && past_target(rs, &c);
+			continue;
+		}
+		if (skip || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		if (!is_type_record(&rec))
+			continue;
+		t = table_by_oid(rs, rec.table_oid);
+		if (t != NULL)
+		{
+			if (t->target_schema != NULL && t->pending == NULL)
+				refuse_table(rs, t, c.commit_lsn, &rec);
+			continue;
+		}
+		t = palloc0(sizeof(CsRestoreTable));
+		t->remote_oid = rec.table_oid;
+		t->schema = pstrdup(rec.schema_name);
+		t->name = pstrdup(rec.table_name);
+		t->pending = copy_record(&rec);
+		t->pending_lsn = c.commit_lsn;
+		rs->tables = lappend(rs->tables, t);
+	}
+	cs_decoder_close(d);
+}
+
+/*
+ * The type records after the target, the first per table, read once
+ * (the segments after the target are opened only here).
+ */
+static void
+later_type_records(RestoreState *rs)
+{
+	CsDecoder  *d;
+	CsChange	c;
+	bool		after = false;
+	MemoryContext old;
+
+	rs->later_read = true;
+	if (rs->ddl_trusted == NIL || (!rs->has_target_lsn && !rs->has_target_time))
+		return;
+	old = MemoryContextSwitchTo(rs->cxt);
+	d = cs_decoder_open(rs->directory, rs->generation,
+						rs->has_target_lsn ? rs->target_lsn : rs->snapshot_lsn,
+						InvalidXLogRecPtr);
+	while (cs_decoder_next(d, &c))
+	{
+		CsDdlRecord rec;
+		CsLaterType *l;
+		ListCell   *lc;
+		bool		known = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (c.kind == CS_CHANGE_BEGIN)
+		{
+			after = c.commit_lsn >= rs->snapshot_lsn && past_target(rs, &c);
+			continue;
+		}
+		if (!after || c.kind != CS_CHANGE_INSERT ||
+			!cs_ddl_is_history(c.rel, rs->ddl_trusted))
+			continue;
+		cs_ddl_read(&c, &rec);
+		if (!is_type_record(&rec))
+			continue;
+		foreach(lc, rs->later_types)
+			known = known || ((CsLaterType *) lfirst(lc))->oid == rec.table_oid;
+		if (known)
+			continue;
+		l = palloc(sizeof(CsLaterType));
+		l->oid = rec.table_oid;
+		l->lsn = c.commit_lsn;
+		l->rec = copy_record(&rec);
+		rs->later_types = lappend(rs->later_types, l);
+	}
+	cs_decoder_close(d);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * t's target exists: if a column of it has a type that is not built in
+ * and a record after the target altered a type t's columns use, the
+ * archived values up to the target are not values of the type as this
+ * database has it: refused (refuse_later()).  Returns whether it was.
+ */
+static bool
+refuse_later_type(RestoreState *rs, CsRestoreTable *t)
+{
+	Relation	rel = table_open(t->relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		user_type = false;
+	ListCell   *lc;
+
+	for (int i = 0; i < desc->natts; i++)
+		user_type = user_type ||
+			(!TupleDescAttr(desc, i)->attisdropped &&
+			 TupleDescAttr(desc, i)->atttypid >= FirstNormalObjectId);
+	table_close(rel, AccessShareLock);
+	if (!user_type)
+		return false;
+	if (!rs->later_read)
+		later_type_records(rs);
+	foreach(lc, rs->later_types)
+	{
+		CsLaterType *l = lfirst(lc);
+
+		if (l->oid == t->remote_oid)
+		{
+			refuse_later(rs, t, l->lsn, l->rec);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ---------- applying the archived transactions ---------- */
@@ -1309,6 +1630,57 @@ see_values(CsRestoreTable *t, const CsChange *c)
 			cs_see_value(t->seen_values, t->attmap[i], tup->colvalues[i].data);
 }
 
+/*
+ * A Relation message of an archived table (rel): its definition is
+ * archived again as it is now.  A RENAME COLUMN since the last one is
+ * ambiguous when rel still has every column name the target had (a
+ * column added under the old name, or names swapped): refused.
+ */
+static void
+see_relation(RestoreState *rs, LogicalRepRelation *rel)
+{
+	CsRestoreTable *t = table_by_oid(rs, rel->remoteid);
+	ListCell   *lc;
+	bool		every_name = true;
+
+	if (t == NULL || t->target_schema == NULL || !OidIsValid(t->relid))
+		return;
+	if (t->renamed != NULL)
+	{
+		foreach(lc, t->columns)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < rel->natts && !found; i++)
+				found = strcmp(rel->attnames[i], (char *) lfirst(lc)) == 0;
+			every_name = every_name && found;
+		}
+		if (every_name)
+			refuse_definition(rs, t, t->renamed_lsn, t->renamed, true);
+	}
+	t->renamed = NULL;
+	t->stale = NULL;
+}
+
+/*
+ * The target reached: a table altered after its last Relation message
+ * has a definition at the target the archive does not hold: refused.
+ */
+static void
+refuse_stale(RestoreState *rs)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->stale != NULL && t->target_schema != NULL &&
+			OidIsValid(t->relid))
+			refuse_definition(rs, t, t->stale_lsn, t->stale, false);
+	}
+}
+
 static void
 apply_archive(RestoreState *rs)
 {
@@ -1365,6 +1737,10 @@ apply_archive(RestoreState *rs)
 				if (!skip)
 					apply_truncate(rs, d, &c);
 				break;
+			case CS_CHANGE_RELATION:
+				if (!skip && c.rel != NULL)
+					see_relation(rs, c.rel);
+				break;
 			default:
 				break;
 		}
@@ -1372,6 +1748,8 @@ apply_archive(RestoreState *rs)
 	if (!reached && !cs_decoder_stopped(d))
 		check_reached(rs, d);
 	cs_decoder_close(d);
+	close_apply_states();
+	refuse_stale(rs);
 }
 
 /* ---------- keys and sequences from the manifest ---------- */
@@ -1567,6 +1945,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	/* it creates and fills tables: not on a standby (25006, as DDL) */
 	PreventCommandDuringRecovery("changestream.restore()");
 	memset(&rs, 0, sizeof(rs));
+	rs.cxt = cxt;
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);
@@ -1577,6 +1956,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
+	refuse_altered_types(&rs);
 
 	nest = pin_settings();
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -31,6 +31,13 @@ typedef struct CsRestoreTable
 	CsDdlRecord *pending;		/* not seen in the stream yet: refused if
 								 * it is (the record, and its commit LSN) */
 	XLogRecPtr	pending_lsn;
+	CsDdlRecord *stale;			/* an ALTER TABLE of it with no Relation
+								 * since (its definition at the target is
+								 * not archived), and its commit LSN */
+	XLogRecPtr	stale_lsn;
+	CsDdlRecord *renamed;		/* a RENAME COLUMN of it with no Relation
+								 * since, and its commit LSN */
+	XLogRecPtr	renamed_lsn;
 	CsKeyState	key;			/* a created table's key (restore_key.c) */
 	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
 								 * archived rows' extremes in columns of an

@@ -7,7 +7,9 @@
  *	  event trigger of the extension calls to learn which columns an ALTER
  *	  TABLE filled without a change (ADD COLUMN with a missing value,
  *	  ALTER COLUMN TYPE ... USING): only the collected command's parse
- *	  tree says so, and SQL cannot read it.
+ *	  tree says so, and SQL cannot read it; and
+ *	  changestream_ddl_adds_enum_value(), which tells an ALTER TYPE ... ADD
+ *	  VALUE (no stored value changes) from a RENAME VALUE.
  *
  *	  The archive side is in archive/schema_history.c (which relation is
  *	  the history table) and read/ddl_record.c (reading one of its rows).
@@ -35,6 +37,7 @@
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_ddl_columns_set);
+PG_FUNCTION_INFO_V1(changestream_ddl_adds_enum_value);
 
 /* How an ALTER TABLE subcommand set a column's existing values. */
 typedef enum CsColumnSet
@@ -133,4 +136,24 @@ changestream_ddl_columns_set(PG_FUNCTION_ARGS)
 						CS_COLUMN_USING : CS_COLUMN_RETYPED);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * changestream.ddl_adds_enum_value(command pg_ddl_command) -> boolean
+ *	  Is the command collected at ddl_command_end an ALTER TYPE ... ADD
+ *	  VALUE (which changes no stored value, unlike RENAME VALUE: both have
+ *	  the tag ALTER TYPE, and only the parse tree tells them apart)?  The
+ *	  command is the value pg_event_trigger_ddl_commands() returns.
+ */
+Datum
+changestream_ddl_adds_enum_value(PG_FUNCTION_ARGS)
+{
+	CollectedCommand *cmd = (CollectedCommand *) PG_GETARG_POINTER(0);
+	AlterEnumStmt *stmt;
+
+	if (cmd == NULL || cmd->type != SCT_Simple || cmd->parsetree == NULL ||
+		!IsA(cmd->parsetree, AlterEnumStmt))
+		PG_RETURN_BOOL(false);
+	stmt = (AlterEnumStmt *) cmd->parsetree;
+	PG_RETURN_BOOL(stmt->oldVal == NULL);
 }
