@@ -134,4 +134,28 @@ is( $standby->safe_psql('postgres',
 	  . $standby->safe_psql('postgres', 'SELECT count(*) FROM r.t'),
 	'0/0/690', 'restore() on the promoted server equals its table');
 
+# verify() reads a timelines file (FORMAT.md 4.4) as untrusted: each
+# malformed or out-of-order line is a problem naming the file.
+my $tl = "$dir/generations/$new_gen/timelines";
+for my $case (
+	[ "# c\n0x2 0/0\n", qr/The line is not "<timeline> <switch LSN>"/ ],
+	[ "-1 0/3000000\n",   qr/The line is not/ ],
+	[ "2 0/3000000 \n",   qr/The line is not/ ],
+	[ "3 0/0\n",          qr/does not follow timeline 2/ ],
+	[ "3 FFFFFFFF/0\n3 FFFFFFFF/1\n", qr/Timeline 3 at FFFFFFFF\/1 does not follow timeline 3/ ],
+	[ "3 FFFFFFFF/0",     qr/The last line has no line feed/ ],
+	[ "3 FFFFFFFF/0\n\0\n", qr/NUL byte/ ])
+{
+	open(my $fh, '>', $tl) or die "open $tl: $!";
+	print $fh $case->[0];
+	close($fh);
+	like( $standby->safe_psql('postgres',
+			"SELECT string_agg(file_name || ': ' || problem, '; ') FROM changestream.verify('$new_gen')"),
+		qr/timelines: .*$case->[1]/,
+		'verify() names a damaged timelines file: ' . ($case->[0] =~ s/\n/\\n/gr =~ s/\0/\\0/gr));
+}
+unlink($tl) or die "unlink $tl: $!";
+is($standby->safe_psql('postgres', "SELECT count(*) FROM changestream.verify('$new_gen')"),
+	'0', 'without it, verify() finds nothing');
+
 done_testing();

@@ -24,6 +24,62 @@
 
 #define TIMELINES_MAX_BYTES 65536
 
+/* Up to 8 uppercase hex digits, as %X writes them; false otherwise. */
+static bool
+parse_hex32(const char *s, size_t len, uint32 *out)
+{
+	uint32		v = 0;
+
+	if (len == 0 || len > 8)
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = s[i];
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (c - '0');
+		else if (c >= 'A' && c <= 'F')
+			v = v * 16 + (c - 'A' + 10);
+		else
+			return false;
+	}
+	*out = v;
+	return true;
+}
+
+/*
+ * One line "<timeline> <hi>/<lo>", exactly as cs_add_generation_timeline()
+ * writes it: a decimal timeline from 1 to 2^32 - 1 without sign, spaces
+ * or leading zeros, one space, and an LSN in %X/%X.  False otherwise.
+ */
+static bool
+parse_line(const char *line, uint32 *tli, XLogRecPtr *lsn)
+{
+	const char *space = strchr(line, ' ');
+	const char *slash;
+	uint64		t = 0;
+	uint32		hi,
+				lo;
+
+	if (space == NULL || space == line || line[0] == '0' ||
+		space - line > 10)
+		return false;
+	for (const char *p = line; p < space; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return false;
+		t = t * 10 + (*p - '0');
+	}
+	slash = strchr(space + 1, '/');
+	if (t > PG_UINT32_MAX || slash == NULL ||
+		!parse_hex32(space + 1, slash - space - 1, &hi) ||
+		!parse_hex32(slash + 1, strlen(slash + 1), &lo))
+		return false;
+	*tli = (uint32) t;
+	*lsn = ((uint64) hi << 32) | lo;
+	return true;
+}
+
 /*
  * Read the generation's timelines file into text (false when it has none)
  * (unchanged) and check every line: timelines strictly increasing from the identity's,
@@ -44,13 +100,12 @@ read_timelines(const char *directory, const CsIdentity *identity,
 	*last = identity->timeline;
 	if (!cs_read_small_file(path, TIMELINES_MAX_BYTES, text, true))
 		return false;
+	if (strlen(text->data) != (size_t) text->len)
+		cs_file_damage(path, strlen(text->data), "The file holds a NUL byte.");
 	copy = pnstrdup(text->data, text->len);	/* cut into lines below */
 	for (line = copy; line != NULL && *line != '\0'; line = next)
 	{
-		uint32		tli,
-					hi,
-					lo;
-		char		tail;
+		uint32		tli;
 		XLogRecPtr	lsn;
 		long		offset = line - copy;
 
@@ -60,13 +115,13 @@ read_timelines(const char *directory, const CsIdentity *identity,
 		*next++ = '\0';
 		if (line[0] == '#')
 			continue;
-		if (sscanf(line, "%u %X/%X%c", &tli, &hi, &lo, &tail) != 3)
+		if (!parse_line(line, &tli, &lsn))
 			cs_file_damage(path, offset, "The line is not \"<timeline> <switch LSN>\".");
-		lsn = ((uint64) hi << 32) | lo;
 		if (tli <= *last || lsn < prev_lsn)
 			cs_file_damage(path, offset,
 						   "Timeline %u at %X/%X does not follow timeline %u at %X/%X.",
-						   tli, hi, lo, *last, LSN_FORMAT_ARGS(prev_lsn));
+						   tli, LSN_FORMAT_ARGS(lsn), *last,
+						   LSN_FORMAT_ARGS(prev_lsn));
 		*last = tli;
 		prev_lsn = lsn;
 	}

@@ -28,6 +28,7 @@
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
+#include "archive/generation_timelines.h"
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
@@ -225,6 +226,19 @@ check_horizon(VerifyState *vs, const char *file)
 									  &vs->horizon);
 }
 
+/*
+ * The timelines file, after a promotion (FORMAT.md 4.4): its lines parse
+ * and follow the identity's timeline and start.
+ */
+static void
+check_timelines(VerifyState *vs, const char *file)
+{
+	CsIdentity	identity;
+
+	if (cs_read_identity(vs->directory, vs->generation, &identity))
+		(void) cs_generation_timeline(vs->directory, &identity);
+}
+
 static void
 verify_generation(VerifyState *vs)
 {
@@ -238,6 +252,7 @@ verify_generation(VerifyState *vs)
 	/* a damaged horizon: nothing of the generation can be listed */
 	if (!run_check(vs, check_horizon, CS_HORIZON_FILE))
 		return;
+	(void) run_check(vs, check_timelines, "timelines");
 	(void) run_check(vs, check_segments, "wal");	/* a row says where */
 	names = cs_list_snapshots(vs->directory, vs->generation);
 	foreach(lc, names)
