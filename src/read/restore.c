@@ -62,6 +62,7 @@
 #include "archive/snapshot_reader.h"
 #include "read/ddl_record.h"
 #include "read/restore_apply.h"
+#include "read/restore_filter.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
 #include "read/restore_sequences.h"
@@ -79,7 +80,7 @@ typedef struct RestoreState
 	CsIdentity	identity;		/* start: the horizon's, after retention */
 	bool		retained;		/* retention removed older history */
 	const char *target_schema;	/* NULL: each table's own */
-	List	   *filter;			/* char *: wanted tables, NIL for all */
+	CsTableFilter filter;		/* the tables argument */
 	bool		has_target_lsn;
 	XLogRecPtr	target_lsn;
 	bool		has_target_time;
@@ -174,15 +175,7 @@ progress_due(RestoreState *rs)
 static bool
 name_wanted(RestoreState *rs, const char *schema, const char *name)
 {
-	ListCell   *lc;
-	char	   *qualified = psprintf("%s.%s", schema, name);
-
-	if (rs->filter == NIL)
-		return true;
-	foreach(lc, rs->filter)
-		if (strcmp(lfirst(lc), qualified) == 0 || strcmp(lfirst(lc), name) == 0)
-			return true;
-	return false;
+	return cs_filter_wants(&rs->filter, schema, name);
 }
 
 /*
@@ -196,6 +189,7 @@ table_wanted(RestoreState *rs, Oid oid, const char *schema, const char *name)
 {
 	ListCell   *lc;
 
+	cs_filter_note_table(&rs->filter, schema, name);
 	if (name_wanted(rs, schema, name))
 		return true;
 	foreach(lc, rs->aliases)
@@ -1338,7 +1332,7 @@ collect_aliases(RestoreState *rs)
 	bool		skip = true;
 	bool		reached = false;
 
-	if (rs->filter == NIL || rs->ddl_trusted == NIL)
+	if (rs->filter.names == NIL || rs->ddl_trusted == NIL)
 		return;
 	d = cs_decoder_open(rs->directory, rs->generation, rs->snapshot_lsn,
 						rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
@@ -1569,6 +1563,26 @@ refuse_past_handoff(RestoreState *rs, uint64 next)
 					 (unsigned long long) next)));
 }
 
+/*
+ * A target time after now is past the end of any archive: refused before
+ * any work (22023), rather than after reading the whole history.
+ */
+static void
+refuse_future_target(RestoreState *rs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!rs->has_target_time || rs->target_time <= now)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the target time %s is in the future",
+					timestamptz_to_str(rs->target_time)),
+			 errdetail("It is now %s; the archive holds nothing later.",
+					   pstrdup(timestamptz_to_str(now))),
+			 errhint("Choose a time in the past, or omit target_time to restore to the end of the archive.")));
+}
+
 /* Has the archive been read far enough to prove the target's state? */
 static void
 check_reached(RestoreState *rs, CsDecoder *d)
@@ -1601,9 +1615,12 @@ check_reached(RestoreState *rs, CsDecoder *d)
 				 errmsg("the target time %s is beyond the end of generation %016llx",
 						timestamptz_to_str(rs->target_time),
 						(unsigned long long) rs->generation),
+				 send_time > rs->identity.created_at ?
 				 errdetail("The generation holds what the server sent from %s to %s.",
-						   timestamptz_to_str(rs->identity.created_at),
-						   timestamptz_to_str(send_time)),
+						   pstrdup(timestamptz_to_str(rs->identity.created_at)),
+						   timestamptz_to_str(send_time)) :
+				 errdetail("The generation holds nothing the server sent after its start at %s.",
+						   timestamptz_to_str(rs->identity.created_at)),
 				 errhint("Wait until the archiver has caught up, or choose an earlier target.")));
 }
 
@@ -1867,7 +1884,7 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("target_lsn and target_time cannot both be given")));
 	if (!PG_ARGISNULL(4))
-		rs->filter = cs_relation_names(PG_GETARG_ARRAYTYPE_P(4));
+		rs->filter.names = cs_relation_names(PG_GETARG_ARRAYTYPE_P(4));
 	if (!PG_ARGISNULL(5))
 	{
 		if (!superuser())
@@ -1949,6 +1966,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);
+	refuse_future_target(&rs);
 	pin_and_find_start(&rs);
 	rs.last_progress = GetCurrentTimestamp();
 	choose_snapshot(&rs);
@@ -1976,6 +1994,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		apply_archive(&rs);
+		cs_filter_require_matched(&rs.filter);
 		close_apply_states();
 		set_sequences(&rs);
 	}
