@@ -7,13 +7,18 @@
 # throwaway PostgreSQL cluster (as the "postgres" user, in a temporary
 # directory, on a free port) with changestream preloaded, archives a ~30 s
 # pgbench run, prints generations(), status(), snapshots(), wal_segments()
-# and the archive's files, then stops the cluster and removes it.
+# and the archive's files, then stops the cluster and removes it.  With the
+# replica (the default), it also starts a throwaway S3 store (a one-node
+# Ceph RADOS Gateway on 127.0.0.1, scripts/object-store.sh, ~10 s), points
+# changestream.replica_* at a bucket there, and at the end lists the
+# bucket and checks that every finished file of the archive is in it.
 #
 # Environment:
 #   KEEP=1         leave the cluster running and its directory in place
 #   DURATION=30    pgbench run time in seconds     CLIENTS=4   pgbench clients
 #   SCALE=10       pgbench scale factor            SKIP_BUILD=1  reuse the installed build
 #   TIMEOUT=120    seconds to wait for the worker to stream / to catch up
+#   REPLICA=0      no replica (no S3 store, nothing uploaded)
 
 set -euo pipefail
 
@@ -24,6 +29,8 @@ DURATION=${DURATION:-30}
 CLIENTS=${CLIENTS:-4}
 SCALE=${SCALE:-10}
 TIMEOUT=${TIMEOUT:-120}
+REPLICA=${REPLICA:-1}
+BUCKET=changestream-demo
 
 t_start=$(cs_now)
 
@@ -58,6 +65,9 @@ cleanup() {
 		if [ "$started" = 1 ]; then
 			cs_cluster_stop "$DEMO"
 		fi
+		if [ "$REPLICA" = 1 ]; then
+			CS_OBJECT_STORE_DIR=$DEMO/object-store bash "$CS_ROOT/scripts/object-store.sh" stop >/dev/null 2>&1 || true
+		fi
 		rm -rf "$DEMO"
 	fi
 	exit "$rc"
@@ -72,12 +82,37 @@ psql_value() {
 	psql_demo -qAt -c "$1"
 }
 
+# aws: Debian's awscli against the demo's store, with its keys only
+aws_demo() {
+	AWS_ACCESS_KEY_ID=$CS_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$CS_S3_SECRET_KEY \
+		AWS_DEFAULT_REGION=$CS_S3_REGION AWS_CONFIG_FILE=/dev/null \
+		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_PAGER='' AWS_EC2_METADATA_DISABLED=true \
+		AWS_REQUEST_CHECKSUM_CALCULATION=when_required AWS_RESPONSE_CHECKSUM_VALIDATION=when_required \
+		/usr/bin/aws --endpoint-url "$CS_S3_ENDPOINT" "$@"
+}
+
+REPLICA_CONF=""
+if [ "$REPLICA" = 1 ]; then
+	cs_section "S3 store for the replica (scripts/object-store.sh)"
+	envfile=$(CS_OBJECT_STORE_DIR=$DEMO/object-store bash "$CS_ROOT/scripts/object-store.sh" start | tail -n 1) ||
+		cs_die "the S3 store did not start"
+	# shellcheck disable=SC1090
+	. "$envfile"
+	aws_demo s3api create-bucket --bucket "$BUCKET" >/dev/null || cs_die "could not create bucket $BUCKET"
+	cs_as_pg install -m 0600 "$CS_S3_CREDENTIALS" "$DEMO/s3-credentials"
+	cs_info "bucket s3://$BUCKET at $CS_S3_ENDPOINT; keys in $DEMO/s3-credentials (AWS shared credentials format, 0600)"
+	REPLICA_CONF="changestream.replica_url = 's3://$BUCKET/demo'
+changestream.replica_endpoint = '$CS_S3_ENDPOINT'
+changestream.replica_credentials = '$DEMO/s3-credentials'"
+fi
+
 cs_section "throwaway cluster"
 cs_as_pg mkdir -p "$ARCHIVE"
 cs_cluster_init "$DEMO" "$PORT" <<EOF || cs_die "initdb failed"
 changestream.directory = '$ARCHIVE'
 changestream.segment_size = '1MB'
 changestream.status_interval = '1s'
+$REPLICA_CONF
 EOF
 sed -n '/---- throwaway cluster/,$p' "$PGDATA_DIR/postgresql.conf"
 cs_cluster_start "$DEMO" "$LOG"
@@ -149,6 +184,41 @@ while [ $(( $(cs_now) - t0 )) -lt 60 ]; do
 	sleep 1
 done
 cs_info "sealed segments compressed after $(( $(cs_now) - t0 ))s (still raw: $raw)"
+
+bucket_missing=0
+bucket_objects=0
+if [ "$REPLICA" = 1 ]; then
+	cs_section "waiting for the replica to catch up"
+	# every finished file (sealed .gz segments, snapshots, identity files)
+	# must be in the bucket with its size; the active raw segment is not
+	bucket_compare() {
+		aws_demo s3 ls --recursive "s3://$BUCKET/demo/" >"$DEMO/bucket.txt" || return 1
+		bucket_objects=$(wc -l <"$DEMO/bucket.txt")
+		bucket_missing=0
+		: >"$DEMO/bucket-missing.txt"
+		while IFS=' ' read -r size rel; do
+			grep -q " $size demo/$rel\$" "$DEMO/bucket.txt" ||
+				{ echo "$rel" >>"$DEMO/bucket-missing.txt"; bucket_missing=$((bucket_missing + 1)); }
+		done < <(cd "$ARCHIVE" && find generations -type f \( -name '*.wal.gz' -o -name '*.snapshot.gz' -o -name generation \) -printf '%s %p\n')
+	}
+	t0=$(cs_now)
+	while :; do
+		bucket_compare || cs_die "could not list the bucket"
+		[ "$bucket_missing" = 0 ] && break
+		[ $(( $(cs_now) - t0 )) -ge "$TIMEOUT" ] && break
+		sleep 1
+	done
+	cs_info "every finished file in the bucket after $(( $(cs_now) - t0 ))s (still missing: $bucket_missing)"
+	sed 's/^/not in the bucket (or another size): /' "$DEMO/bucket-missing.txt"
+	psql_demo -c "SELECT replica_state, replica_flushed_lsn, flushed_lsn, replica_lag_bytes,
+	                     replica_backlog_files, replica_put_requests, replica_bytes_sent
+	                FROM changestream.status()"
+
+	cs_section "the bucket: aws s3 ls --recursive s3://$BUCKET/demo/"
+	awk '{ printf "%12s  %s\n", $3, $4 }' "$DEMO/bucket.txt" |
+		awk 'NR <= 12 { print; next } { tail[NR] = $0 } END { if (NR > 15) printf "%12s  ... %d more ...\n", "", NR - 15; for (i = (NR > 15 ? NR - 2 : 13); i <= NR; i++) if (i in tail) print tail[i] }'
+	cs_info "bucket: $bucket_objects objects; finished local files missing from it: $bucket_missing"
+fi
 
 cs_section "SELECT * FROM changestream.generations()"
 psql_demo -c "SELECT * FROM changestream.generations()"
@@ -254,6 +324,9 @@ cs_info "WAL segments:                  $((sealed + raw)) ($sealed sealed and gz
 cs_info "snapshots:                     $snaps"
 cs_info "gzip -t (segments, snapshots): $((sealed + snaps - bad_gz)) ok, $bad_gz bad"
 cs_info "cs_decode.py:                  $decode_result"
+if [ "$REPLICA" = 1 ]; then
+	cs_info "replica (s3://$BUCKET/demo):   $bucket_objects objects, $bucket_missing finished local files missing"
+fi
 cs_info "total time:                    $(( $(cs_now) - t_start ))s"
 
 status=0
@@ -261,6 +334,7 @@ status=0
 [ "$sealed" -gt 0 ] || { cs_info "FAIL: no sealed (compressed) segment"; status=1; }
 [ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt gzip files"; status=1; }
 [ "$decode_result" != FAILED ] || { cs_info "FAIL: scripts/cs_decode.py found damage"; status=1; }
+[ "$bucket_missing" -eq 0 ] || { cs_info "FAIL: finished files missing from the bucket"; status=1; }
 if [ -n "${pgbench_xacts:-}" ] && [ "$commits" -lt "$pgbench_xacts" ]; then
 	cs_info "FAIL: fewer archived COMMITs than pgbench transactions"
 	status=1
