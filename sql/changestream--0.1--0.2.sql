@@ -645,6 +645,10 @@ DROP FUNCTION status();
  *   bytes from its restart_lsn to the server's WAL position, and
  *   max_slot_wal_keep_size in bytes (NULL: unlimited, so a stuck archive
  *   can fill pg_wal; the maintenance worker warns in the log).
+ *   last_commit_time: the commit time of the newest transaction the
+ *   archive holds durably; received_commit_time: that of the newest
+ *   transaction received (later than last_commit_time while one waits to
+ *   be made durable).  Both NULL until one since the server started.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -702,7 +706,9 @@ CREATE FUNCTION status(
 	OUT slot_wal_status text,
 	OUT slot_retained_bytes bigint,
 	OUT slot_safe_wal_size bigint,
-	OUT slot_wal_limit_bytes bigint)
+	OUT slot_wal_limit_bytes bigint,
+	OUT last_commit_time timestamptz,
+	OUT received_commit_time timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
