@@ -8,7 +8,8 @@
 #   - stat_archiver: an error of a session that later archived is not
 #     current and the archive is healthy; the last archived commit time
 #     is that of the newest Commit message the archive holds (read back
-#     with wal_records()); retention_effective follows the settings.
+#     with wal_records()); retention_effective follows the settings, and
+#     ALTER SYSTEM warns where retention is set without snapshot_interval.
 use strict;
 use warnings;
 
@@ -66,18 +67,29 @@ SELECT last_error IS NOT NULL, error_current, healthy, state, lag_seconds,
 );
 
 # retention_effective follows the settings (NULL: retention off)
+# (the settings' stderr: ALTER SYSTEM warns where retention deletes nothing)
 sub retention_effective
 {
 	my ($settings, $expected) = @_;
-	$node->safe_psql('postgres', "$settings SELECT pg_reload_conf();");
+	my ($rc, $out, $err) =
+	  $node->psql('postgres', "$settings SELECT pg_reload_conf();");
 	cs_poll_or_diag($node, 'postgres',
 		"SELECT coalesce(retention_effective::text, 'null') FROM changestream.stat_archiver",
 		$expected, 30, "retention_effective after: $settings");
+	return $err;
 }
 # retention 0 (the default): NULL
 retention_effective('', 'null');
-retention_effective("ALTER SYSTEM SET changestream.retention = '7d';", 'false');
-retention_effective("ALTER SYSTEM SET changestream.snapshot_interval = '1d';", 'true');
+like(
+	retention_effective("ALTER SYSTEM SET changestream.retention = '7d';", 'false'),
+	qr/WARNING:  changestream.retention deletes nothing while changestream.snapshot_interval is 0/,
+	'ALTER SYSTEM SET retention without snapshot_interval: a WARNING');
+is(retention_effective("ALTER SYSTEM SET changestream.snapshot_interval = '1d';", 'true'),
+	'', 'ALTER SYSTEM SET snapshot_interval: no warning');
+like(
+	retention_effective("ALTER SYSTEM SET changestream.snapshot_interval = 0;", 'false'),
+	qr/WARNING:  changestream.retention deletes nothing/,
+	'ALTER SYSTEM SET snapshot_interval = 0 under a retention: a WARNING');
 $node->safe_psql('postgres',
 	"ALTER SYSTEM RESET changestream.retention; ALTER SYSTEM RESET changestream.snapshot_interval; SELECT pg_reload_conf();");
 
