@@ -203,6 +203,10 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   bytes from its restart_lsn to the server's WAL position, and
  *   max_slot_wal_keep_size in bytes (NULL: unlimited, so a stuck archive
  *   can fill pg_wal; the maintenance worker warns in the log).
+ *   last_commit_time: the commit time of the newest transaction the
+ *   archive holds durably; received_commit_time: that of the newest
+ *   transaction received (later than last_commit_time while one waits to
+ *   be made durable).  Both NULL until one since the server started.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -260,7 +264,9 @@ CREATE FUNCTION status(
 	OUT slot_wal_status text,
 	OUT slot_retained_bytes bigint,
 	OUT slot_safe_wal_size bigint,
-	OUT slot_wal_limit_bytes bigint)
+	OUT slot_wal_limit_bytes bigint,
+	OUT last_commit_time timestamptz,
+	OUT received_commit_time timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
@@ -983,3 +989,151 @@ BEGIN
 END
 $$;
 CREATE PUBLICATION changestream_ddl FOR TABLE ddl_history WITH (publish = 'insert');
+
+/*
+ * stat_archiver: the archive's health at a glance, one row, in the style
+ * of pg_stat_archiver (docs/DESIGN.md section "SQL surface"), derived
+ * from status() and the settings.
+ *   healthy: state is streaming, no error is current, lag_bytes is below
+ *     256 MB and lag_seconds below 300, the slot's WAL is not about to be
+ *     lost (slot_wal_status neither unreserved nor lost) and the replica,
+ *     when one is configured, is neither in error nor off.
+ *   error_current: the archiver's last error is newer than its last
+ *     successful flush (last_flush_at), or its state is error.  An error
+ *     of a session that later archived (e.g. a publication created after
+ *     the worker started) is history, not current.
+ *   lag_bytes: status().lag_bytes, WAL the server has flushed that the
+ *     archive does not hold durably.
+ *   lag_seconds: while a received transaction waits to be made durable
+ *     (received_commit_time later than last_commit_time), now() minus the
+ *     commit time of the newest durable transaction (of the waiting one
+ *     when none is durable yet); 0 otherwise.  An idle server's archive
+ *     has lag 0, however old its last commit.  A stream that stalls before
+ *     the archiver receives anything shows in lag_bytes, not here.
+ *   last_archived_commit_at: commit time of the newest durable transaction
+ *     (NULL: none since the server started).
+ *   replica_error_current: the uploader's last error is newer than its
+ *     last upload.
+ *   retention_effective: changestream.retention can delete history: true
+ *     when it and changestream.snapshot_interval are both set, false when
+ *     retention is set without snapshot_interval (it then deletes
+ *     nothing), NULL when retention is 0 (everything is kept).
+ */
+CREATE VIEW stat_archiver AS
+SELECT s.state = 'streaming'
+	   AND NOT e.error_current
+	   AND coalesce(s.lag_bytes < 268435456, false)
+	   AND l.lag_seconds < 300
+	   AND coalesce(s.slot_wal_status NOT IN ('unreserved', 'lost'), true)
+	   AND coalesce(s.replica_state NOT IN ('error', 'off'), true) AS healthy,
+	   s.state,
+	   s.pid,
+	   s.generation,
+	   e.error_current,
+	   s.last_error,
+	   s.last_error_at,
+	   s.lag_bytes,
+	   l.lag_seconds,
+	   s.last_commit_time AS last_archived_commit_at,
+	   s.last_flush_at,
+	   s.transactions AS archived_transactions,
+	   s.last_compress_error_at IS NOT NULL
+	   AND s.last_compress_error_at > coalesce(s.last_flush_at, '-infinity') AS compress_error_current,
+	   s.replica_state,
+	   s.replica_lag_bytes,
+	   s.replica_last_error_at IS NOT NULL
+	   AND s.replica_last_error_at > coalesce(s.replica_last_upload_at, '-infinity') AS replica_error_current,
+	   s.slot_wal_status,
+	   s.slot_retained_bytes,
+	   g.retention_seconds,
+	   g.snapshot_interval_seconds,
+	   CASE WHEN g.retention_seconds > 0 THEN g.snapshot_interval_seconds > 0 END AS retention_effective,
+	   s.retention_held
+  FROM @extschema@.status() s
+ CROSS JOIN LATERAL (
+	SELECT s.state = 'error'
+		   OR (s.last_error IS NOT NULL
+			   AND s.last_error_at > coalesce(s.last_flush_at, '-infinity')) AS error_current) e
+ CROSS JOIN LATERAL (
+	SELECT CASE WHEN s.received_commit_time IS NOT NULL
+				 AND (s.last_commit_time IS NULL
+					  OR s.received_commit_time > s.last_commit_time)
+			THEN GREATEST(pg_catalog.date_part('epoch',
+					pg_catalog.now() - coalesce(s.last_commit_time, s.received_commit_time)), 0)
+			ELSE 0 END::double precision AS lag_seconds) l
+ CROSS JOIN (
+	SELECT (SELECT p.setting::bigint FROM pg_catalog.pg_settings p
+			 WHERE p.name = 'changestream.retention') AS retention_seconds,
+		   (SELECT p.setting::bigint FROM pg_catalog.pg_settings p
+			 WHERE p.name = 'changestream.snapshot_interval') AS snapshot_interval_seconds) g;
+
+REVOKE ALL ON TABLE stat_archiver FROM PUBLIC;
+GRANT SELECT ON TABLE stat_archiver TO pg_monitor;
+
+/*
+ * Ready roles (README "Roles").  Roles are the cluster's, not the
+ * database's: created once if they do not exist, never dropped by DROP
+ * EXTENSION, and granted the rights of this database's extension.
+ *   changestream_reader: history and verification: generations(),
+ *     generation_stats(), wal_segments(), snapshots(), changes(),
+ *     wal_records(), verify(), status() and stat_archiver.  changes() and
+ *     wal_records() return the row data of every published table.
+ *   changestream_operator: the reader's rights, and restore(),
+ *     take_snapshot(), new_generation() and replica_check().
+ *     restore()'s archive_directory stays superuser-only (42501).
+ */
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles
+					WHERE rolname OPERATOR(pg_catalog.=) 'changestream_reader') THEN
+		CREATE ROLE changestream_reader NOLOGIN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles
+					WHERE rolname OPERATOR(pg_catalog.=) 'changestream_operator') THEN
+		CREATE ROLE changestream_operator NOLOGIN;
+	END IF;
+	IF NOT pg_catalog.pg_has_role('changestream_operator', 'changestream_reader', 'MEMBER') THEN
+		GRANT changestream_reader TO changestream_operator;
+	END IF;
+END
+$$;
+
+GRANT USAGE ON SCHEMA changestream TO changestream_reader;
+GRANT EXECUTE ON FUNCTION generations() TO changestream_reader;
+GRANT EXECUTE ON FUNCTION generation_stats(text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION wal_segments(text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION snapshots(text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
+GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
+GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO changestream_operator;
+GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;
+GRANT EXECUTE ON FUNCTION new_generation() TO changestream_operator;
+GRANT EXECUTE ON FUNCTION replica_check() TO changestream_operator;
+
+/* What \df+ and \dv+ say of each object */
+COMMENT ON FUNCTION generations() IS 'One row per archived generation: its range, size, restorable start, damage and the gap before it.';
+COMMENT ON FUNCTION generation_stats(text) IS 'The generations() row of one generation.';
+COMMENT ON FUNCTION wal_segments(text) IS 'The WAL segments of a generation in index order, with their LSN range, size and compression.';
+COMMENT ON FUNCTION wal_records(text, pg_lsn, pg_lsn) IS 'Every archived pgoutput message of a generation in stream order, optionally bounded by commit LSN.';
+COMMENT ON FUNCTION status() IS 'The archiver, compressor, uploader and slot as shared memory shows them now (one row).';
+COMMENT ON FUNCTION snapshots(text) IS 'The snapshots of a generation, oldest first, from their manifests.';
+COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables now; returns its consistent LSN once it is durable.';
+COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
+COMMENT ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) IS 'The archived changes of a generation as JSON rows in commit order, filtered by LSN, time and table.';
+COMMENT ON FUNCTION verify(text) IS 'Read a generation (NULL: all) end to end without trusting it; one row per problem, none for a sound archive.';
+COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema.';
+COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the replica uses (writes and deletes a test object).';
+COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';
+COMMENT ON FUNCTION ddl_columns_set(pg_ddl_command) IS 'Internal: the columns an ALTER TABLE may have set without archived changes.';
+COMMENT ON FUNCTION ddl_adds_enum_value(pg_ddl_command) IS 'Internal: is a collected command an ALTER TYPE ... ADD VALUE?';
+COMMENT ON FUNCTION ddl_recorded_table(oid, boolean) IS 'Internal: the name of a table whose DDL the schema history records, NULLs for any other relation.';
+COMMENT ON FUNCTION ddl_table_has_rows(oid) IS 'Internal: may the table (or a partition of it) hold rows?';
+COMMENT ON FUNCTION ddl_type_columns(oid) IS 'Internal: the columns whose values are or hold values of a type.';
+COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger recording DDL commands in ddl_history.';
+COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables, and tables a publication stops publishing, in ddl_history.';
+COMMENT ON FUNCTION ddl_table_rewrite_trigger() IS 'Internal: event trigger recording table rewrites in ddl_history.';
+COMMENT ON TABLE ddl_history IS 'The schema history: one row per DDL command and table it affects, archived through the publication changestream_ddl.';
+COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row): healthy, current error, lag in bytes and seconds, replica, slot and retention.';

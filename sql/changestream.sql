@@ -208,10 +208,33 @@ SELECT p.proname, a.ord, a.mode, a.name, a.type::regtype AS type
 
 SELECT p.proname,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_can_execute,
-       has_function_privilege('pg_monitor', p.oid, 'EXECUTE') AS pg_monitor_can_execute
+       has_function_privilege('pg_monitor', p.oid, 'EXECUTE') AS pg_monitor_can_execute,
+       has_function_privilege('changestream_reader', p.oid, 'EXECUTE') AS reader_can_execute,
+       has_function_privilege('changestream_operator', p.oid, 'EXECUTE') AS operator_can_execute
   FROM pg_proc p
  WHERE p.pronamespace = 'changestream'::regnamespace
  ORDER BY p.proname;
+-- every function and view says what it is (\df+, \dv+)
+SELECT c.relname
+  FROM pg_class c
+ WHERE c.relnamespace = 'changestream'::regnamespace AND c.relkind IN ('r', 'v')
+   AND obj_description(c.oid, 'pg_class') IS NULL
+UNION ALL
+SELECT p.proname
+  FROM pg_proc p
+ WHERE p.pronamespace = 'changestream'::regnamespace
+   AND obj_description(p.oid, 'pg_proc') IS NULL;
+-- the health view and who may read it; the ready roles
+SELECT a.attnum, a.attname, a.atttypid::regtype AS type
+  FROM pg_attribute a
+ WHERE a.attrelid = 'changestream.stat_archiver'::regclass AND a.attnum > 0
+ ORDER BY a.attnum;
+SELECT r.rolname,
+       has_table_privilege(r.rolname, 'changestream.stat_archiver', 'SELECT') AS can_select
+  FROM (VALUES ('public'), ('pg_monitor'), ('changestream_reader'), ('changestream_operator')) AS r(rolname);
+SELECT rolname, rolcanlogin, rolsuper,
+       pg_has_role('changestream_operator', oid, 'MEMBER') AS operator_is_member
+  FROM pg_roles WHERE rolname LIKE 'changestream%' ORDER BY rolname;
 SELECT has_schema_privilege('public', 'changestream', 'USAGE') AS public_usage,
        has_schema_privilege('pg_monitor', 'changestream', 'USAGE') AS pg_monitor_usage;
 

@@ -97,7 +97,16 @@ my $objects = q{
 	    FROM pg_publication p
 	  UNION ALL
 	  SELECT 'acl ' || c.relname || ' ' || coalesce(c.relacl::text, '')
-	    FROM pg_class c WHERE c.relnamespace = 'changestream'::regnamespace) o};
+	    FROM pg_class c WHERE c.relnamespace = 'changestream'::regnamespace
+	  UNION ALL
+	  SELECT 'comment ' || p.oid::regprocedure || ' ' || coalesce(obj_description(p.oid, 'pg_proc'), '')
+	    FROM pg_proc p WHERE p.pronamespace = 'changestream'::regnamespace
+	  UNION ALL
+	  SELECT 'comment ' || c.relname || ' ' || coalesce(obj_description(c.oid, 'pg_class'), '')
+	    FROM pg_class c WHERE c.relnamespace = 'changestream'::regnamespace
+	  UNION ALL
+	  SELECT 'schema acl ' || coalesce(n.nspacl::text, '')
+	    FROM pg_namespace n WHERE n.nspname = 'changestream') o};
 my $updated = $node->safe_psql($db, $objects);
 is($updated, $node->safe_psql('fresh', $objects),
 	'after the update from 0.1, the objects equal a fresh 0.2 install');

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "replication/slot.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
@@ -51,6 +52,41 @@ static const struct config_enum_entry uri_style_options[] = {
 	{"host", CS_URI_STYLE_HOST, false},
 	{NULL, 0, false}
 };
+
+/*
+ * Retention deletes nothing without scheduled snapshots (docs/DESIGN.md
+ * section 11).  Where the DBA sets one of the two with ALTER SYSTEM (the
+ * check runs in a transaction there; at load and at reload it does not,
+ * where the maintenance worker warns in the log), a WARNING says so when
+ * the value set and the other one in force leave retention without
+ * effect.  The other one may still change before the next reload:
+ * changestream.stat_archiver's retention_effective says what is in force.
+ */
+static void
+warn_retention_without_snapshots(int retention_s, int snapshot_interval_s)
+{
+	if (!IsTransactionState() || retention_s <= 0 || snapshot_interval_s > 0)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("changestream.retention deletes nothing while changestream.snapshot_interval is 0"),
+			 errdetail("Retention keeps the newest snapshot before its window and all history after it; without scheduled snapshots that is each generation's opening snapshot."),
+			 errhint("Set changestream.snapshot_interval as well, e.g. to a day, then reload.")));
+}
+
+static bool
+check_retention(int *newval, void **extra, GucSource source)
+{
+	warn_retention_without_snapshots(*newval, cs_snapshot_interval_s);
+	return true;
+}
+
+static bool
+check_snapshot_interval(int *newval, void **extra, GucSource source)
+{
+	warn_retention_without_snapshots(cs_retention_s, *newval);
+	return true;
+}
 
 /*
  * An archive directory must be absolute: a relative path would silently
@@ -444,14 +480,14 @@ cs_define_gucs(void)
 							"0 disables scheduled snapshots; every generation still opens with one.",
 							&cs_snapshot_interval_s, 0, 0, 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
-							NULL, NULL, NULL);
+							check_snapshot_interval, NULL, NULL);
 
 	DefineCustomIntVariable("changestream.retention",
 							"How long archived history stays restorable; older files are deleted.",
 							"0 keeps everything.  Needs changestream.snapshot_interval to free anything.",
 							&cs_retention_s, 0, 0, 10 * 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
-							NULL, NULL, NULL);
+							check_retention, NULL, NULL);
 
 	DefineCustomStringVariable("changestream.replica_url",
 							   "Bucket and prefix of the archive's replica, as s3://bucket/prefix.",

@@ -346,6 +346,8 @@ cs_status_publish_progress(const CsStreamCounters *c)
 	cs_status->flushed_lsn = c->flushed_lsn;
 	cs_status->last_message_at = c->last_message_at;
 	cs_status->last_flush_at = c->last_flush_at;
+	cs_status->last_commit_time = c->last_commit_time;
+	cs_status->received_commit_time = c->received_commit_time;
 	cs_status->messages = c->messages;
 	cs_status->transactions = c->transactions;
 	cs_status->bytes = c->bytes;

@@ -56,6 +56,8 @@ typedef struct CsStatus
 	XLogRecPtr	flushed_lsn;
 	TimestampTz last_message_at;
 	TimestampTz last_flush_at;
+	TimestampTz last_commit_time;	/* see CsStreamCounters */
+	TimestampTz received_commit_time;	/* see CsStreamCounters */
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;
@@ -94,6 +96,10 @@ typedef struct CsStreamCounters
 	XLogRecPtr	flushed_lsn;
 	TimestampTz last_message_at;
 	TimestampTz last_flush_at;
+	TimestampTz last_commit_time;	/* commit time of the newest durable
+									 * transaction, 0: none yet */
+	TimestampTz received_commit_time;	/* of the newest transaction
+										 * received, 0: none yet */
 	uint64		messages;
 	uint64		transactions;
 	uint64		bytes;

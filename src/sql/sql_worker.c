@@ -36,7 +36,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		56
+#define STATUS_COLS		58
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -192,7 +192,11 @@ replica_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  are refused meanwhile.  replica_state .. replica_bytes_sent: the
  *	  uploader's status (replica_values(), replica_status.c).
  *	  slot_wal_status .. slot_wal_limit_bytes: the WAL the local slot keeps
- *	  (slot_wal_values(), slot_wal.c).  The
+ *	  (slot_wal_values(), slot_wal.c).  last_commit_time: the commit time
+ *	  of the newest transaction the archive holds durably (NULL: none since
+ *	  the server started; stream.c, note_durable_commit());
+ *	  received_commit_time: that of the newest transaction received (later
+ *	  while one waits to be made durable).  The
  *	  extension's SQL of version 0.1 declares only the
  *	  first 31 columns: the row is built for as many columns as the declared
  *	  type has.
@@ -305,6 +309,10 @@ changestream_status(PG_FUNCTION_ARGS)
 	replica_values(&s, values + 38, nulls + 38);
 	slot_wal_values(local ? (s.slot[0] ? s.slot : config->slot_name) : NULL,
 					values + 52, nulls + 52);
+	values[56] = TimestampTzGetDatum(s.last_commit_time);
+	nulls[56] = s.last_commit_time == 0;
+	values[57] = TimestampTzGetDatum(s.received_commit_time);
+	nulls[57] = s.received_commit_time == 0;
 	if (tupdesc->natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 tupdesc->natts, STATUS_COLS);

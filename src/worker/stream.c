@@ -77,6 +77,8 @@ typedef struct StreamState
 
 	XLogRecPtr	position;		/* durable position of record, reported */
 	XLogRecPtr	pending_position;	/* position of record of data added */
+	TimestampTz pending_commit_time;	/* commit time of the newest
+										 * transaction added */
 	XLogRecPtr	skip_before;	/* commit LSNs below this are archived */
 	XLogRecPtr	received_lsn;	/* highest LSN of XLogData received */
 	XLogRecPtr	keepalive_lsn;	/* walEnd of the newest keepalive */
@@ -194,6 +196,17 @@ wakeup_armed(StreamWakeup which)
 	return false;
 }
 
+/*
+ * What was added is durable: its newest commit's time becomes the last
+ * archived commit's (status()'s last_commit_time), kept when it held none.
+ */
+static void
+note_durable_commit(void)
+{
+	if (st.pending_commit_time != 0)
+		st.counters.last_commit_time = st.pending_commit_time;
+}
+
 /* Show the session's progress in status(). */
 static void
 publish(TimestampTz now)
@@ -253,6 +266,7 @@ flush_and_report(TimestampTz now)
 	cs_writer_flush();
 	st.made_durable = true;
 	st.position = st.pending_position;
+	note_durable_commit();
 	st.unsynced_since = 0;
 	st.counters.last_flush_at = now;
 	if (st.conn != NULL)
@@ -300,6 +314,7 @@ maybe_rotate(TimestampTz now)
 		cs_maintenance_wake();	/* it compresses the sealed segment */
 		st.made_durable = true;
 		st.position = st.pending_position;
+		note_durable_commit();
 		st.unsynced_since = 0;
 		st.counters.last_flush_at = now;
 		report_flushed(now);
@@ -384,6 +399,8 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 						  payload, plen, info, now);
 				st.pending_position = Max(st.pending_position, info->end_lsn);
+				st.pending_commit_time = info->commit_time;
+				st.counters.received_commit_time = info->commit_time;
 				st.counters.transactions++;
 			}
 			st.in_txn = false;
@@ -915,6 +932,7 @@ cs_stream_exit(void)
 		st.writer_open = false;
 		cs_writer_flush();
 		st.position = st.pending_position;
+		note_durable_commit();
 		if (st.conn != NULL)
 		{
 			WalReceiverConn *conn = st.conn;
