@@ -17,6 +17,8 @@
 #   2 s) deletes no file that is not in the bucket; after the outage the
 #   backlog drains, and a later retention run deletes files uploaded since
 #   (the check above could fail).
+# - A reload while a segment's PUT is stalled in the proxy cancels it; the
+#   uploader goes on: idle again, later segments put, every file up.
 # - kill -9 of the server while a segment's PUT is stalled in the proxy,
 #   restart: the bucket catches up, equal to the local files, and no key
 #   was put twice.
@@ -320,13 +322,40 @@ my $deleted = grep { !defined $after->{$_} } @pending;
 ok($deleted > 0, "retention deleted $deleted of the outage's files once they were up");
 
 ######################################################################
+# A reload while a transfer is stalled: it is cancelled, and the uploader
+# goes on (each pass has its own resource owner, released after an error)
+
+{
+	my $from = scalar($proxy->requests);
+	my $log_at = cs_log_offset($node);
+	$proxy->inject('stall_request', method => 'PUT', path => '/wal/');
+	cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
+	my $until = time() + 60;
+	usleep(200_000) while !$proxy->injected && time() < $until;
+	ok(scalar($proxy->injected) >= 1, 'a segment PUT is stalled in the proxy');
+	$node->safe_psql($db, 'SELECT pg_reload_conf()');
+	$proxy->clear;
+	cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
+	$node->safe_psql($db, 'SELECT changestream.take_snapshot()');
+	wait_caught_up('after a reload during a stalled PUT');
+	cs_poll_or_diag($node, $db,
+		q{SELECT replica_state = 'idle' FROM changestream.status()},
+		't', 60, 'after the reload the uploader is idle again');
+	my @new = grep { $_->[2] eq '-' && $_->[0] =~ m{/wal/} } puts($from);
+	ok(@new >= 2, scalar(@new) . ' segments were put after the reload');
+	unlike(cs_log_since($node, $log_at), qr/ResourceOwner/,
+		'no resource owner error in the log');
+}
+
+######################################################################
 # kill -9 in the middle of an upload
 
+my $injected_before = scalar($proxy->injected);
 $proxy->inject('stall_request', method => 'PUT', path => '/wal/');
 cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
 my $deadline = time() + 60;
-usleep(200_000) while !$proxy->injected && time() < $deadline;
-ok(scalar($proxy->injected) >= 1, 'a segment PUT is stalled in the proxy');
+usleep(200_000) while scalar($proxy->injected) <= $injected_before && time() < $deadline;
+ok(scalar($proxy->injected) > $injected_before, 'a segment PUT is stalled in the proxy');
 my $uploader = $node->safe_psql($db, 'SELECT replica_pid FROM changestream.status()');
 cs_crash($node, also_pids => [$uploader]);
 $proxy->clear;

@@ -122,6 +122,8 @@ typedef struct FileSum
 bool		cs_uploader_registered = false;
 
 static MemoryContext pass_cxt = NULL;	/* one pass; the client lives here */
+static ResourceOwner worker_owner = NULL;	/* the worker's, for its life */
+static ResourceOwner pass_owner = NULL; /* one pass: digests, HMACs */
 static MemoryContext bucket_cxt = NULL; /* journal and listing of the url */
 static char *bucket_url = NULL;	/* in bucket_cxt: what they describe */
 static CsJournal *journal = NULL;
@@ -944,6 +946,41 @@ report(Pass *pass, Outcome outcome)
 }
 
 /*
+ * Give the pass its own resource owner, a child of the worker's: the
+ * digests and HMACs (cryptohash.h) of the pass belong to it.
+ */
+static void
+pass_owner_begin(void)
+{
+	if (pass_owner == NULL)
+		pass_owner = ResourceOwnerCreate(worker_owner,
+										 "changestream uploader pass");
+	CurrentResourceOwner = pass_owner;
+}
+
+/*
+ * Release and delete the pass's resource owner (isCommit: the pass ended
+ * normally, so a resource still held is a leak reported as a warning).
+ * From PostgreSQL 17 on a released owner takes no new resources, so the
+ * next pass gets a new one (pass_owner_begin()).
+ */
+static void
+pass_owner_end(bool isCommit)
+{
+	CurrentResourceOwner = worker_owner;
+	if (pass_owner == NULL)
+		return;
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_BEFORE_LOCKS,
+						 isCommit, false);
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_LOCKS,
+						 isCommit, false);
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_AFTER_LOCKS,
+						 isCommit, false);
+	ResourceOwnerDelete(pass_owner);
+	pass_owner = NULL;
+}
+
+/*
  * The error path, entered through sigsetjmp: a local file could not be
  * read, or a reload cancelled a transfer.  Releases what the pass held
  * and waits the backoff delay (not after a reload).
@@ -966,13 +1003,8 @@ pass_failed(void)
 	FlushErrorState();
 	pgstat_report_wait_end();
 	LWLockReleaseAll();
-	/* the digests' contexts (cryptohash.h) belong to the resource owner */
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_BEFORE_LOCKS,
-						 false, true);
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_LOCKS,
-						 false, true);
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_AFTER_LOCKS,
-						 false, true);
+	/* the digests' contexts (cryptohash.h) belong to the pass's owner */
+	pass_owner_end(false);
 	AtEOXact_Files(false);
 	MemoryContextReset(pass_cxt);
 	if (!reload)
@@ -1009,8 +1041,12 @@ changestream_uploader_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* pg_cryptohash_create() (the signer, MD5s) needs a resource owner */
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "changestream uploader");
+	/*
+	 * pg_cryptohash_create() (the signer, MD5s) needs a resource owner: each
+	 * pass has its own, a child of this one (pass_owner_begin()).
+	 */
+	worker_owner = ResourceOwnerCreate(NULL, "changestream uploader");
+	CurrentResourceOwner = worker_owner;
 	cs_replica_status_started();
 	before_shmem_exit(uploader_exit, (Datum) 0);
 	pass_cxt = AllocSetContextCreate(TopMemoryContext,
@@ -1048,7 +1084,9 @@ changestream_uploader_main(Datum main_arg)
 		}
 		memset(&pass, 0, sizeof(pass));
 		pass.directory = config->directory;
+		pass_owner_begin();
 		outcome = run_pass(&pass);
+		pass_owner_end(true);
 		MemoryContextSwitchTo(TopMemoryContext);
 		if (outcome == OUT_OK)
 		{
