@@ -381,6 +381,9 @@ is(join(' ', map { $_->[0] } @again), '', 'no object already in the bucket was p
 my $adopted = () = cs_log_since($node, $log_from) =~ /adopted object/g;
 ok($adopted >= 3, "$adopted objects were adopted after checking size and checksum");
 ok(-f "$archive/replica.journal", 'the journal is written again');
+like(slurp_file("$archive/replica.journal"),
+	qr{\Achangestream replica journal 1 s3://\Q$bucket/$prefix\E at \Q${\ $proxy->url }\E\n},
+	'its first line names the store (the endpoint), the bucket and the prefix');
 
 ######################################################################
 # A second cluster at the same prefix

@@ -4,10 +4,10 @@
  *	  The uploader's journal, "replica.journal" in the archive directory:
  *	  one line per object in the bucket (its size, its ETag and its name
  *	  relative to the archive, which is its key under the prefix), after a
- *	  first line naming the bucket and prefix it describes.  A journal of
- *	  another bucket or prefix is not used: the uploader starts from an
- *	  empty one and adopts what the bucket holds (docs/DESIGN.md section
- *	  15).
+ *	  first line naming the store (its endpoint, or AWS's region), bucket
+ *	  and prefix it describes.  A journal of another store, bucket or
+ *	  prefix is not used: the uploader starts from an empty one and adopts
+ *	  what the bucket holds (docs/DESIGN.md section 15).
  *
  *	  The file is replaced durably (write, fsync, rename, fsync of the
  *	  directory, through the storage seam) after each object: a crash
@@ -72,8 +72,9 @@ put_entry(CsJournal *journal, const CsJournalEntry *e)
 /*
  * cs_journal_load(directory, url) -> journal
  *	  The journal of the archive in directory, in the current memory
- *	  context, empty when there is none or it describes another url
- *	  (s3://bucket/prefix).  Raises XX001 for a damaged journal.
+ *	  context, empty when there is none or it describes another store
+ *	  (url: CsS3Config.store, "s3://bucket/prefix at <endpoint>" or "... in
+ *	  AWS region <region>").  Raises XX001 for a damaged journal.
  */
 CsJournal *
 cs_journal_load(const char *directory, const char *url)
@@ -106,7 +107,7 @@ cs_journal_load(const char *directory, const char *url)
 		if (strncmp(text.data, JOURNAL_HEADER, strlen(JOURNAL_HEADER)) != 0)
 			cs_file_damage(path, 0, "The replica journal's first line is not \"%s<url>\".",
 						   JOURNAL_HEADER);
-		return journal;			/* another bucket or prefix */
+		return journal;			/* another store, bucket or prefix */
 	}
 	p = text.data + strlen(header);
 	while (*p != '\0')

@@ -24,7 +24,7 @@ typedef struct CsJournalEntry
 typedef struct CsJournal
 {
 	char	   *directory;		/* the archive directory holding it */
-	char	   *url;			/* s3://bucket/prefix it describes */
+	char	   *url;			/* the store, bucket and prefix it describes */
 	HTAB	   *entries;		/* of CsJournalEntry */
 	StringInfoData text;		/* the file's content */
 } CsJournal;

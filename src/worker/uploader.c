@@ -23,7 +23,8 @@
  *	  spare segment and retention never wait for it; retention keeps what
  *	  is not up yet (replica_status.c).
  *
- *	  First, for each bucket and prefix: the marker object
+ *	  First, for each store (its endpoint, or AWS's region), bucket and
+ *	  prefix: the marker object
  *	  "<prefix>/changestream.cluster", put with If-None-Match: *, names the
  *	  cluster (system identifier, database, slot); a marker naming another
  *	  cluster stops the uploader (state error).  Then the journal
@@ -125,7 +126,7 @@ static MemoryContext pass_cxt = NULL;	/* one pass; the client lives here */
 static ResourceOwner worker_owner = NULL;	/* the worker's, for its life */
 static ResourceOwner pass_owner = NULL; /* one pass: digests, HMACs */
 static MemoryContext bucket_cxt = NULL; /* journal and listing of the url */
-static char *bucket_url = NULL;	/* in bucket_cxt: what they describe */
+static char *bucket_url = NULL;	/* in bucket_cxt: the store they describe */
 static CsJournal *journal = NULL;
 static HTAB *listed = NULL;		/* names in the bucket not journaled */
 static bool marker_ok = false;
@@ -826,10 +827,10 @@ begin_pass(Pass *pass)
 					  cp.message, cp.detail, cp.hint);
 	pass->client = cs_s3_client_create(&pass->config, &creds);
 	cs_s3_credentials_wipe(&creds);
-	url = psprintf("s3://%s/%s", pass->config.bucket, pass->config.prefix);
+	url = pass->config.store;
 	if (bucket_url == NULL || strcmp(url, bucket_url) != 0)
 	{
-		/* another bucket or prefix: start over */
+		/* another store, bucket or prefix: start over */
 		MemoryContextReset(bucket_cxt);
 		bucket_url = MemoryContextStrdup(bucket_cxt, url);
 		journal = NULL;
