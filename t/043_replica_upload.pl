@@ -24,6 +24,8 @@
 #   was put twice.
 # - The journal deleted with the server stopped: after the restart every
 #   object already in the bucket is adopted (log lines), none put again.
+# - The prefix emptied with awscli, the server restarted: the journal's
+#   entries are dropped, every finished local file is up again, byte-equal.
 # - A second cluster pointed at the same prefix is refused: replica_state
 #   error, one log line naming the other cluster and the prefix, nothing of
 #   it in the bucket.
@@ -384,6 +386,23 @@ ok(-f "$archive/replica.journal", 'the journal is written again');
 like(slurp_file("$archive/replica.journal"),
 	qr{\Achangestream replica journal 1 s3://\Q$bucket/$prefix\E at \Q${\ $proxy->url }\E\n},
 	'its first line names the store (the endpoint), the bucket and the prefix');
+
+######################################################################
+# The prefix emptied behind the uploader's back (a lifecycle rule, a
+# recursive delete): the journal is not trusted, everything goes up again
+
+$node->stop;
+($rc, my $rm_out, my $rm_err) = cs_aws($s3, 's3', 'rm', '--recursive', '--only-show-errors',
+	"s3://$bucket/$prefix/");
+is($rc, 0, 'awscli deleted every object under the prefix') or diag($rm_err);
+is(scalar(keys %{ bucket_objects() }), 0, 'the prefix is empty');
+$log_from = cs_log_offset($node);
+$node->start;
+wait_caught_up('after the prefix was emptied and a restart');
+compare_with_bucket('after the prefix was emptied and a restart');
+ok(defined bucket_objects()->{'changestream.cluster'}, 'the marker is put again');
+like(cs_log_since($node, $log_from), qr/objects? of the journal (is|are) not in the bucket/,
+	'the journal entries the bucket lacks are logged as dropped');
 
 ######################################################################
 # A second cluster at the same prefix

@@ -63,7 +63,11 @@ put_entry(CsJournal *journal, const CsJournalEntry *e)
 {
 	CsJournalEntry *entry;
 
-	entry = hash_search(journal->entries, e->name, HASH_ENTER, NULL);
+	bool		found;
+
+	entry = hash_search(journal->entries, e->name, HASH_ENTER, &found);
+	if (!found)
+		entry->seen = false;
 	entry->size = e->size;
 	strlcpy(entry->etag, e->etag, CS_JOURNAL_ETAG_MAX);
 	return entry;
@@ -161,11 +165,62 @@ cs_journal_record(CsJournal *journal, const char *name, int64 size,
 	strlcpy(e.etag, etag[0] ? etag : "-", CS_JOURNAL_ETAG_MAX);
 	e.size = size;
 	if (old != NULL && old->size == size && strcmp(old->etag, e.etag) == 0)
+	{
+		old->seen = true;
 		return;
-	put_entry(journal, &e);
+	}
+	put_entry(journal, &e)->seen = true;
 	appendStringInfo(&journal->text, "%lld %s %s\n", (long long) size,
 					 e.etag, name);
 	cs_write_file_durably(cs_replica_journal_path(journal->directory),
 						  journal->directory, journal->text.data,
 						  journal->text.len);
+}
+
+/* Write the journal again from its table: one line per object. */
+static void
+rewrite(CsJournal *journal)
+{
+	HASH_SEQ_STATUS seq;
+	CsJournalEntry *e;
+
+	resetStringInfo(&journal->text);
+	appendStringInfo(&journal->text, JOURNAL_HEADER "%s\n", journal->url);
+	hash_seq_init(&seq, journal->entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		appendStringInfo(&journal->text, "%lld %s %s\n", (long long) e->size,
+						 e->etag, e->name);
+	cs_write_file_durably(cs_replica_journal_path(journal->directory),
+						  journal->directory, journal->text.data,
+						  journal->text.len);
+}
+
+/*
+ * cs_journal_forget(journal, unseen_only) -> list of names
+ *	  Drop from the journal every entry (unseen_only: every entry not
+ *	  marked seen, i.e. not in the bucket's listing nor put since the load),
+ *	  and make the journal durable without them when there were any.
+ *	  Returns the names dropped (palloc'd, in the current context).  The
+ *	  uploader calls it when the bucket lacks what the journal claims: a
+ *	  prefix emptied by a lifecycle rule or by hand is uploaded again.
+ */
+List *
+cs_journal_forget(CsJournal *journal, bool unseen_only)
+{
+	HASH_SEQ_STATUS seq;
+	CsJournalEntry *e;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	hash_seq_init(&seq, journal->entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (!unseen_only || !e->seen)
+			names = lappend(names, pstrdup(e->name));
+	}
+	foreach(lc, names)
+		hash_search(journal->entries, lfirst(lc), HASH_REMOVE, NULL);
+	if (names != NIL)
+		rewrite(journal);
+	return names;
 }

@@ -130,6 +130,7 @@ static char *bucket_url = NULL;	/* in bucket_cxt: the store they describe */
 static CsJournal *journal = NULL;
 static HTAB *listed = NULL;		/* names in the bucket not journaled */
 static bool marker_ok = false;
+static bool marker_created = false;	/* this process put the marker */
 static CsLogOnce log_once;
 static long backoff_ms = BACKOFF_MIN_MS;
 static bool last_pass_failed = false;
@@ -477,6 +478,29 @@ adopt(Pass *pass, const char *name, const char *key, const FileSum *sum,
 }
 
 /*
+ * An immutable file the journal says is up: its size must be the one
+ * journaled, else an error naming the key (the local file changed after
+ * its upload, or the journal is not this archive's).  A file gone meanwhile
+ * (retention) is not checked.
+ */
+static Outcome
+journaled_size_ok(Pass *pass, const char *path, const char *name,
+				  const char *key, const CsJournalEntry *entry)
+{
+	CsStorageInfo info;
+
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE || info.size == entry->size)
+		return OUT_OK;
+	return failed(pass, OUT_ERROR, ERRCODE_DATA_CORRUPTED,
+				  psprintf("local file \"%s\" has %lld bytes, but the replica journal records object \"%s\" with %lld bytes",
+						   name, (long long) info.size, key,
+						   (long long) entry->size),
+				  NULL,
+				  pstrdup("A finished archive file changed after its upload, or replica.journal is not this archive's. Check the file; removing replica.journal makes the uploader compare every object with the local files again."));
+}
+
+/*
  * Put the file at path in the bucket unless the journal says it is there
  * (mutable: with the same content).  *uploaded tells whether it was sent
  * or adopted now.
@@ -495,7 +519,7 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 
 	*uploaded = false;
 	if (entry != NULL && !mutable)
-		return OUT_OK;
+		return journaled_size_ok(pass, path, name, key, entry);
 	file_sum(path, &sum);
 	if (entry != NULL && entry->size == sum.size &&
 		strcmp(entry->etag, sum.etag) == 0)
@@ -561,7 +585,11 @@ check_marker(Pass *pass)
 	transfer_end();
 	cs_replica_count(CS_REPLICA_PUT, strlen(mine));
 	if (resp.status == 200 && resp.error_code == NULL)
+	{
+		/* the prefix had no marker: it is new, or was emptied */
+		marker_created = true;
 		return OUT_OK;
+	}
 	if (resp.status != 412)
 		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
 	transfer_begin();
@@ -580,7 +608,27 @@ check_marker(Pass *pass)
 				  pstrdup("Give each cluster its own prefix in changestream.replica_url; the uploader uploads nothing here."));
 }
 
-/* One listing of the prefix: what the bucket holds, by name. */
+/*
+ * Log the journal entries dropped because the bucket lacks them (why):
+ * their files are uploaded again (or adopted, when listed).
+ */
+static void
+forget_missing(List *names, const char *why)
+{
+	if (names == NIL)
+		return;
+	ereport(LOG,
+			(errmsg_plural("changestream uploader: %d object of the journal is not in the bucket; it is uploaded again",
+						   "changestream uploader: %d objects of the journal are not in the bucket; they are uploaded again",
+						   list_length(names), list_length(names)),
+			 errdetail("The first is \"%s\"; %s.", (char *) linitial(names), why)));
+}
+
+/*
+ * One listing of the prefix: the journal entries it holds with their size
+ * are marked seen, the others dropped (uploaded again); the objects the
+ * journal lacks go to the listed table, by name, for adoption.
+ */
 static Outcome
 list_bucket(Pass *pass)
 {
@@ -614,12 +662,21 @@ list_bucket(Pass *pass)
 	{
 		CsS3Object *o = lfirst(lc);
 		ListedObject *e;
+		CsJournalEntry *entry;
 
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
 			continue;
+		entry = cs_journal_find(journal, o->key + plen);
+		if (entry != NULL && entry->size == o->size)
+		{
+			entry->seen = true; /* the journal is right about it */
+			continue;
+		}
 		e = hash_search(listed, o->key + plen, HASH_ENTER, NULL);
 		e->size = o->size;
 	}
+	forget_missing(cs_journal_forget(journal, true),
+				   "they are not in the bucket's listing, or not with the journaled size");
 	return OUT_OK;
 }
 
@@ -836,6 +893,7 @@ begin_pass(Pass *pass)
 		journal = NULL;
 		listed = NULL;
 		marker_ok = false;
+		marker_created = false;
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
@@ -865,6 +923,9 @@ run_pass(Pass *pass)
 
 		journal = cs_journal_load(pass->directory, bucket_url);
 		MemoryContextSwitchTo(old);
+		if (marker_created)
+			forget_missing(cs_journal_forget(journal, false),
+						   "the prefix had no marker object, so it was new or emptied");
 	}
 	if (listed == NULL)
 	{
