@@ -10,7 +10,14 @@
  *	  what the bucket holds (docs/DESIGN.md section 15).
  *
  *	  The file is replaced durably (write, fsync, rename, fsync of the
- *	  directory, through the storage seam) after each object: a crash
+ *	  directory, through the storage seam) after each object, a line
+ *	  appended; once it holds twice the lines of its last compaction (and
+ *	  64 more), and at load when a line is superseded, it is written
+ *	  compactly from the table (one line per object, the latest), without
+ *	  the objects whose local file retention deleted: its size stays
+ *	  linear in the live objects, each record amortized constant.  A journal above
+ *	  JOURNAL_MAX is not read (logged): the uploader rebuilds it from the
+ *	  bucket's listing, as for a lost journal.  A crash
  *	  loses at most the record of the object being uploaded, which the
  *	  next uploader adopts after checking it.  The file is read as
  *	  untrusted input: a line that does not parse is damage (XX001 naming
@@ -29,6 +36,8 @@
 
 #define JOURNAL_HEADER	"changestream replica journal 1 "
 #define JOURNAL_MAX		(256 * 1024 * 1024)
+
+static void rewrite(CsJournal *journal);
 
 /* Parse one entry line (without its newline); false if malformed. */
 static bool
@@ -89,6 +98,7 @@ cs_journal_load(const char *directory, const char *url)
 	StringInfoData text;
 	char	   *header = psprintf(JOURNAL_HEADER "%s\n", url);
 	char	   *p;
+	CsStorageInfo info;
 
 	journal->directory = pstrdup(directory);
 	journal->url = pstrdup(url);
@@ -101,6 +111,14 @@ cs_journal_load(const char *directory, const char *url)
 	appendStringInfoString(&journal->text, header);
 
 	initStringInfo(&text);
+	if (cs_storage_stat(path, false, &info) == 0 &&
+		info.type == CS_STORAGE_FILE && info.size > JOURNAL_MAX)
+	{
+		ereport(LOG,
+				(errmsg("changestream uploader: replica journal \"%s\" has %lld bytes, more than %d; it is rebuilt from the bucket's listing",
+						path, (long long) info.size, JOURNAL_MAX)));
+		return journal;
+	}
 	if (!cs_read_small_file(path, JOURNAL_MAX, &text, true))
 		return journal;
 	if (strlen(text.data) != (size_t) text.len)
@@ -128,9 +146,13 @@ cs_journal_load(const char *directory, const char *url)
 		put_entry(journal, &e);
 		appendStringInfo(&journal->text, "%lld %s %s\n", (long long) e.size,
 						 e.etag, e.name);
+		journal->lines++;
 		p = nl + 1;
 	}
 	pfree(text.data);
+	if (journal->lines > hash_get_num_entries(journal->entries))
+		rewrite(journal);		/* superseded lines: compact it */
+	journal->compact_lines = journal->lines;
 	return journal;
 }
 
@@ -170,26 +192,55 @@ cs_journal_record(CsJournal *journal, const char *name, int64 size,
 		return;
 	}
 	put_entry(journal, &e)->seen = true;
+	if (journal->lines >= 2 * journal->compact_lines + 64)
+	{
+		rewrite(journal);
+		return;
+	}
 	appendStringInfo(&journal->text, "%lld %s %s\n", (long long) size,
 					 e.etag, name);
+	journal->lines++;
 	cs_write_file_durably(cs_replica_journal_path(journal->directory),
 						  journal->directory, journal->text.data,
 						  journal->text.len);
 }
 
-/* Write the journal again from its table: one line per object. */
+/*
+ * Write the journal again from its table: one line per object, the latest;
+ * the entries whose local file is gone (retention deleted it) are dropped.
+ */
 static void
 rewrite(CsJournal *journal)
 {
 	HASH_SEQ_STATUS seq;
 	CsJournalEntry *e;
+	List	   *gone = NIL;
+	ListCell   *lc;
 
 	resetStringInfo(&journal->text);
 	appendStringInfo(&journal->text, JOURNAL_HEADER "%s\n", journal->url);
+	journal->lines = 0;
 	hash_seq_init(&seq, journal->entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		appendStringInfo(&journal->text, "%lld %s %s\n", (long long) e->size,
-						 e->etag, e->name);
+	{
+		char	   *local = psprintf("%s/%s", journal->directory, e->name);
+		CsStorageInfo info;
+
+		if (cs_storage_stat(local, false, &info) == 0 &&
+			info.type == CS_STORAGE_MISSING)
+			gone = lappend(gone, pstrdup(e->name));
+		else
+		{
+			appendStringInfo(&journal->text, "%lld %s %s\n",
+							 (long long) e->size, e->etag, e->name);
+			journal->lines++;
+		}
+		pfree(local);
+	}
+	foreach(lc, gone)
+		hash_search(journal->entries, lfirst(lc), HASH_REMOVE, NULL);
+	list_free_deep(gone);
+	journal->compact_lines = journal->lines;
 	cs_write_file_durably(cs_replica_journal_path(journal->directory),
 						  journal->directory, journal->text.data,
 						  journal->text.len);

@@ -30,6 +30,8 @@ typedef struct CsJournal
 	char	   *url;			/* the store, bucket and prefix it describes */
 	HTAB	   *entries;		/* of CsJournalEntry */
 	StringInfoData text;		/* the file's content */
+	int64		lines;			/* entry lines in text (some superseded) */
+	int64		compact_lines;	/* lines after the last compaction or load */
 } CsJournal;
 
 extern CsJournal *cs_journal_load(const char *directory, const char *url);
