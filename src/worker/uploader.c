@@ -128,7 +128,11 @@ static ResourceOwner pass_owner = NULL; /* one pass: digests, HMACs */
 static MemoryContext bucket_cxt = NULL; /* journal and listing of the url */
 static char *bucket_url = NULL;	/* in bucket_cxt: the store they describe */
 static CsJournal *journal = NULL;
-static HTAB *listed = NULL;		/* names in the bucket not journaled */
+static MemoryContext listing_cxt = NULL;	/* in bucket_cxt: the listing */
+static struct ListedObject *listed = NULL;	/* objects not journaled, by
+											 * name */
+static int	nlisted = 0;
+static bool listing_done = false;	/* the bucket was listed (this store) */
 static bool marker_ok = false;
 static bool marker_created = false;	/* this process put the marker */
 static CsLogOnce log_once;
@@ -144,7 +148,7 @@ static XLogRecPtr pos_snapshot;
 /* an entry of the listing: a name relative to the prefix, and its size */
 typedef struct ListedObject
 {
-	char		name[MAXPGPATH];
+	char	   *name;
 	int64		size;
 } ListedObject;
 
@@ -477,6 +481,37 @@ adopt(Pass *pass, const char *name, const char *key, const FileSum *sum,
 	return OUT_OK;
 }
 
+/* Order of the listing: by name. */
+static int
+listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const ListedObject *) a)->name,
+				  ((const ListedObject *) b)->name);
+}
+
+/* The listed object not journaled under name, or NULL. */
+static ListedObject *
+find_listed(const char *name)
+{
+	ListedObject key;
+
+	if (listed == NULL)
+		return NULL;
+	key.name = (char *) name;
+	return bsearch(&key, listed, nlisted, sizeof(ListedObject), listed_cmp);
+}
+
+/* Free the listing: no local file is left that it could be needed for. */
+static void
+free_listing(void)
+{
+	if (listing_cxt != NULL)
+		MemoryContextDelete(listing_cxt);
+	listing_cxt = NULL;
+	listed = NULL;
+	nlisted = 0;
+}
+
 /*
  * An immutable file the journal says is up: its size must be the one
  * journaled, else an error naming the key (the local file changed after
@@ -524,7 +559,7 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	if (entry != NULL && entry->size == sum.size &&
 		strcmp(entry->etag, sum.etag) == 0)
 		return OUT_OK;
-	obj = hash_search(listed, name, HASH_FIND, NULL);
+	obj = find_listed(name);
 	if (obj != NULL && entry == NULL && !mutable)
 	{
 		outcome = adopt(pass, name, key, &sum, obj->size);
@@ -637,10 +672,8 @@ list_bucket(Pass *pass)
 	List	   *objects = NIL;
 	CsS3Response resp;
 	char	   *bad = NULL;
-	HASHCTL		ctl;
 	ListCell   *lc;
 	bool		ok;
-	MemoryContext old;
 
 	transfer_begin();
 	ok = cs_s3_list(pass->client, prefix, NULL, 0, &objects, &resp, &bad);
@@ -651,17 +684,15 @@ list_bucket(Pass *pass)
 	if (!ok)
 		return request_failed(pass, &resp,
 							  psprintf("listing of prefix \"%s\"", prefix));
-	old = MemoryContextSwitchTo(bucket_cxt);
-	ctl.keysize = MAXPGPATH;
-	ctl.entrysize = sizeof(ListedObject);
-	ctl.hcxt = bucket_cxt;
-	listed = hash_create("changestream replica listing", 256, &ctl,
-						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	MemoryContextSwitchTo(old);
+	free_listing();
+	listing_cxt = AllocSetContextCreate(bucket_cxt,
+										"changestream uploader listing",
+										ALLOCSET_DEFAULT_SIZES);
+	listed = MemoryContextAlloc(listing_cxt,
+								sizeof(ListedObject) * Max(list_length(objects), 1));
 	foreach(lc, objects)
 	{
 		CsS3Object *o = lfirst(lc);
-		ListedObject *e;
 		CsJournalEntry *entry;
 
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
@@ -672,9 +703,12 @@ list_bucket(Pass *pass)
 			entry->seen = true; /* the journal is right about it */
 			continue;
 		}
-		e = hash_search(listed, o->key + plen, HASH_ENTER, NULL);
-		e->size = o->size;
+		listed[nlisted].name = MemoryContextStrdup(listing_cxt, o->key + plen);
+		listed[nlisted].size = o->size;
+		nlisted++;
 	}
+	qsort(listed, nlisted, sizeof(ListedObject), listed_cmp);
+	listing_done = true;
 	forget_missing(cs_journal_forget(journal, true),
 				   "they are not in the bucket's listing, or not with the journaled size");
 	return OUT_OK;
@@ -820,8 +854,9 @@ put_generation(Pass *pass, uint64 generation, bool newest, bool *complete)
 /*
  * The finished files not in the journal, and their bytes: the backlog
  * status() shows (raw sealed segments count, as they will go up).
+ * Returns the number of files.
  */
-static void
+static int64
 count_backlog(Pass *pass, List *gens)
 {
 	int64		files = 0;
@@ -863,6 +898,7 @@ count_backlog(Pass *pass, List *gens)
 		}
 	}
 	cs_replica_set_backlog(files, bytes);
+	return files;
 }
 
 /* Take the settings and the keys, and make the client for this pass. */
@@ -891,7 +927,10 @@ begin_pass(Pass *pass)
 		MemoryContextReset(bucket_cxt);
 		bucket_url = MemoryContextStrdup(bucket_cxt, url);
 		journal = NULL;
+		listing_cxt = NULL;		/* deleted with bucket_cxt's children */
 		listed = NULL;
+		nlisted = 0;
+		listing_done = false;
 		marker_ok = false;
 		marker_created = false;
 		cs_replica_forget_position();
@@ -927,7 +966,7 @@ run_pass(Pass *pass)
 			forget_missing(cs_journal_forget(journal, false),
 						   "the prefix had no marker object, so it was new or emptied");
 	}
-	if (listed == NULL)
+	if (!listing_done)
 	{
 		outcome = list_bucket(pass);
 		if (outcome != OUT_OK)
@@ -948,8 +987,10 @@ run_pass(Pass *pass)
 		pos_snapshot = InvalidXLogRecPtr;
 		publish_position();
 	}
-	if (outcome == OUT_OK || outcome == OUT_WAIT)
-		count_backlog(pass, gens);
+	/* no unjournaled local file left: the listing is not needed again */
+	if ((outcome == OUT_OK || outcome == OUT_WAIT) &&
+		count_backlog(pass, gens) == 0)
+		free_listing();
 	return outcome == OUT_WAIT ? OUT_OK : outcome;
 }
 
