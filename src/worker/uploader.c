@@ -446,6 +446,26 @@ put_multipart(Pass *pass, const char *path, const char *key,
 }
 
 /*
+ * Whether the bucket holds key now (a HEAD): *exists.  The check of an
+ * immutable file before a multipart upload, which CompleteMultipartUpload
+ * would not refuse to overwrite.
+ */
+static Outcome
+object_exists(Pass *pass, const char *key, bool *exists)
+{
+	CsS3Response resp;
+
+	transfer_begin();
+	cs_s3_head(pass->client, key, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_GET, 0);
+	*exists = resp.status == 200;
+	if (resp.status == 200 || resp.status == 404)
+		return OUT_OK;
+	return request_failed(pass, &resp, psprintf("HEAD of key \"%s\"", key));
+}
+
+/*
  * An object is in the bucket under name that the journal does not hold:
  * adopt it when its ETag (and its listed size, when listed_size >= 0)
  * equal the local file's; else an error naming the key, the object being
@@ -570,7 +590,12 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	}
 	cs_replica_set_state(CS_REPLICA_UPLOADING);
 	if (sum.size > PART_BYTES)
-		outcome = put_multipart(pass, path, key, &sum, &etag);
+	{
+		/* a multipart upload has no If-None-Match: a HEAD comes first */
+		outcome = mutable ? OUT_OK : object_exists(pass, key, &exists);
+		if (outcome == OUT_OK && !exists)
+			outcome = put_multipart(pass, path, key, &sum, &etag);
+	}
 	else
 		outcome = put_whole(pass, path, key, &sum, !mutable, &etag, &exists);
 	if (outcome != OUT_OK)
