@@ -369,26 +369,21 @@ put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
 	return OUT_OK;
 }
 
-/* Upload the file in parts of PART_BYTES; an upload that fails is aborted. */
+/*
+ * The parts and the completion of the multipart upload upload_id; an
+ * upload that fails is aborted.
+ */
 static Outcome
-put_multipart(Pass *pass, const char *path, const char *key,
-			  const FileSum *sum, char **etag)
+send_parts(Pass *pass, const char *path, const char *key,
+		   const FileSum *sum, const char *upload_id, char **etag)
 {
-	char	   *upload_id;
 	CsS3Response resp;
 	List	   *etags = NIL;
 	int			fd;
 	char	   *buf;
 	int			part = 0;
-	bool		ok;
+	bool		ok = true;
 
-	transfer_begin();
-	ok = cs_s3_multipart_create(pass->client, key, &upload_id, &resp);
-	transfer_end();
-	cs_replica_count(CS_REPLICA_PUT, 0);
-	if (!ok)
-		return request_failed(pass, &resp,
-							  psprintf("CreateMultipartUpload of key \"%s\"", key));
 	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
 	if (fd < 0)
 		ereport(ERROR,
@@ -443,6 +438,49 @@ put_multipart(Pass *pass, const char *path, const char *key,
 		cs_replica_count(CS_REPLICA_DELETE, 0);
 		return outcome;
 	}
+}
+
+/*
+ * Upload the file in parts of PART_BYTES; an upload that fails is aborted,
+ * also when an error (a local file that cannot be read, a reload
+ * cancelling a transfer) is raised after its creation: the abort is sent,
+ * not cancellable by the reload, and the error raised again.  Not on
+ * SIGTERM: the bucket's lifecycle rule for incomplete uploads cleans up.
+ */
+static Outcome
+put_multipart(Pass *pass, const char *path, const char *key,
+			  const FileSum *sum, char **etag)
+{
+	char	   *upload_id;
+	CsS3Response resp;
+	MemoryContext cxt = CurrentMemoryContext;
+	Outcome		outcome = OUT_OK;
+	bool		ok;
+
+	transfer_begin();
+	ok = cs_s3_multipart_create(pass->client, key, &upload_id, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, 0);
+	if (!ok)
+		return request_failed(pass, &resp,
+							  psprintf("CreateMultipartUpload of key \"%s\"", key));
+	PG_TRY();
+	{
+		outcome = send_parts(pass, path, key, sum, upload_id, etag);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		in_transfer = false;
+		if (!ProcDiePending)
+		{
+			cs_s3_multipart_abort(pass->client, key, upload_id, &resp);
+			cs_replica_count(CS_REPLICA_DELETE, 0);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return outcome;
 }
 
 /*
