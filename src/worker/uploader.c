@@ -145,6 +145,12 @@ static uint64 pos_generation;
 static int64 pos_next_segment;
 static XLogRecPtr pos_snapshot;
 
+/* the position published last (it only increases while pub_valid) */
+static bool pub_valid = false;
+static uint64 pub_generation;
+static int64 pub_next_segment;
+static XLogRecPtr pub_snapshot;
+
 /* an entry of the listing: a name relative to the prefix, and its size */
 typedef struct ListedObject
 {
@@ -777,11 +783,31 @@ list_bucket(Pass *pass)
 	return OUT_OK;
 }
 
-/* Publish the uploaded position (for local retention). */
+/*
+ * Publish the uploaded position (for local retention), only when it
+ * increases: a pass walks a generation from its start again, and what an
+ * earlier pass published stays up.
+ */
 static void
 publish_position(void)
 {
-	cs_replica_set_position(pos_generation, pos_next_segment, pos_snapshot);
+	if (pub_valid && pos_generation < pub_generation)
+		return;
+	if (pub_valid && pos_generation == pub_generation)
+	{
+		if (pos_next_segment <= pub_next_segment && pos_snapshot <= pub_snapshot)
+			return;
+		pub_next_segment = Max(pub_next_segment, pos_next_segment);
+		pub_snapshot = Max(pub_snapshot, pos_snapshot);
+	}
+	else
+	{
+		pub_next_segment = pos_next_segment;
+		pub_snapshot = pos_snapshot;
+	}
+	pub_generation = pos_generation;
+	pub_valid = true;
+	cs_replica_set_position(pub_generation, pub_next_segment, pub_snapshot);
 }
 
 /* The end LSN of the segments up to index: the start of the next one. */
@@ -996,6 +1022,7 @@ begin_pass(Pass *pass)
 		listing_done = false;
 		marker_ok = false;
 		marker_created = false;
+		pub_valid = false;
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
