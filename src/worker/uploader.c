@@ -343,27 +343,70 @@ file_sum(const char *path, FileSum *sum)
 	}
 }
 
-/* PUT the file whole; its ETag into etag. */
-static Outcome
-put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
-		  bool if_none_match, char **etag, bool *exists)
+/*
+ * A file that changes (the schema history, the timelines, the horizon),
+ * read once: its content, returned, and its sum from that content, so what
+ * is hashed is what is put.  NULL (and *sum unset) above PART_BYTES: such a
+ * file is summed and put as an immutable one is.
+ */
+static char *
+read_mutable(const char *path, FileSum *sum)
 {
-	int			fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	CsStorageInfo info;
+	int			fd;
 	char	   *buf;
-	CsS3Response resp;
+	uint8		digest[MD5_DIGEST_LENGTH];
 
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream file \"%s\" is not a regular file", path)));
+	if (info.size > PART_BYTES)
+		return NULL;
+	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", path)));
+	sum->size = info.size;
 	buf = palloc(sum->size + 1);
 	read_at(fd, path, buf, sum->size, 0);
 	cs_storage_close(fd);
+	md5_of(buf, sum->size, digest);
+	hex_of(digest, sum->etag);
+	return buf;
+}
+
+/*
+ * PUT the file whole (content: its bytes already read, or NULL to read
+ * them); its ETag into etag.
+ */
+static Outcome
+put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
+		  const char *content, bool if_none_match, char **etag, bool *exists)
+{
+	char	   *buf = (char *) content;
+	CsS3Response resp;
+
+	if (buf == NULL)
+	{
+		int			fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+
+		if (fd < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\": %m", path)));
+		buf = palloc(sum->size + 1);
+		read_at(fd, path, buf, sum->size, 0);
+		cs_storage_close(fd);
+	}
 	transfer_begin();
 	cs_s3_put(pass->client, key, buf, sum->size, if_none_match, &resp);
 	transfer_end();
 	cs_replica_count(CS_REPLICA_PUT, sum->size);
-	pfree(buf);
+	if (buf != content)
+		pfree(buf);
 	if (if_none_match && resp.status == 412)
 	{
 		*exists = true;
@@ -613,13 +656,16 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	ListedObject *obj;
 	FileSum		sum;
 	char	   *etag = NULL;
+	char	   *content;
 	bool		exists = false;
 	Outcome		outcome;
 
 	*uploaded = false;
 	if (entry != NULL && !mutable)
 		return journaled_size_ok(pass, path, name, key, entry);
-	file_sum(path, &sum);
+	content = mutable ? read_mutable(path, &sum) : NULL;
+	if (content == NULL)
+		file_sum(path, &sum);
 	if (entry != NULL && entry->size == sum.size &&
 		strcmp(entry->etag, sum.etag) == 0)
 		return OUT_OK;
@@ -641,7 +687,8 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 			outcome = put_multipart(pass, path, key, &sum, &etag);
 	}
 	else
-		outcome = put_whole(pass, path, key, &sum, !mutable, &etag, &exists);
+		outcome = put_whole(pass, path, key, &sum, content, !mutable,
+							&etag, &exists);
 	if (outcome != OUT_OK)
 		return outcome;
 	if (exists)
