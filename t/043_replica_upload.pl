@@ -17,11 +17,15 @@
 #   2 s) deletes no file that is not in the bucket; after the outage the
 #   backlog drains, and a later retention run deletes files uploaded since
 #   (the check above could fail).
+# - A reload while a segment's PUT is stalled in the proxy cancels it; the
+#   uploader goes on: idle again, later segments put, every file up.
 # - kill -9 of the server while a segment's PUT is stalled in the proxy,
 #   restart: the bucket catches up, equal to the local files, and no key
 #   was put twice.
 # - The journal deleted with the server stopped: after the restart every
 #   object already in the bucket is adopted (log lines), none put again.
+# - The prefix emptied with awscli, the server restarted: the journal's
+#   entries are dropped, every finished local file is up again, byte-equal.
 # - A second cluster pointed at the same prefix is refused: replica_state
 #   error, one log line naming the other cluster and the prefix, nothing of
 #   it in the bucket.
@@ -320,13 +324,40 @@ my $deleted = grep { !defined $after->{$_} } @pending;
 ok($deleted > 0, "retention deleted $deleted of the outage's files once they were up");
 
 ######################################################################
+# A reload while a transfer is stalled: it is cancelled, and the uploader
+# goes on (each pass has its own resource owner, released after an error)
+
+{
+	my $from = scalar($proxy->requests);
+	my $log_at = cs_log_offset($node);
+	$proxy->inject('stall_request', method => 'PUT', path => '/wal/');
+	cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
+	my $until = time() + 60;
+	usleep(200_000) while !$proxy->injected && time() < $until;
+	ok(scalar($proxy->injected) >= 1, 'a segment PUT is stalled in the proxy');
+	$node->safe_psql($db, 'SELECT pg_reload_conf()');
+	$proxy->clear;
+	cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
+	$node->safe_psql($db, 'SELECT changestream.take_snapshot()');
+	wait_caught_up('after a reload during a stalled PUT');
+	cs_poll_or_diag($node, $db,
+		q{SELECT replica_state = 'idle' FROM changestream.status()},
+		't', 60, 'after the reload the uploader is idle again');
+	my @new = grep { $_->[2] eq '-' && $_->[0] =~ m{/wal/} } puts($from);
+	ok(@new >= 2, scalar(@new) . ' segments were put after the reload');
+	unlike(cs_log_since($node, $log_at), qr/ResourceOwner/,
+		'no resource owner error in the log');
+}
+
+######################################################################
 # kill -9 in the middle of an upload
 
+my $injected_before = scalar($proxy->injected);
 $proxy->inject('stall_request', method => 'PUT', path => '/wal/');
 cs_pgbench($node, $db, '-T', '2', '-c', '2', '-n');
 my $deadline = time() + 60;
-usleep(200_000) while !$proxy->injected && time() < $deadline;
-ok(scalar($proxy->injected) >= 1, 'a segment PUT is stalled in the proxy');
+usleep(200_000) while scalar($proxy->injected) <= $injected_before && time() < $deadline;
+ok(scalar($proxy->injected) > $injected_before, 'a segment PUT is stalled in the proxy');
 my $uploader = $node->safe_psql($db, 'SELECT replica_pid FROM changestream.status()');
 cs_crash($node, also_pids => [$uploader]);
 $proxy->clear;
@@ -352,6 +383,26 @@ is(join(' ', map { $_->[0] } @again), '', 'no object already in the bucket was p
 my $adopted = () = cs_log_since($node, $log_from) =~ /adopted object/g;
 ok($adopted >= 3, "$adopted objects were adopted after checking size and checksum");
 ok(-f "$archive/replica.journal", 'the journal is written again');
+like(slurp_file("$archive/replica.journal"),
+	qr{\Achangestream replica journal 1 s3://\Q$bucket/$prefix\E at \Q${\ $proxy->url }\E\n},
+	'its first line names the store (the endpoint), the bucket and the prefix');
+
+######################################################################
+# The prefix emptied behind the uploader's back (a lifecycle rule, a
+# recursive delete): the journal is not trusted, everything goes up again
+
+$node->stop;
+($rc, my $rm_out, my $rm_err) = cs_aws($s3, 's3', 'rm', '--recursive', '--only-show-errors',
+	"s3://$bucket/$prefix/");
+is($rc, 0, 'awscli deleted every object under the prefix') or diag($rm_err);
+is(scalar(keys %{ bucket_objects() }), 0, 'the prefix is empty');
+$log_from = cs_log_offset($node);
+$node->start;
+wait_caught_up('after the prefix was emptied and a restart');
+compare_with_bucket('after the prefix was emptied and a restart');
+ok(defined bucket_objects()->{'changestream.cluster'}, 'the marker is put again');
+like(cs_log_since($node, $log_from), qr/objects? of the journal (is|are) not in the bucket/,
+	'the journal entries the bucket lacks are logged as dropped');
 
 ######################################################################
 # A second cluster at the same prefix

@@ -4,13 +4,20 @@
  *	  The uploader's journal, "replica.journal" in the archive directory:
  *	  one line per object in the bucket (its size, its ETag and its name
  *	  relative to the archive, which is its key under the prefix), after a
- *	  first line naming the bucket and prefix it describes.  A journal of
- *	  another bucket or prefix is not used: the uploader starts from an
- *	  empty one and adopts what the bucket holds (docs/DESIGN.md section
- *	  15).
+ *	  first line naming the store (its endpoint, or AWS's region), bucket
+ *	  and prefix it describes.  A journal of another store, bucket or
+ *	  prefix is not used: the uploader starts from an empty one and adopts
+ *	  what the bucket holds (docs/DESIGN.md section 15).
  *
  *	  The file is replaced durably (write, fsync, rename, fsync of the
- *	  directory, through the storage seam) after each object: a crash
+ *	  directory, through the storage seam) after each object, a line
+ *	  appended; once it holds twice the lines of its last compaction (and
+ *	  64 more), and at load when a line is superseded, it is written
+ *	  compactly from the table (one line per object, the latest), without
+ *	  the objects whose local file retention deleted: its size stays
+ *	  linear in the live objects, each record amortized constant.  A journal above
+ *	  JOURNAL_MAX is not read (logged): the uploader rebuilds it from the
+ *	  bucket's listing, as for a lost journal.  A crash
  *	  loses at most the record of the object being uploaded, which the
  *	  next uploader adopts after checking it.  The file is read as
  *	  untrusted input: a line that does not parse is damage (XX001 naming
@@ -29,6 +36,8 @@
 
 #define JOURNAL_HEADER	"changestream replica journal 1 "
 #define JOURNAL_MAX		(256 * 1024 * 1024)
+
+static void rewrite(CsJournal *journal);
 
 /* Parse one entry line (without its newline); false if malformed. */
 static bool
@@ -63,7 +72,11 @@ put_entry(CsJournal *journal, const CsJournalEntry *e)
 {
 	CsJournalEntry *entry;
 
-	entry = hash_search(journal->entries, e->name, HASH_ENTER, NULL);
+	bool		found;
+
+	entry = hash_search(journal->entries, e->name, HASH_ENTER, &found);
+	if (!found)
+		entry->seen = false;
 	entry->size = e->size;
 	strlcpy(entry->etag, e->etag, CS_JOURNAL_ETAG_MAX);
 	return entry;
@@ -72,8 +85,9 @@ put_entry(CsJournal *journal, const CsJournalEntry *e)
 /*
  * cs_journal_load(directory, url) -> journal
  *	  The journal of the archive in directory, in the current memory
- *	  context, empty when there is none or it describes another url
- *	  (s3://bucket/prefix).  Raises XX001 for a damaged journal.
+ *	  context, empty when there is none or it describes another store
+ *	  (url: CsS3Config.store, "s3://bucket/prefix at <endpoint>" or "... in
+ *	  AWS region <region>").  Raises XX001 for a damaged journal.
  */
 CsJournal *
 cs_journal_load(const char *directory, const char *url)
@@ -84,6 +98,7 @@ cs_journal_load(const char *directory, const char *url)
 	StringInfoData text;
 	char	   *header = psprintf(JOURNAL_HEADER "%s\n", url);
 	char	   *p;
+	CsStorageInfo info;
 
 	journal->directory = pstrdup(directory);
 	journal->url = pstrdup(url);
@@ -96,6 +111,14 @@ cs_journal_load(const char *directory, const char *url)
 	appendStringInfoString(&journal->text, header);
 
 	initStringInfo(&text);
+	if (cs_storage_stat(path, false, &info) == 0 &&
+		info.type == CS_STORAGE_FILE && info.size > JOURNAL_MAX)
+	{
+		ereport(LOG,
+				(errmsg("changestream uploader: replica journal \"%s\" has %lld bytes, more than %d; it is rebuilt from the bucket's listing",
+						path, (long long) info.size, JOURNAL_MAX)));
+		return journal;
+	}
 	if (!cs_read_small_file(path, JOURNAL_MAX, &text, true))
 		return journal;
 	if (strlen(text.data) != (size_t) text.len)
@@ -106,7 +129,7 @@ cs_journal_load(const char *directory, const char *url)
 		if (strncmp(text.data, JOURNAL_HEADER, strlen(JOURNAL_HEADER)) != 0)
 			cs_file_damage(path, 0, "The replica journal's first line is not \"%s<url>\".",
 						   JOURNAL_HEADER);
-		return journal;			/* another bucket or prefix */
+		return journal;			/* another store, bucket or prefix */
 	}
 	p = text.data + strlen(header);
 	while (*p != '\0')
@@ -123,9 +146,13 @@ cs_journal_load(const char *directory, const char *url)
 		put_entry(journal, &e);
 		appendStringInfo(&journal->text, "%lld %s %s\n", (long long) e.size,
 						 e.etag, e.name);
+		journal->lines++;
 		p = nl + 1;
 	}
 	pfree(text.data);
+	if (journal->lines > hash_get_num_entries(journal->entries))
+		rewrite(journal);		/* superseded lines: compact it */
+	journal->compact_lines = journal->lines;
 	return journal;
 }
 
@@ -160,11 +187,91 @@ cs_journal_record(CsJournal *journal, const char *name, int64 size,
 	strlcpy(e.etag, etag[0] ? etag : "-", CS_JOURNAL_ETAG_MAX);
 	e.size = size;
 	if (old != NULL && old->size == size && strcmp(old->etag, e.etag) == 0)
+	{
+		old->seen = true;
 		return;
-	put_entry(journal, &e);
+	}
+	put_entry(journal, &e)->seen = true;
+	if (journal->lines >= 2 * journal->compact_lines + 64)
+	{
+		rewrite(journal);
+		return;
+	}
 	appendStringInfo(&journal->text, "%lld %s %s\n", (long long) size,
 					 e.etag, name);
+	journal->lines++;
 	cs_write_file_durably(cs_replica_journal_path(journal->directory),
 						  journal->directory, journal->text.data,
 						  journal->text.len);
+}
+
+/*
+ * Write the journal again from its table: one line per object, the latest;
+ * the entries whose local file is gone (retention deleted it) are dropped.
+ */
+static void
+rewrite(CsJournal *journal)
+{
+	HASH_SEQ_STATUS seq;
+	CsJournalEntry *e;
+	List	   *gone = NIL;
+	ListCell   *lc;
+
+	resetStringInfo(&journal->text);
+	appendStringInfo(&journal->text, JOURNAL_HEADER "%s\n", journal->url);
+	journal->lines = 0;
+	hash_seq_init(&seq, journal->entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		char	   *local = psprintf("%s/%s", journal->directory, e->name);
+		CsStorageInfo info;
+
+		if (cs_storage_stat(local, false, &info) == 0 &&
+			info.type == CS_STORAGE_MISSING)
+			gone = lappend(gone, pstrdup(e->name));
+		else
+		{
+			appendStringInfo(&journal->text, "%lld %s %s\n",
+							 (long long) e->size, e->etag, e->name);
+			journal->lines++;
+		}
+		pfree(local);
+	}
+	foreach(lc, gone)
+		hash_search(journal->entries, lfirst(lc), HASH_REMOVE, NULL);
+	list_free_deep(gone);
+	journal->compact_lines = journal->lines;
+	cs_write_file_durably(cs_replica_journal_path(journal->directory),
+						  journal->directory, journal->text.data,
+						  journal->text.len);
+}
+
+/*
+ * cs_journal_forget(journal, unseen_only) -> list of names
+ *	  Drop from the journal every entry (unseen_only: every entry not
+ *	  marked seen, i.e. not in the bucket's listing nor put since the load),
+ *	  and make the journal durable without them when there were any.
+ *	  Returns the names dropped (palloc'd, in the current context).  The
+ *	  uploader calls it when the bucket lacks what the journal claims: a
+ *	  prefix emptied by a lifecycle rule or by hand is uploaded again.
+ */
+List *
+cs_journal_forget(CsJournal *journal, bool unseen_only)
+{
+	HASH_SEQ_STATUS seq;
+	CsJournalEntry *e;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	hash_seq_init(&seq, journal->entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (!unseen_only || !e->seen)
+			names = lappend(names, pstrdup(e->name));
+	}
+	foreach(lc, names)
+		hash_search(journal->entries, lfirst(lc), HASH_REMOVE, NULL);
+	if (names != NIL)
+		rewrite(journal);
+	return names;
 }

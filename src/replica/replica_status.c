@@ -107,7 +107,11 @@ cs_replica_state_name(CsReplicaState state)
 /*
  * cs_replica_status_copy(copy)
  *	  Copy the uploader's status into *copy (state off and pid 0 when no
- *	  uploader runs).
+ *	  uploader runs).  With a replica configured and no uploader running,
+ *	  an empty last error becomes a sentence saying that retention holds
+ *	  the files: the registration at server start may have failed with
+ *	  only a log line (RegisterBackgroundWorker() past
+ *	  max_worker_processes).
  */
 void
 cs_replica_status_copy(CsReplicaStatus *copy)
@@ -117,6 +121,12 @@ cs_replica_status_copy(CsReplicaStatus *copy)
 	*copy = shared->status;
 	SpinLockRelease(&shared->mutex);
 	LWLockRelease(shared->lock);
+	if (copy->pid == 0 && copy->last_error[0] == '\0' &&
+		cs_replica_configured())
+		strlcpy(copy->last_error,
+				"no uploader is running: local retention keeps every file not in the bucket; "
+				"if the server log says \"too many background workers\" at start, raise max_worker_processes and restart",
+				sizeof(copy->last_error));
 }
 
 /*

@@ -45,7 +45,9 @@ ca_file_problem(const char *path)
 
 /*
  * cs_s3_config_current(out) -> NULL or a sentence
- *	  Fill out from the current settings.  Returns NULL on success, else a
+ *	  Fill out from the current settings (out->store names the store, from
+ *	  the endpoint or else the AWS region, with the bucket and prefix: what
+ *	  the uploader's journal and pass state are keyed on).  Returns NULL on success, else a
  *	  sentence naming the setting that is empty or wrong (the check hooks
  *	  reject bad values, so in practice: no replica_url).  Never raises
  *	  (but on out-of-memory).
@@ -91,6 +93,15 @@ cs_s3_config_current(CsS3Config *out)
 		return psprintf("changestream.replica_ca_file: %s", problem);
 	out->credentials = pstrdup(cs_replica_credentials ? cs_replica_credentials : "");
 	out->profile = pstrdup(cs_replica_profile ? cs_replica_profile : "default");
+	/* the endpoint names the store; without one, AWS's region does */
+	if (cs_replica_endpoint == NULL || cs_replica_endpoint[0] == '\0')
+		out->store = psprintf("s3://%s/%s in AWS region %s", url.bucket,
+							  url.prefix, cs_replica_region);
+	else
+		out->store = psprintf("s3://%s/%s at %s://%s%s", url.bucket,
+							  url.prefix, ep.https ? "https" : "http",
+							  ep.host, ep.port ?
+							  psprintf(":%d", ep.port) : "");
 	return NULL;
 }
 

@@ -20,6 +20,7 @@ typedef struct CsS3Config
 	char	   *ca_file;		/* NULL = the system's */
 	char	   *credentials;	/* a file's path or "env" */
 	char	   *profile;
+	char	   *store;			/* the store, bucket and prefix, as one text */
 } CsS3Config;
 
 extern const char *cs_s3_config_current(CsS3Config *out);

@@ -23,7 +23,8 @@
  *	  spare segment and retention never wait for it; retention keeps what
  *	  is not up yet (replica_status.c).
  *
- *	  First, for each bucket and prefix: the marker object
+ *	  First, for each store (its endpoint, or AWS's region), bucket and
+ *	  prefix: the marker object
  *	  "<prefix>/changestream.cluster", put with If-None-Match: *, names the
  *	  cluster (system identifier, database, slot); a marker naming another
  *	  cluster stops the uploader (state error).  Then the journal
@@ -122,11 +123,18 @@ typedef struct FileSum
 bool		cs_uploader_registered = false;
 
 static MemoryContext pass_cxt = NULL;	/* one pass; the client lives here */
+static ResourceOwner worker_owner = NULL;	/* the worker's, for its life */
+static ResourceOwner pass_owner = NULL; /* one pass: digests, HMACs */
 static MemoryContext bucket_cxt = NULL; /* journal and listing of the url */
-static char *bucket_url = NULL;	/* in bucket_cxt: what they describe */
+static char *bucket_url = NULL;	/* in bucket_cxt: the store they describe */
 static CsJournal *journal = NULL;
-static HTAB *listed = NULL;		/* names in the bucket not journaled */
+static MemoryContext listing_cxt = NULL;	/* in bucket_cxt: the listing */
+static struct ListedObject *listed = NULL;	/* objects not journaled, by
+											 * name */
+static int	nlisted = 0;
+static bool listing_done = false;	/* the bucket was listed (this store) */
 static bool marker_ok = false;
+static bool marker_created = false;	/* this process put the marker */
 static CsLogOnce log_once;
 static long backoff_ms = BACKOFF_MIN_MS;
 static bool last_pass_failed = false;
@@ -137,10 +145,16 @@ static uint64 pos_generation;
 static int64 pos_next_segment;
 static XLogRecPtr pos_snapshot;
 
+/* the position published last (it only increases while pub_valid) */
+static bool pub_valid = false;
+static uint64 pub_generation;
+static int64 pub_next_segment;
+static XLogRecPtr pub_snapshot;
+
 /* an entry of the listing: a name relative to the prefix, and its size */
 typedef struct ListedObject
 {
-	char		name[MAXPGPATH];
+	char	   *name;
 	int64		size;
 } ListedObject;
 
@@ -329,27 +343,70 @@ file_sum(const char *path, FileSum *sum)
 	}
 }
 
-/* PUT the file whole; its ETag into etag. */
-static Outcome
-put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
-		  bool if_none_match, char **etag, bool *exists)
+/*
+ * A file that changes (the schema history, the timelines, the horizon),
+ * read once: its content, returned, and its sum from that content, so what
+ * is hashed is what is put.  NULL (and *sum unset) above PART_BYTES: such a
+ * file is summed and put as an immutable one is.
+ */
+static char *
+read_mutable(const char *path, FileSum *sum)
 {
-	int			fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	CsStorageInfo info;
+	int			fd;
 	char	   *buf;
-	CsS3Response resp;
+	uint8		digest[MD5_DIGEST_LENGTH];
 
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("changestream file \"%s\" is not a regular file", path)));
+	if (info.size > PART_BYTES)
+		return NULL;
+	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", path)));
+	sum->size = info.size;
 	buf = palloc(sum->size + 1);
 	read_at(fd, path, buf, sum->size, 0);
 	cs_storage_close(fd);
+	md5_of(buf, sum->size, digest);
+	hex_of(digest, sum->etag);
+	return buf;
+}
+
+/*
+ * PUT the file whole (content: its bytes already read, or NULL to read
+ * them); its ETag into etag.
+ */
+static Outcome
+put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
+		  const char *content, bool if_none_match, char **etag, bool *exists)
+{
+	char	   *buf = (char *) content;
+	CsS3Response resp;
+
+	if (buf == NULL)
+	{
+		int			fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+
+		if (fd < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\": %m", path)));
+		buf = palloc(sum->size + 1);
+		read_at(fd, path, buf, sum->size, 0);
+		cs_storage_close(fd);
+	}
 	transfer_begin();
 	cs_s3_put(pass->client, key, buf, sum->size, if_none_match, &resp);
 	transfer_end();
 	cs_replica_count(CS_REPLICA_PUT, sum->size);
-	pfree(buf);
+	if (buf != content)
+		pfree(buf);
 	if (if_none_match && resp.status == 412)
 	{
 		*exists = true;
@@ -361,26 +418,21 @@ put_whole(Pass *pass, const char *path, const char *key, const FileSum *sum,
 	return OUT_OK;
 }
 
-/* Upload the file in parts of PART_BYTES; an upload that fails is aborted. */
+/*
+ * The parts and the completion of the multipart upload upload_id; an
+ * upload that fails is aborted.
+ */
 static Outcome
-put_multipart(Pass *pass, const char *path, const char *key,
-			  const FileSum *sum, char **etag)
+send_parts(Pass *pass, const char *path, const char *key,
+		   const FileSum *sum, const char *upload_id, char **etag)
 {
-	char	   *upload_id;
 	CsS3Response resp;
 	List	   *etags = NIL;
 	int			fd;
 	char	   *buf;
 	int			part = 0;
-	bool		ok;
+	bool		ok = true;
 
-	transfer_begin();
-	ok = cs_s3_multipart_create(pass->client, key, &upload_id, &resp);
-	transfer_end();
-	cs_replica_count(CS_REPLICA_PUT, 0);
-	if (!ok)
-		return request_failed(pass, &resp,
-							  psprintf("CreateMultipartUpload of key \"%s\"", key));
 	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
 	if (fd < 0)
 		ereport(ERROR,
@@ -438,6 +490,69 @@ put_multipart(Pass *pass, const char *path, const char *key,
 }
 
 /*
+ * Upload the file in parts of PART_BYTES; an upload that fails is aborted,
+ * also when an error (a local file that cannot be read, a reload
+ * cancelling a transfer) is raised after its creation: the abort is sent,
+ * not cancellable by the reload, and the error raised again.  Not on
+ * SIGTERM: the bucket's lifecycle rule for incomplete uploads cleans up.
+ */
+static Outcome
+put_multipart(Pass *pass, const char *path, const char *key,
+			  const FileSum *sum, char **etag)
+{
+	char	   *upload_id;
+	CsS3Response resp;
+	MemoryContext cxt = CurrentMemoryContext;
+	Outcome		outcome = OUT_OK;
+	bool		ok;
+
+	transfer_begin();
+	ok = cs_s3_multipart_create(pass->client, key, &upload_id, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, 0);
+	if (!ok)
+		return request_failed(pass, &resp,
+							  psprintf("CreateMultipartUpload of key \"%s\"", key));
+	PG_TRY();
+	{
+		outcome = send_parts(pass, path, key, sum, upload_id, etag);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		in_transfer = false;
+		if (!ProcDiePending)
+		{
+			cs_s3_multipart_abort(pass->client, key, upload_id, &resp);
+			cs_replica_count(CS_REPLICA_DELETE, 0);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return outcome;
+}
+
+/*
+ * Whether the bucket holds key now (a HEAD): *exists.  The check of an
+ * immutable file before a multipart upload, which CompleteMultipartUpload
+ * would not refuse to overwrite.
+ */
+static Outcome
+object_exists(Pass *pass, const char *key, bool *exists)
+{
+	CsS3Response resp;
+
+	transfer_begin();
+	cs_s3_head(pass->client, key, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_GET, 0);
+	*exists = resp.status == 200;
+	if (resp.status == 200 || resp.status == 404)
+		return OUT_OK;
+	return request_failed(pass, &resp, psprintf("HEAD of key \"%s\"", key));
+}
+
+/*
  * An object is in the bucket under name that the journal does not hold:
  * adopt it when its ETag (and its listed size, when listed_size >= 0)
  * equal the local file's; else an error naming the key, the object being
@@ -473,6 +588,60 @@ adopt(Pass *pass, const char *name, const char *key, const FileSum *sum,
 	return OUT_OK;
 }
 
+/* Order of the listing: by name. */
+static int
+listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const ListedObject *) a)->name,
+				  ((const ListedObject *) b)->name);
+}
+
+/* The listed object not journaled under name, or NULL. */
+static ListedObject *
+find_listed(const char *name)
+{
+	ListedObject key;
+
+	if (listed == NULL)
+		return NULL;
+	key.name = (char *) name;
+	return bsearch(&key, listed, nlisted, sizeof(ListedObject), listed_cmp);
+}
+
+/* Free the listing: no local file is left that it could be needed for. */
+static void
+free_listing(void)
+{
+	if (listing_cxt != NULL)
+		MemoryContextDelete(listing_cxt);
+	listing_cxt = NULL;
+	listed = NULL;
+	nlisted = 0;
+}
+
+/*
+ * An immutable file the journal says is up: its size must be the one
+ * journaled, else an error naming the key (the local file changed after
+ * its upload, or the journal is not this archive's).  A file gone meanwhile
+ * (retention) is not checked.
+ */
+static Outcome
+journaled_size_ok(Pass *pass, const char *path, const char *name,
+				  const char *key, const CsJournalEntry *entry)
+{
+	CsStorageInfo info;
+
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE || info.size == entry->size)
+		return OUT_OK;
+	return failed(pass, OUT_ERROR, ERRCODE_DATA_CORRUPTED,
+				  psprintf("local file \"%s\" has %lld bytes, but the replica journal records object \"%s\" with %lld bytes",
+						   name, (long long) info.size, key,
+						   (long long) entry->size),
+				  NULL,
+				  pstrdup("A finished archive file changed after its upload, or replica.journal is not this archive's. Check the file; removing replica.journal makes the uploader compare every object with the local files again."));
+}
+
 /*
  * Put the file at path in the bucket unless the journal says it is there
  * (mutable: with the same content).  *uploaded tells whether it was sent
@@ -487,17 +656,20 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	ListedObject *obj;
 	FileSum		sum;
 	char	   *etag = NULL;
+	char	   *content;
 	bool		exists = false;
 	Outcome		outcome;
 
 	*uploaded = false;
 	if (entry != NULL && !mutable)
-		return OUT_OK;
-	file_sum(path, &sum);
+		return journaled_size_ok(pass, path, name, key, entry);
+	content = mutable ? read_mutable(path, &sum) : NULL;
+	if (content == NULL)
+		file_sum(path, &sum);
 	if (entry != NULL && entry->size == sum.size &&
 		strcmp(entry->etag, sum.etag) == 0)
 		return OUT_OK;
-	obj = hash_search(listed, name, HASH_FIND, NULL);
+	obj = find_listed(name);
 	if (obj != NULL && entry == NULL && !mutable)
 	{
 		outcome = adopt(pass, name, key, &sum, obj->size);
@@ -508,9 +680,15 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	}
 	cs_replica_set_state(CS_REPLICA_UPLOADING);
 	if (sum.size > PART_BYTES)
-		outcome = put_multipart(pass, path, key, &sum, &etag);
+	{
+		/* a multipart upload has no If-None-Match: a HEAD comes first */
+		outcome = mutable ? OUT_OK : object_exists(pass, key, &exists);
+		if (outcome == OUT_OK && !exists)
+			outcome = put_multipart(pass, path, key, &sum, &etag);
+	}
 	else
-		outcome = put_whole(pass, path, key, &sum, !mutable, &etag, &exists);
+		outcome = put_whole(pass, path, key, &sum, content, !mutable,
+							&etag, &exists);
 	if (outcome != OUT_OK)
 		return outcome;
 	if (exists)
@@ -558,7 +736,11 @@ check_marker(Pass *pass)
 	transfer_end();
 	cs_replica_count(CS_REPLICA_PUT, strlen(mine));
 	if (resp.status == 200 && resp.error_code == NULL)
+	{
+		/* the prefix had no marker: it is new, or was emptied */
+		marker_created = true;
 		return OUT_OK;
+	}
 	if (resp.status != 412)
 		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
 	transfer_begin();
@@ -577,7 +759,27 @@ check_marker(Pass *pass)
 				  pstrdup("Give each cluster its own prefix in changestream.replica_url; the uploader uploads nothing here."));
 }
 
-/* One listing of the prefix: what the bucket holds, by name. */
+/*
+ * Log the journal entries dropped because the bucket lacks them (why):
+ * their files are uploaded again (or adopted, when listed).
+ */
+static void
+forget_missing(List *names, const char *why)
+{
+	if (names == NIL)
+		return;
+	ereport(LOG,
+			(errmsg_plural("changestream uploader: %d object of the journal is not in the bucket; it is uploaded again",
+						   "changestream uploader: %d objects of the journal are not in the bucket; they are uploaded again",
+						   list_length(names), list_length(names)),
+			 errdetail("The first is \"%s\"; %s.", (char *) linitial(names), why)));
+}
+
+/*
+ * One listing of the prefix: the journal entries it holds with their size
+ * are marked seen, the others dropped (uploaded again); the objects the
+ * journal lacks go to the listed table, by name, for adoption.
+ */
 static Outcome
 list_bucket(Pass *pass)
 {
@@ -586,10 +788,8 @@ list_bucket(Pass *pass)
 	List	   *objects = NIL;
 	CsS3Response resp;
 	char	   *bad = NULL;
-	HASHCTL		ctl;
 	ListCell   *lc;
 	bool		ok;
-	MemoryContext old;
 
 	transfer_begin();
 	ok = cs_s3_list(pass->client, prefix, NULL, 0, &objects, &resp, &bad);
@@ -600,31 +800,61 @@ list_bucket(Pass *pass)
 	if (!ok)
 		return request_failed(pass, &resp,
 							  psprintf("listing of prefix \"%s\"", prefix));
-	old = MemoryContextSwitchTo(bucket_cxt);
-	ctl.keysize = MAXPGPATH;
-	ctl.entrysize = sizeof(ListedObject);
-	ctl.hcxt = bucket_cxt;
-	listed = hash_create("changestream replica listing", 256, &ctl,
-						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	MemoryContextSwitchTo(old);
+	free_listing();
+	listing_cxt = AllocSetContextCreate(bucket_cxt,
+										"changestream uploader listing",
+										ALLOCSET_DEFAULT_SIZES);
+	listed = MemoryContextAlloc(listing_cxt,
+								sizeof(ListedObject) * Max(list_length(objects), 1));
 	foreach(lc, objects)
 	{
 		CsS3Object *o = lfirst(lc);
-		ListedObject *e;
+		CsJournalEntry *entry;
 
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
 			continue;
-		e = hash_search(listed, o->key + plen, HASH_ENTER, NULL);
-		e->size = o->size;
+		entry = cs_journal_find(journal, o->key + plen);
+		if (entry != NULL && entry->size == o->size)
+		{
+			entry->seen = true; /* the journal is right about it */
+			continue;
+		}
+		listed[nlisted].name = MemoryContextStrdup(listing_cxt, o->key + plen);
+		listed[nlisted].size = o->size;
+		nlisted++;
 	}
+	qsort(listed, nlisted, sizeof(ListedObject), listed_cmp);
+	listing_done = true;
+	forget_missing(cs_journal_forget(journal, true),
+				   "they are not in the bucket's listing, or not with the journaled size");
 	return OUT_OK;
 }
 
-/* Publish the uploaded position (for local retention). */
+/*
+ * Publish the uploaded position (for local retention), only when it
+ * increases: a pass walks a generation from its start again, and what an
+ * earlier pass published stays up.
+ */
 static void
 publish_position(void)
 {
-	cs_replica_set_position(pos_generation, pos_next_segment, pos_snapshot);
+	if (pub_valid && pos_generation < pub_generation)
+		return;
+	if (pub_valid && pos_generation == pub_generation)
+	{
+		if (pos_next_segment <= pub_next_segment && pos_snapshot <= pub_snapshot)
+			return;
+		pub_next_segment = Max(pub_next_segment, pos_next_segment);
+		pub_snapshot = Max(pub_snapshot, pos_snapshot);
+	}
+	else
+	{
+		pub_next_segment = pos_next_segment;
+		pub_snapshot = pos_snapshot;
+	}
+	pub_generation = pos_generation;
+	pub_valid = true;
+	cs_replica_set_position(pub_generation, pub_next_segment, pub_snapshot);
 }
 
 /* The end LSN of the segments up to index: the start of the next one. */
@@ -760,8 +990,9 @@ put_generation(Pass *pass, uint64 generation, bool newest, bool *complete)
 /*
  * The finished files not in the journal, and their bytes: the backlog
  * status() shows (raw sealed segments count, as they will go up).
+ * Returns the number of files.
  */
-static void
+static int64
 count_backlog(Pass *pass, List *gens)
 {
 	int64		files = 0;
@@ -803,6 +1034,7 @@ count_backlog(Pass *pass, List *gens)
 		}
 	}
 	cs_replica_set_backlog(files, bytes);
+	return files;
 }
 
 /* Take the settings and the keys, and make the client for this pass. */
@@ -824,15 +1056,20 @@ begin_pass(Pass *pass)
 					  cp.message, cp.detail, cp.hint);
 	pass->client = cs_s3_client_create(&pass->config, &creds);
 	cs_s3_credentials_wipe(&creds);
-	url = psprintf("s3://%s/%s", pass->config.bucket, pass->config.prefix);
+	url = pass->config.store;
 	if (bucket_url == NULL || strcmp(url, bucket_url) != 0)
 	{
-		/* another bucket or prefix: start over */
+		/* another store, bucket or prefix: start over */
 		MemoryContextReset(bucket_cxt);
 		bucket_url = MemoryContextStrdup(bucket_cxt, url);
 		journal = NULL;
+		listing_cxt = NULL;		/* deleted with bucket_cxt's children */
 		listed = NULL;
+		nlisted = 0;
+		listing_done = false;
 		marker_ok = false;
+		marker_created = false;
+		pub_valid = false;
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
@@ -862,8 +1099,11 @@ run_pass(Pass *pass)
 
 		journal = cs_journal_load(pass->directory, bucket_url);
 		MemoryContextSwitchTo(old);
+		if (marker_created)
+			forget_missing(cs_journal_forget(journal, false),
+						   "the prefix had no marker object, so it was new or emptied");
 	}
-	if (listed == NULL)
+	if (!listing_done)
 	{
 		outcome = list_bucket(pass);
 		if (outcome != OUT_OK)
@@ -884,8 +1124,10 @@ run_pass(Pass *pass)
 		pos_snapshot = InvalidXLogRecPtr;
 		publish_position();
 	}
-	if (outcome == OUT_OK || outcome == OUT_WAIT)
-		count_backlog(pass, gens);
+	/* no unjournaled local file left: the listing is not needed again */
+	if ((outcome == OUT_OK || outcome == OUT_WAIT) &&
+		count_backlog(pass, gens) == 0)
+		free_listing();
 	return outcome == OUT_WAIT ? OUT_OK : outcome;
 }
 
@@ -944,6 +1186,41 @@ report(Pass *pass, Outcome outcome)
 }
 
 /*
+ * Give the pass its own resource owner, a child of the worker's: the
+ * digests and HMACs (cryptohash.h) of the pass belong to it.
+ */
+static void
+pass_owner_begin(void)
+{
+	if (pass_owner == NULL)
+		pass_owner = ResourceOwnerCreate(worker_owner,
+										 "changestream uploader pass");
+	CurrentResourceOwner = pass_owner;
+}
+
+/*
+ * Release and delete the pass's resource owner (isCommit: the pass ended
+ * normally, so a resource still held is a leak reported as a warning).
+ * From PostgreSQL 17 on a released owner takes no new resources, so the
+ * next pass gets a new one (pass_owner_begin()).
+ */
+static void
+pass_owner_end(bool isCommit)
+{
+	CurrentResourceOwner = worker_owner;
+	if (pass_owner == NULL)
+		return;
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_BEFORE_LOCKS,
+						 isCommit, false);
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_LOCKS,
+						 isCommit, false);
+	ResourceOwnerRelease(pass_owner, RESOURCE_RELEASE_AFTER_LOCKS,
+						 isCommit, false);
+	ResourceOwnerDelete(pass_owner);
+	pass_owner = NULL;
+}
+
+/*
  * The error path, entered through sigsetjmp: a local file could not be
  * read, or a reload cancelled a transfer.  Releases what the pass held
  * and waits the backoff delay (not after a reload).
@@ -966,13 +1243,8 @@ pass_failed(void)
 	FlushErrorState();
 	pgstat_report_wait_end();
 	LWLockReleaseAll();
-	/* the digests' contexts (cryptohash.h) belong to the resource owner */
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_BEFORE_LOCKS,
-						 false, true);
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_LOCKS,
-						 false, true);
-	ResourceOwnerRelease(CurrentResourceOwner, RESOURCE_RELEASE_AFTER_LOCKS,
-						 false, true);
+	/* the digests' contexts (cryptohash.h) belong to the pass's owner */
+	pass_owner_end(false);
 	AtEOXact_Files(false);
 	MemoryContextReset(pass_cxt);
 	if (!reload)
@@ -1009,8 +1281,12 @@ changestream_uploader_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* pg_cryptohash_create() (the signer, MD5s) needs a resource owner */
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "changestream uploader");
+	/*
+	 * pg_cryptohash_create() (the signer, MD5s) needs a resource owner: each
+	 * pass has its own, a child of this one (pass_owner_begin()).
+	 */
+	worker_owner = ResourceOwnerCreate(NULL, "changestream uploader");
+	CurrentResourceOwner = worker_owner;
 	cs_replica_status_started();
 	before_shmem_exit(uploader_exit, (Datum) 0);
 	pass_cxt = AllocSetContextCreate(TopMemoryContext,
@@ -1048,7 +1324,9 @@ changestream_uploader_main(Datum main_arg)
 		}
 		memset(&pass, 0, sizeof(pass));
 		pass.directory = config->directory;
+		pass_owner_begin();
 		outcome = run_pass(&pass);
+		pass_owner_end(true);
 		MemoryContextSwitchTo(TopMemoryContext);
 		if (outcome == OUT_OK)
 		{
