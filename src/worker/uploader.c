@@ -869,8 +869,19 @@ publish_flushed(uint64 generation, List *segments, int64 next_index)
 
 		if (sf->index == next_index)
 		{
-			CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, false);
+			CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, true);
 
+			/*
+			 * A raw segment compressed since it was listed: the maintenance
+			 * worker writes the .gz before it removes the raw file.
+			 */
+			if (r == NULL && !sf->compressed)
+				r = cs_reader_open(cs_compressed_path(sf->path), true, true);
+			if (r == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_FILE),
+						 errmsg("changestream segment \"%s\" disappeared while the uploader read it",
+								sf->path)));
 			cs_replica_set_flushed(generation, cs_reader_header(r)->start_lsn);
 			cs_reader_close(r);
 			return;
@@ -901,6 +912,23 @@ put_if_exists(Pass *pass, const char *path, bool *uploaded)
  * up as it is.  *complete: every segment is up and the generation is no
  * longer written.
  */
+/*
+ * Is the raw last segment of a generation no longer written one that stays
+ * raw for ever (not sealed: an abandoned generation's)?  A sealed one is
+ * compressed (the hand-off sealed it), maybe since it was listed: then it
+ * is gone or about to go, and its .gz goes up at a later pass.
+ */
+static bool
+abandoned_raw(const char *path)
+{
+	CsStorageInfo info;
+
+	if (cs_storage_stat(path, false, &info) != 0 ||
+		info.type != CS_STORAGE_FILE)
+		return false;
+	return !cs_segment_sealed(path);
+}
+
 static Outcome
 put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 {
@@ -915,8 +943,7 @@ put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 		CsSegmentFile *sf = lfirst(lc);
 		bool		last = lnext(segments, lc) == NULL;
 
-		if (!sf->compressed &&
-			(!last || newest || cs_segment_sealed(sf->path)))
+		if (!sf->compressed && (!last || newest || !abandoned_raw(sf->path)))
 		{
 			*complete = false;	/* compression, or the archiver, comes first */
 			break;
