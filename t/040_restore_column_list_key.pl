@@ -94,17 +94,9 @@ for my $pt (@points)
 	}
 }
 
-# restore() under pressure (issue 35): a tables name that matches no
-# archived table is an error naming the close names, not a restore of
-# nothing; a target time in the future is refused before any work.
-my ($ret, $out, $err) = $node->psql('postgres',
-	"SELECT tables FROM changestream.restore('scratch_miss', tables => '{ck,public.cii}')",
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-like($err, qr/ERROR:  42P01: no archived table matches "public\.cii"\nDETAIL:  The archive holds ("public\.ci", "public\.ck"|"public\.ck", "public\.ci"), among 2 tables up to the target\./,
-	'a name matching no archived table: 42P01 with the close names');
-is($node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_namespace WHERE nspname = 'scratch_miss'"),
-	'0', 'nothing is left of the failed restore');
+# restore() under pressure (issue 35): a target time in the future is
+# refused before any work.
+my ($ret, $out, $err);
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT tables FROM changestream.restore('scratch_miss', target_time => now() + interval '1 hour')",
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);

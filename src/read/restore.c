@@ -189,7 +189,6 @@ table_wanted(RestoreState *rs, Oid oid, const char *schema, const char *name)
 {
 	ListCell   *lc;
 
-	cs_filter_note_table(&rs->filter, schema, name);
 	if (name_wanted(rs, schema, name))
 		return true;
 	foreach(lc, rs->aliases)
@@ -1994,7 +1993,6 @@ changestream_restore(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		apply_archive(&rs);
-		cs_filter_require_matched(&rs.filter);
 		close_apply_states();
 		set_sequences(&rs);
 	}
