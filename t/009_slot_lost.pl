@@ -229,7 +229,6 @@ $w = workload(6);
 cs_sleep(2);
 my $gen_d = $node->safe_psql('postgres', 'SELECT changestream.new_generation()');
 like($gen_d, qr/^[0-9a-f]{16}$/, "new_generation() returns the new generation ($gen_d)");
-my $files_c = gen_files($gen_c);    # no longer written
 finish($w, 'new_generation()');
 cs_wait_archived($node, name => 'new_generation()');
 my ($gen_d2, $start_d) = check_new_generation('new_generation()', 4,
@@ -239,6 +238,12 @@ my $snap_workers = $node->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name <> 'changestream'");
 is($snap_workers, '0', 'new_generation(): no temporary slot left');
 
+
+# The previous generation is no longer written; once the maintenance
+# worker has compressed its last segment (sealed by the hand-off), its
+# files stay as they are.
+cs_poll($node, 'postgres', "SELECT raw_sealed_segments = 0 FROM changestream.status()", 't', 60);
+my $files_c = gen_files($gen_c);
 
 # No retry loop: the generations stay as they are, the worker streams.
 cs_sleep(3);

@@ -263,8 +263,10 @@ cmp_ok(scalar(@skipped), '>=', 2, scalar(@skipped) . ' sealed segments skipped b
 # of the first sealed segment all of whose transactions came after t2
 my $t2us = $node->safe_psql($db, "SELECT ((extract(epoch FROM '$t2'::timestamptz) - 946684800) * 1000000)::bigint");
 my $after_t2;
-for my $s (@segs[0 .. $#segs - 1])
+for my $listed (@segs[0 .. $#segs - 1])
 {
+	# compressed since the listing: read (and name) its .gz twin
+	my $s = (-e $listed || $listed !~ /\.wal$/) ? $listed : "$listed.gz";
 	my $h = substr(ad_load($s), 0, 128);
 	$after_t2 = $s if !defined $after_t2 && unpack('q>', substr($h, 88, 8)) > $t2us
 	  && unpack('Q>', substr($h, 104, 8)) > 0;
