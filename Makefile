@@ -47,6 +47,7 @@ OBJS = \
 	src/worker/slot_wal_watch.o \
 	src/worker/uploader.o \
 	src/archive/segment_spare.o \
+	src/base/latch_wait.o \
 	src/base/log_once.o \
 	src/base/slot_wal.o \
 	src/archive/pgoutput_parse.o \

@@ -76,6 +76,7 @@
 #include "archive/segment_spare.h"
 #include "base/archive_config.h"
 #include "base/guc.h"
+#include "base/latch_wait.h"
 #include "base/log_once.h"
 #include "base/shmem_status.h"
 #include "worker/maintenance.h"
@@ -357,39 +358,6 @@ retention_duty(const char *directory)
 }
 
 /*
- * Wait on the latch for ms milliseconds (-1: no timeout).  With
- * until_timeout (the backoff), the latch alone does not end the wait: only
- * the timeout or a reload does.
- */
-static void
-wait_ms(long ms, bool until_timeout)
-{
-	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-
-	for (;;)
-	{
-		int			rc;
-		long		left = ms;
-
-		if (until_timeout)
-		{
-			left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
-			if (left <= 0)
-				return;
-		}
-		rc = WaitLatch(MyLatch,
-					   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-					   (ms >= 0 ? WL_TIMEOUT : 0),
-					   left, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (!until_timeout || ConfigReloadPending)
-			return;
-	}
-}
-
-/*
  * The error path, entered through sigsetjmp: log the error once, release
  * the job (zlib state, files, its .tmp), publish the error and wait the
  * backoff delay.  Streaming goes on in the archiver meanwhile.
@@ -420,7 +388,7 @@ compression_failed(void)
 	RESUME_INTERRUPTS();
 
 	last_attempt_failed = true;
-	wait_ms(backoff_ms, true);
+	cs_latch_wait_ms(backoff_ms, true);
 	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 }
 
@@ -514,7 +482,7 @@ changestream_maintenance_main(Datum main_arg)
 		{
 			cs_maintenance_status_set_backlog(-1);
 			set_deferring(false, 0);
-			wait_ms(RESCAN_MS, false);	/* the slot may still keep WAL */
+			cs_latch_wait_ms(RESCAN_MS, false);	/* the slot may still keep WAL */
 			continue;
 		}
 		more = compress_duty(config->directory);
@@ -525,7 +493,7 @@ changestream_maintenance_main(Datum main_arg)
 		{
 			long		retry = cs_retention_retry_ms();
 
-			wait_ms(retry > 0 ? Min(retry, RESCAN_MS) : RESCAN_MS, false);
+			cs_latch_wait_ms(retry > 0 ? Min(retry, RESCAN_MS) : RESCAN_MS, false);
 		}
 	}
 }

@@ -78,6 +78,7 @@
 #include "archive/storage.h"
 #include "base/archive_config.h"
 #include "base/guc.h"
+#include "base/latch_wait.h"
 #include "base/log_once.h"
 #include "replica/replica_journal.h"
 #include "replica/replica_status.h"
@@ -1158,32 +1159,6 @@ run_pass(Pass *pass)
 	return outcome == OUT_WAIT ? OUT_OK : outcome;
 }
 
-/*
- * Wait on the latch for ms milliseconds.  With until_timeout (a backoff),
- * only the timeout, a reload or SIGTERM ends it.
- */
-static void
-wait_ms(long ms, bool until_timeout)
-{
-	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-
-	for (;;)
-	{
-		int			rc;
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
-
-		if (left <= 0)
-			return;
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT,
-					   left, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (!until_timeout || ConfigReloadPending)
-			return;
-	}
-}
-
 /* The backoff delay: backoff_ms with up to a quarter of jitter, doubled. */
 static long
 next_backoff(void)
@@ -1282,7 +1257,7 @@ pass_failed(void)
 	FreeErrorData(edata);
 	RESUME_INTERRUPTS();
 	if (!reload)
-		wait_ms(next_backoff(), true);
+		cs_latch_wait_ms(next_backoff(), true);
 }
 
 /* before_shmem_exit callback: the uploader is gone from status(). */
@@ -1346,7 +1321,7 @@ changestream_uploader_main(Datum main_arg)
 		if (!cs_archive_config_enabled(config) || cs_replica_url[0] == '\0')
 		{
 			cs_replica_set_state(CS_REPLICA_IDLE);
-			wait_ms(RESCAN_MS * 5, false);
+			cs_latch_wait_ms(RESCAN_MS * 5, false);
 			continue;
 		}
 		memset(&pass, 0, sizeof(pass));
@@ -1369,13 +1344,13 @@ changestream_uploader_main(Datum main_arg)
 			}
 			backoff_ms = BACKOFF_MIN_MS;
 			cs_replica_set_state(CS_REPLICA_IDLE);
-			wait_ms(RESCAN_MS, false);
+			cs_latch_wait_ms(RESCAN_MS, false);
 		}
 		else
 		{
 			last_pass_failed = true;
 			report(&pass, outcome);
-			wait_ms(next_backoff(), true);
+			cs_latch_wait_ms(next_backoff(), true);
 		}
 	}
 }
