@@ -130,7 +130,8 @@ my $gen = $node->safe_psql($db, "SELECT generation FROM changestream.status()");
 # list once the maintenance worker has compressed every sealed segment, so
 # that no file listed is renamed under the checks below
 cs_poll($node, $db, "SELECT raw_sealed_segments = 0 FROM changestream.status()", 't', 120);
-my @segs = sort glob("$archive/generations/$gen/wal/*.wal*");
+# by index, one file each (never a .wal.gz.tmp being written)
+my @segs = map { $_->{path} } ad_segments($node, $gen);
 cmp_ok(scalar(@segs), '>=', 6, scalar(@segs) . ' segments written');
 my ($v3, $sealed) = (0, 0);
 my %kinds;
