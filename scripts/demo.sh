@@ -5,8 +5,10 @@
 #
 # Installs what is missing (apt), builds and installs the extension, starts a
 # throwaway PostgreSQL cluster (as the "postgres" user, in a temporary
-# directory, on a free port) with changestream preloaded, archives a ~30 s
-# pgbench run, prints generations(), status(), snapshots(), wal_segments()
+# directory, on a free port) with changestream preloaded, creates the
+# pgbench tables and the publication, then sets changestream.directory (a
+# reload) so that the archiver starts with everything it needs, archives a
+# ~30 s pgbench run, prints generations(), status(), snapshots(), wal_segments()
 # and the archive's files, then stops the cluster and removes it.  With the
 # replica (the default), it also starts a throwaway S3 store (a one-node
 # Ceph RADOS Gateway on 127.0.0.1, scripts/object-store.sh, ~10 s), points
@@ -108,8 +110,11 @@ fi
 
 cs_section "throwaway cluster"
 cs_as_pg mkdir -p "$ARCHIVE"
+# No changestream.directory yet: the archiver stays 'disabled' (not in
+# error) until the tables and the publication exist, as on a server where
+# the DBA creates the publication before pointing the archiver at a
+# directory.
 cs_cluster_init "$DEMO" "$PORT" <<EOF || cs_die "initdb failed"
-changestream.directory = '$ARCHIVE'
 changestream.segment_size = '1MB'
 changestream.status_interval = '1s'
 $REPLICA_CONF
@@ -122,11 +127,16 @@ cs_info "started PostgreSQL $(psql_value 'SHOW server_version') in $PGDATA_DIR, 
 cs_section "pgbench -i -s $SCALE"
 cs_as_pg "$PG_BINDIR/pgbench" -h "$DEMO" -p "$PORT" -i -s "$SCALE" -q postgres 2>&1 | tail -n 3
 
-cs_section "publication and extension"
-psql_demo -e <<'EOF'
+cs_section "publication, extension, archive directory"
+# pgbench_history has no primary key: without a replica identity, UPDATE
+# and DELETE on a published table fail, so give it REPLICA IDENTITY FULL.
+psql_demo -e <<EOF
+ALTER TABLE pgbench_history REPLICA IDENTITY FULL;
 CREATE PUBLICATION changestream
     FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history;
 CREATE EXTENSION changestream;
+ALTER SYSTEM SET changestream.directory = '$ARCHIVE';
+SELECT pg_reload_conf();
 EOF
 
 cs_section "waiting for the archiver to stream"
@@ -222,6 +232,12 @@ fi
 
 cs_section "SELECT * FROM changestream.generations()"
 psql_demo -c "SELECT * FROM changestream.generations()"
+
+cs_section "is it healthy? (changestream.stat_archiver)"
+psql_demo -x -c "SELECT healthy, state, error_current, last_error, lag_bytes, lag_seconds,
+                        last_archived_commit_at, replica_state, slot_wal_status
+                   FROM changestream.stat_archiver"
+healthy=$(psql_value "SELECT healthy FROM changestream.stat_archiver")
 
 cs_section "SELECT * FROM changestream.status()"
 psql_demo -x -c "SELECT * FROM changestream.status()"
@@ -331,6 +347,7 @@ cs_info "total time:                    $(( $(cs_now) - t_start ))s"
 
 status=0
 [ "$caught_up" = 1 ] || { cs_info "FAIL: the archive did not catch up"; status=1; }
+[ "$healthy" = t ] || { cs_info "FAIL: changestream.stat_archiver.healthy is not true"; status=1; }
 [ "$sealed" -gt 0 ] || { cs_info "FAIL: no sealed (compressed) segment"; status=1; }
 [ "$bad_gz" -eq 0 ] || { cs_info "FAIL: corrupt gzip files"; status=1; }
 [ "$decode_result" != FAILED ] || { cs_info "FAIL: scripts/cs_decode.py found damage"; status=1; }
