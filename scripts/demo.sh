@@ -62,6 +62,9 @@ cleanup() {
 		cs_info "cluster: $PGDATA_DIR (port $PORT, socket directory $DEMO)"
 		cs_info "connect: runuser -u $PG_OS_USER -- $PG_BINDIR/psql -h $DEMO -p $PORT -d postgres"
 		cs_info "stop:    runuser -u $PG_OS_USER -- $PG_BINDIR/pg_ctl -D $PGDATA_DIR stop"
+		if [ "$REPLICA" = 1 ]; then
+			cs_info "store:   CS_OBJECT_STORE_DIR=$DEMO/object-store bash $CS_ROOT/scripts/object-store.sh stop"
+		fi
 		cs_info "then:    rm -rf $DEMO"
 	else
 		if [ "$started" = 1 ]; then

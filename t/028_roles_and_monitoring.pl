@@ -6,8 +6,8 @@
 #   - changestream.conninfo cannot be read by a plain role; a password in
 #     it never appears in changestream's own messages, also when libpq's
 #     parse error quotes the connection string;
-#   - the README's GRANTs, run as written, are complete: each role can do
-#     what the README says and no more; EXECUTE without USAGE is not enough;
+#   - the GRANTs of docs/roles.md, run as written, are complete: each role
+#     can do what it says and no more; EXECUTE without USAGE is not enough;
 #   - tables_without_replica_identity follows ALTER PUBLICATION ... ADD
 #     TABLE, REPLICA IDENTITY NOTHING and the publish option within
 #     seconds, agreeing with whether UPDATE really fails;
@@ -98,13 +98,14 @@ $node->safe_psql('postgres',
 	"ALTER SYSTEM RESET changestream.message_prefixes; SELECT pg_reload_conf();");
 
 ############################################################################
-# The README's GRANTs
+# The GRANTs of docs/roles.md
 
-my $readme = slurp_file(dirname(__FILE__) . '/../README.md');
-my @grants = $readme =~ /^(GRANT [^\n]+ TO (?:watcher|auditor|operator);)$/mg;
-cmp_ok(scalar(@grants), '>=', 5, 'the README lists GRANTs for watcher, auditor and operator');
+my $doc = slurp_file(dirname(__FILE__) . '/../docs/roles.md');
+my @grants = $doc =~ /^(GRANT [^\n]+ TO (?:watcher|auditor|operator);)$/mg;
+cmp_ok(scalar(@grants), '>=', 7, 'docs/roles.md lists GRANTs for watcher, auditor and operator');
 $node->safe_psql('postgres',
 	"CREATE ROLE watcher LOGIN; CREATE ROLE auditor LOGIN; CREATE ROLE operator LOGIN; CREATE ROLE nousage LOGIN;\n"
+	  . "CREATE SCHEMA operator_scratch AUTHORIZATION operator;\n"
 	  . join("\n", @grants));
 
 sub as_role
@@ -123,13 +124,22 @@ is("$o|$e", "streaming\nt\nt\nt|", 'watcher (pg_monitor) reads status(), generat
 ($o, $e) = as_role('watcher', "SELECT count(*) FROM changestream.wal_records('$gen')");
 like($e, qr/42501: permission denied for function wal_records/, 'watcher cannot read archived rows');
 ($o, $e) = as_role('auditor', "SELECT count(*) > 0 FROM changestream.wal_records('$gen')");
-is("$o|$e", 't|', 'auditor reads wal_records() with the README GRANTs');
+is("$o|$e", 't|', 'auditor reads wal_records() with the documented GRANTs');
+($o, $e) = as_role('auditor',
+	"SELECT count(*) > 0 FROM changestream.changes('$gen', relations => '{t}')");
+is("$o|$e", 't|', 'auditor reads changes() with the documented GRANTs');
+($o, $e) = as_role('auditor', "SELECT tables FROM changestream.restore('x', '$gen')");
+like($e, qr/42501: permission denied for function restore/, 'auditor cannot restore');
+($o, $e) = as_role('operator',
+	"BEGIN; SELECT tables FROM changestream.restore('operator_scratch', '$gen', tables => '{t}'); ROLLBACK;");
+is($o, '1', 'operator restores a table with the documented GRANTs');
+unlike($e, qr/ERROR/, 'operator restores without an error');
 ($o, $e) = as_role('auditor', 'SELECT changestream.take_snapshot()');
 like($e, qr/42501: permission denied for function take_snapshot/, 'auditor cannot take snapshots');
 ($o, $e) = as_role('operator', 'SELECT changestream.take_snapshot()');
-like("$o|$e", qr{^[0-9A-F]+/[0-9A-F]+\|$}, 'operator takes a snapshot with the README GRANTs');
+like("$o|$e", qr{^[0-9A-F]+/[0-9A-F]+\|$}, 'operator takes a snapshot with the documented GRANTs');
 ($o, $e) = as_role('operator', 'SELECT changestream.new_generation()');
-like("$o|$e", qr{^[0-9a-f]{16}\|$}, 'operator opens a new generation with the README GRANTs');
+like("$o|$e", qr{^[0-9a-f]{16}\|$}, 'operator opens a new generation with the documented GRANTs');
 $gen = $node->safe_psql('postgres', 'SELECT max(generation) FROM changestream.generations()');
 $node->safe_psql('postgres',
 	'GRANT EXECUTE ON FUNCTION changestream.take_snapshot() TO nousage');
