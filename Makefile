@@ -5,7 +5,7 @@
 # Tests:   make installcheck     (pg_regress against the running server, then
 #                                 the TAP tests in t/, which start their own)
 #          bash scripts/test.sh  (the same on a temporary instance, as the
-#                                 postgres user; see the README)
+#                                 postgres user; see docs/testing.md)
 # PG_CONFIG chooses the PostgreSQL version, as for any PGXS module:
 #          make PG_CONFIG=/usr/lib/postgresql/17/bin/pg_config
 
@@ -91,7 +91,7 @@ PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initi
 # alternative expected/changestream_1.out is PostgreSQL 17+'s wording of GUC
 # range errors).  "make installcheck" runs it against the running server,
 # which must preload changestream and have changestream.directory set (see
-# the README).  A temporary instance (scripts/test.sh, or "make check" in a
+# docs/testing.md).  A temporary instance (scripts/test.sh, or "make check" in a
 # source tree) is configured by test/regress.conf plus the archive directory
 # written by the regress-conf rule below: --temp-config, as contrib's
 # pg_prewarm and basic_archive do.

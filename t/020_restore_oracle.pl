@@ -7,7 +7,7 @@
 # TYPE, rows updated again and again (keys changed, moved away, deleted and
 # inserted anew), TRUNCATE, and one large transaction.  (A column is added without a
 # DEFAULT: logical decoding does not send the default that existing rows
-# take, so no archive can restore it; README, limitations.)  The large
+# take, so no archive can restore it; docs/limitations.md.)  The large
 # transaction (CS_BIG_ROWS rows, default 50,000; issue 11 asked for 1M)
 # must be larger than the walsender's memory and than the archive's frames:
 # with logical_decoding_work_mem = '64kB' on this node (1M rows were needed
