@@ -116,8 +116,10 @@ cs_as_pg mkdir -p "$ARCHIVE"
 # No changestream.directory yet: the archiver stays 'disabled' (not in
 # error) until the tables and the publication exist, as on a server where
 # the DBA creates the publication before pointing the archiver at a
-# directory.
+# directory.  max_slot_wal_keep_size bounds the WAL a stuck archive's slot
+# keeps (unlimited, the maintenance worker warns).
 cs_cluster_init "$DEMO" "$PORT" <<EOF || cs_die "initdb failed"
+max_slot_wal_keep_size = '1GB'
 changestream.segment_size = '1MB'
 changestream.status_interval = '1s'
 $REPLICA_CONF
