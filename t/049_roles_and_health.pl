@@ -86,6 +86,17 @@ like(
 	'ALTER SYSTEM SET retention without snapshot_interval: a WARNING');
 is(retention_effective("ALTER SYSTEM SET changestream.snapshot_interval = '1d';", 'true'),
 	'', 'ALTER SYSTEM SET snapshot_interval: no warning');
+# a parallel worker restores the leader's settings one at a time: none warns
+{
+	my $force = $node->pg_version >= 16 ? 'debug_parallel_query' : 'force_parallel_mode';
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SET $force = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; "
+		  . "SET min_parallel_table_scan_size = 0; "
+		  . "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM pg_class;");
+	like($out, qr/Workers Launched: [1-9]/, 'a parallel query ran with retention and snapshot_interval in force')
+	  or diag($out, $err);
+	unlike($err, qr/WARNING/, 'its parallel workers give no retention WARNING');
+}
 like(
 	retention_effective("ALTER SYSTEM SET changestream.snapshot_interval = 0;", 'false'),
 	qr/WARNING:  changestream.retention deletes nothing/,

@@ -14,7 +14,9 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "replication/slot.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
@@ -65,7 +67,15 @@ static const struct config_enum_entry uri_style_options[] = {
 static void
 warn_retention_without_snapshots(int retention_s, int snapshot_interval_s)
 {
-	if (!IsTransactionState() || retention_s <= 0 || snapshot_interval_s > 0)
+	/*
+	 * Only a client backend's own statement: a parallel worker restores the
+	 * leader's settings one by one inside a transaction, and would see the
+	 * other setting still at its default.
+	 */
+	if (!IsTransactionState() || IsParallelWorker() ||
+		MyBackendType != B_BACKEND)
+		return;
+	if (retention_s <= 0 || snapshot_interval_s > 0)
 		return;
 	ereport(WARNING,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
