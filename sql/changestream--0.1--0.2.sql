@@ -589,6 +589,38 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
 
+/*
+ * tables(generation) -> setof record
+ *   Each name a table of the generation (NULL: the newest) had in the
+ *   archive: its OID on the archived server (a renamed table has a row per
+ *   name), whether a snapshot's manifest lists it, its first and last
+ *   sighting (a snapshot's LSN, or the commit LSN of a transaction that
+ *   changed it, carried its Relation message or a schema history record
+ *   naming it), the changes archived under that name, and its columns as
+ *   last archived.  The archive keeps no index of tables: this reads the
+ *   snapshots' manifests and decodes the generation's segments once
+ *   (docs/restore.md).  The names restore()'s tables and changes()'
+ *   relations accept are these.
+ *   Errors: 22023 malformed generation; 42704 no such generation; 55000
+ *           changestream.directory unset; XX001 damaged archive.
+ */
+CREATE FUNCTION tables(
+	generation text DEFAULT NULL,
+	OUT schema_name text,
+	OUT table_name text,
+	OUT relid oid,
+	OUT in_snapshot boolean,
+	OUT first_lsn pg_lsn,
+	OUT last_lsn pg_lsn,
+	OUT changes bigint,
+	OUT columns text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_tables'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION tables(text) FROM PUBLIC;
+COMMENT ON FUNCTION tables(text) IS 'The tables a generation archives, one row per name, with OID, snapshot presence, first and last sighting, change count and columns.';
+
 -- status() gains columns (retention_held, retention_held_since,
 -- retention_held_bytes, retention_held_by_pid; handoff_pending,
 -- handoff_generation, handoff_lsn; the uploader's replica_*): a function's OUT columns
@@ -923,7 +955,7 @@ GRANT SELECT ON TABLE stat_archiver TO pg_monitor;
  * EXTENSION, and granted the rights of this database's extension.
  *   changestream_reader: history and verification: generations(),
  *     generation_stats(), wal_segments(), snapshots(), changes(),
- *     wal_records(), verify(), status() and stat_archiver.  changes() and
+ *     wal_records(), verify(), tables(), status() and stat_archiver.  changes() and
  *     wal_records() return the row data of every published table.
  *   changestream_operator: the reader's rights, and restore(),
  *     take_snapshot(), new_generation() and replica_check().
@@ -954,6 +986,7 @@ GRANT EXECUTE ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz
 GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
+GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
 GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
 GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO changestream_operator;
 GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;

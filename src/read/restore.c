@@ -60,6 +60,7 @@
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
+#include "read/archived_tables.h"
 #include "read/ddl_record.h"
 #include "read/restore_apply.h"
 #include "read/restore_filter.h"
@@ -1967,6 +1968,8 @@ changestream_restore(PG_FUNCTION_ARGS)
 	read_args(fcinfo, &rs);
 	refuse_future_target(&rs);
 	pin_and_find_start(&rs);
+	/* a name the whole generation does not hold is refused before any work */
+	cs_check_table_names(rs.directory, rs.generation, rs.filter.names, "tables");
 	rs.last_progress = GetCurrentTimestamp();
 	choose_snapshot(&rs);
 	/* older snapshots and segments are not read: retention may take them */
