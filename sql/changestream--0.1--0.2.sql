@@ -534,7 +534,7 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
 
 /*
  * restore(target_schema, generation, target_lsn, target_time, tables,
- *         archive_directory, skip_inexact) -> record
+ *         archive_directory, skip_inexact, dry_run, row_filter) -> record
  *   Restores archived tables (tables: "schema.table" or "table"; NULL for
  *   all) as of the last transaction that committed at or before target_lsn
  *   or target_time (at most one; NULL: everything archived), into
@@ -557,9 +557,21 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
  *   Tables renamed, moved or dropped by recorded DDL follow it; the
  *   tables filter matches a table by any name the history gives it from
  *   the snapshot to the target.  A record of a table the restore never
- *   meets in the archive refuses nothing.
- *   Errors: 0A000 a table cannot be restored exactly (above); 22023 target outside the generation (range in DETAIL), or both
- *           targets given; 42P07 two tables would share a target; 55000 a
+ *   meets in the archive refuses nothing.  A name in tables that matches
+ *   no table of the whole generation (tables()) is refused before any
+ *   work (42P01, close names in DETAIL).  dry_run reads the archive to
+ *   the target and reports what the restore would do (snapshot, tables,
+ *   transactions, changes; snapshot_rows NULL) without creating or
+ *   changing anything.  row_filter (tables required) is one SQL
+ *   expression over the table's columns: only rows satisfying it are
+ *   loaded from the snapshot and kept through the changes
+ *   (docs/restore.md).  snapshot_bytes is the snapshot file's size,
+ *   wal_bytes the source WAL from the snapshot to restored_lsn,
+ *   restored_tables the archived names of the tables restored.
+ *   Errors: 0A000 a table cannot be restored exactly (above), or
+ *           row_filter calls a volatile function or cannot follow an
+ *           update; 42P01 a name in tables matches nothing archived; 22023 target outside the generation (range in DETAIL), or both
+ *           targets given, or row_filter is not one expression or has no tables; 42P07 two tables would share a target; 55000 a
  *           target table is not empty; 42703 a target lacks a column;
  *           42501 archive_directory without superuser, or row level
  *           security of a target would hide rows from the caller; 42704 no
@@ -575,6 +587,8 @@ CREATE FUNCTION restore(
 	tables text[] DEFAULT NULL,
 	archive_directory text DEFAULT NULL,
 	skip_inexact boolean DEFAULT false,
+	dry_run boolean DEFAULT false,
+	row_filter text DEFAULT NULL,
 	OUT generation text,
 	OUT snapshot_lsn pg_lsn,
 	OUT restored_lsn pg_lsn,
@@ -582,12 +596,16 @@ CREATE FUNCTION restore(
 	OUT tables int,
 	OUT snapshot_rows bigint,
 	OUT transactions bigint,
-	OUT changes bigint)
+	OUT changes bigint,
+	OUT dry_run boolean,
+	OUT snapshot_bytes bigint,
+	OUT wal_bytes bigint,
+	OUT restored_tables text[])
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_restore'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
-REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) FROM PUBLIC;
 
 /*
  * tables(generation) -> setof record
@@ -988,7 +1006,7 @@ GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
 GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
 GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
-GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO changestream_operator;
+GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO changestream_operator;
 GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;
 GRANT EXECUTE ON FUNCTION new_generation() TO changestream_operator;
 GRANT EXECUTE ON FUNCTION replica_check() TO changestream_operator;
@@ -1004,7 +1022,7 @@ COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables 
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
 COMMENT ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) IS 'The archived changes of a generation as JSON rows in commit order, filtered by LSN, time and table.';
 COMMENT ON FUNCTION verify(text) IS 'Read a generation (NULL: all) end to end without trusting it; one row per problem, none for a sound archive.';
-COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema.';
+COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema (dry_run: report only; row_filter: only the rows satisfying it).';
 COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the replica uses (writes and deletes a test object).';
 COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';
 COMMENT ON FUNCTION ddl_columns_set(pg_ddl_command) IS 'Internal: the columns an ALTER TABLE may have set without archived changes.';

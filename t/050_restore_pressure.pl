@@ -61,7 +61,9 @@ run_counted('acc', 'DELETE FROM acc WHERE aid IN (100, 2000)');
 run_counted('acc', 'UPDATE acc SET abalance = abalance + 1 WHERE aid BETWEEN 990 AND 1010');
 run_counted('other', q{UPDATE other SET v = v || 'u' WHERE id <= 2});
 my $p1 = $node->safe_psql($db, 'SELECT pg_current_wal_lsn()');
+my %changes_p1 = %changes;
 $node->safe_psql($db, 'CREATE TABLE o1 AS SELECT * FROM acc');
+my $t1 = $node->safe_psql($db, 'SELECT clock_timestamp()');
 
 # after P1: a new table, a rename, the accident, a live update
 $node->safe_psql($db, q{
@@ -148,5 +150,117 @@ is($node->safe_psql($db,
 	$node->safe_psql($db, 'SELECT count(*) FROM o1') . ' '
 	  . $node->safe_psql($db, 'SELECT count(*) FROM o1') . ' 0 true',
 	'restore(): acc restored at P1 equals the oracle; later_t not created');
+
+# ---------- the dry run ----------
+
+my $cols = 'generation, snapshot_lsn, restored_lsn, restored_commit_time, tables, '
+  . 'transactions, changes, snapshot_bytes > 0, wal_bytes, restored_tables';
+$node->safe_psql($db, 'CREATE SCHEMA dx; CREATE TABLE dx.acc (LIKE public.acc INCLUDING ALL)');
+my $dry = $node->safe_psql($db, qq{
+BEGIN;
+SELECT $cols, dry_run, snapshot_rows IS NULL
+  FROM changestream.restore('dx', target_lsn => '$p1', tables => '{acc}', dry_run => true);
+SELECT pg_current_xact_id_if_assigned() IS NULL;
+COMMIT;});
+my @dry = split /\n/, $dry;
+is($dry[1], 't', 'dry run: no transaction ID assigned (nothing written)');
+my $dry_new = $node->safe_psql($db, qq{
+BEGIN;
+SELECT $cols FROM changestream.restore('d1', target_lsn => '$p1', tables => '{acc, later_t}', dry_run => true);
+SELECT pg_current_xact_id_if_assigned() IS NULL;
+COMMIT;});
+is((split /\n/, $dry_new)[1], 't', 'dry run into a schema to create: nothing written');
+is($node->safe_psql($db, "SELECT count(*) FROM dx.acc") . ' '
+	  . $node->safe_psql($db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'd1'"),
+	'0 0', 'dry run: the existing target stays empty, no schema created');
+my $real = $node->safe_psql($db,
+	"SELECT $cols, dry_run, snapshot_rows FROM changestream.restore('dx', target_lsn => '$p1', tables => '{acc}')");
+my ($dry_row) = $dry[0];
+$dry_row =~ s/\|t\|t$//;
+like($dry[0], qr/\|t\|t$/, 'dry run: dry_run true, snapshot_rows NULL');
+my $real_row = $real;
+$real_row =~ s/\|f\|(\d+)$//;
+is($dry_row, $real_row,
+	'dry run: the same snapshot, restored LSN and time, tables, transactions, changes and sizes as the restore then');
+is($1, 3000, 'restore: snapshot_rows is the rows acc had at the snapshot');
+like($dry_row, qr/\|1\|\d+\|$changes_p1{acc}\|t\|\d+\|\{public\.acc\}$/,
+	'dry run: one table, the changes made to acc from the snapshot to P1');
+is($dry_new, $dry[0] =~ s/\|t\|t$//r . "\nt",
+	'dry run: a table created after the target is not counted');
+
+# ---------- the row filter ----------
+
+sub same_rows
+{
+	my ($restored, $oracle) = @_;
+	return $node->safe_psql($db, qq{
+SELECT (SELECT count(*) FROM $restored) || ' ' || (SELECT count(*) FROM $oracle) || ' '
+	|| (SELECT count(*) FROM (SELECT * FROM $restored EXCEPT SELECT * FROM $oracle) x) || ' '
+	|| (SELECT count(*) FROM (SELECT * FROM $oracle EXCEPT SELECT * FROM $restored) y)});
+}
+
+sub oracle_count
+{
+	my ($oracle) = @_;
+	my $n = $node->safe_psql($db, "SELECT count(*) FROM $oracle");
+	return "$n $n 0 0";
+}
+
+my $f1 = $node->safe_psql($db,
+	"SELECT snapshot_rows FROM changestream.restore('f1', target_lsn => '$p1', tables => '{acc}', row_filter => 'aid < 1000')");
+is($f1, $node->safe_psql($db, 'SELECT count(*) FROM generate_series(1, 3000) i WHERE i < 1000'),
+	'row filter: the snapshot load keeps only the rows that satisfy it');
+is(same_rows('f1.acc', '(SELECT * FROM o1 WHERE aid < 1000) o'),
+	oracle_count('(SELECT * FROM o1 WHERE aid < 1000) o'),
+	'row filter on the key at P1: exactly the oracle rows with aid < 1000 (keys moved in and out)');
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('f2', target_lsn => '$p1', tables => '{acc}', row_filter => 'abalance % 2 = 0')");
+is(same_rows('f2.acc', '(SELECT * FROM o1 WHERE abalance % 2 = 0) o'),
+	oracle_count('(SELECT * FROM o1 WHERE abalance % 2 = 0) o'),
+	'row filter on a column updates move across: exactly the oracle rows');
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('f3', tables => '{acc}', row_filter => \$\$aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%'\$\$)");
+is(same_rows('f3.acc', q{(SELECT * FROM acc WHERE aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%') o}),
+	oracle_count(q{(SELECT * FROM acc WHERE aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%') o}),
+	'row filter at the end of the archive: exactly the live rows that satisfy it');
+
+for my $bad (
+	[ q{aid < 1000; DROP TABLE acc}, qr/22023: row_filter must be one SQL expression/, 'a second statement' ],
+	[ q{aid < 1000 FROM acc}, qr/22023: row_filter must be one SQL expression/, 'a FROM clause' ],
+	[ q{aid < 1000) FROM acc WHERE (true}, qr/42601: syntax error at or near "\)"(.|\n)*QUERY:  SELECT aid < 1000\) FROM/,
+		'a parenthesis closing the expression' ],
+	[ q{aid IN (SELECT 1)}, qr/0A000: cannot use subquery/, 'a subquery' ],
+	[ q{random() < 0.5}, qr/0A000: row_filter must not call a volatile function/, 'a volatile function' ],
+	[ q{nosuch = 1}, qr/42703: column "nosuch" does not exist/, 'a column the table lacks' ],
+	[ q{aid +}, qr/42601: syntax error/, 'a syntax error' ])
+{
+	my ($text, $re, $what) = @$bad;
+	$text =~ s/'/''/g;
+	like(psql_error("SELECT * FROM changestream.restore('fx', tables => '{acc}', row_filter => '$text')"),
+		$re, "row filter: $what is refused");
+}
+like(psql_error("SELECT * FROM changestream.restore('fx', row_filter => 'aid < 1000')"),
+	qr/22023: row_filter needs the tables argument/, 'row filter: refused without tables');
+is($node->safe_psql($db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fx'") . ' '
+	  . $node->safe_psql($db, "SELECT to_regclass('public.acc') IS NOT NULL"),
+	'0 t', 'row filter: the refused calls created nothing and dropped nothing');
+
+# ---------- the recipe: undo the accidental DELETE into the live table ----------
+
+$node->safe_psql($db, 'CREATE TABLE live_before AS SELECT * FROM acc');
+my $recipe = $node->safe_psql($db, qq{
+BEGIN;
+SELECT tables FROM changestream.restore('undo', target_time => '$t1',
+	tables => '{public.acc}', row_filter => 'aid < 1000');
+WITH put_back AS (
+	INSERT INTO public.acc SELECT * FROM undo.acc ON CONFLICT DO NOTHING RETURNING 1)
+SELECT count(*) FROM put_back;
+DROP SCHEMA undo CASCADE;
+COMMIT;});
+is($recipe, "1\n$deleted", 'recipe: every row the DELETE removed is put back');
+is(same_rows('acc',
+		'(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
+	oracle_count('(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
+	'recipe: the live table holds its later changes and the deleted rows as they were');
 
 done_testing();
