@@ -639,6 +639,56 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 REVOKE ALL ON FUNCTION tables(text) FROM PUBLIC;
 COMMENT ON FUNCTION tables(text) IS 'The tables a generation archives, one row per name, with OID, snapshot presence, first and last sighting, change count and columns.';
 
+/*
+ * restore_progress_info() -> setof record, and the view restore_progress
+ *   One row per restore() running now, in the manner of
+ *   pg_stat_progress_copy: its backend (pid, database, user), start,
+ *   phase (checking, loading snapshot, applying changes, setting
+ *   sequences, dry run), generation and target, the snapshot chosen with
+ *   snapshot_bytes_done of snapshot_bytes_total (the compressed file),
+ *   the table being loaded, and applied_lsn (the last transaction
+ *   applied, to compare with target_lsn), transactions, changes and
+ *   tables so far.  Shared memory, a slot per backend, freed at the end
+ *   of the restore's transaction.
+ */
+CREATE FUNCTION restore_progress_info(
+	OUT pid int,
+	OUT datid oid,
+	OUT userid oid,
+	OUT started_at timestamptz,
+	OUT phase text,
+	OUT dry_run boolean,
+	OUT generation text,
+	OUT target_lsn pg_lsn,
+	OUT target_time timestamptz,
+	OUT snapshot_lsn pg_lsn,
+	OUT snapshot_bytes_total bigint,
+	OUT snapshot_bytes_done bigint,
+	OUT table_name text,
+	OUT applied_lsn pg_lsn,
+	OUT transactions bigint,
+	OUT changes bigint,
+	OUT tables int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_restore_progress_info'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW restore_progress AS
+	SELECT p.pid, p.datid, d.datname, p.userid, r.rolname AS usename,
+		   p.started_at, p.phase, p.dry_run, p.generation, p.target_lsn,
+		   p.target_time, p.snapshot_lsn, p.snapshot_bytes_total,
+		   p.snapshot_bytes_done, p.table_name, p.applied_lsn,
+		   p.transactions, p.changes, p.tables
+	  FROM restore_progress_info() p
+	  LEFT JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) p.datid
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.userid;
+
+REVOKE ALL ON FUNCTION restore_progress_info() FROM PUBLIC;
+REVOKE ALL ON TABLE restore_progress FROM PUBLIC;
+GRANT SELECT ON TABLE restore_progress TO pg_monitor;
+COMMENT ON FUNCTION restore_progress_info() IS 'Internal: the rows of the view restore_progress.';
+COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snapshot bytes read of the total, last applied LSN against the target, counts.';
+
 -- status() gains columns (retention_held, retention_held_since,
 -- retention_held_bytes, retention_held_by_pid; handoff_pending,
 -- handoff_generation, handoff_lsn; the uploader's replica_*): a function's OUT columns
@@ -973,7 +1023,8 @@ GRANT SELECT ON TABLE stat_archiver TO pg_monitor;
  * EXTENSION, and granted the rights of this database's extension.
  *   changestream_reader: history and verification: generations(),
  *     generation_stats(), wal_segments(), snapshots(), changes(),
- *     wal_records(), verify(), tables(), status() and stat_archiver.  changes() and
+ *     wal_records(), verify(), tables(), status(), stat_archiver and
+ *     restore_progress.  changes() and
  *     wal_records() return the row data of every published table.
  *   changestream_operator: the reader's rights, and restore(),
  *     take_snapshot(), new_generation() and replica_check().
@@ -1005,6 +1056,7 @@ GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_read
 GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
 GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
+GRANT SELECT ON TABLE restore_progress TO changestream_reader;
 GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
 GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO changestream_operator;
 GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;

@@ -23,11 +23,16 @@
 # column that updates move across; SQL other than one expression over the
 # table's columns is refused.  The recipe (INSERT ... SELECT ... ON
 # CONFLICT DO NOTHING) gives back the oracle's deleted rows and keeps the
-# live table's later changes.
+# live table's later changes.  restore_progress shows a restore held up in
+# its apply (an uncommitted row of another session holds the key an
+# archived insert needs) from another session: phase, the snapshot read
+# whole (bytes done = the file's size), the target and the last applied
+# LSN between the snapshot and it; the row goes when the restore ends.
 use strict;
 use warnings;
 
 use ChangestreamTest;
+use IPC::Run;
 
 my $db = 'postgres';
 
@@ -36,7 +41,18 @@ CREATE TABLE acc (aid int PRIMARY KEY, abalance int NOT NULL, filler text);
 INSERT INTO acc SELECT i, i * 3, 'f' || i FROM generate_series(1, 3000) i;
 CREATE TABLE other (id int PRIMARY KEY, v text);
 INSERT INTO other SELECT i, 'o' || i FROM generate_series(1, 20) i;
-CREATE PUBLICATION changestream FOR TABLE acc, other;
+CREATE SCHEMA x;
+CREATE TABLE x.big (id int PRIMARY KEY, grp int, payload text);
+ALTER TABLE x.big ALTER payload SET STORAGE EXTERNAL;
+INSERT INTO x.big SELECT i, i,
+	(SELECT string_agg(md5(i::text || '.' || j::text), '') FROM generate_series(1, 100) j)
+  FROM generate_series(1, 20) i;
+CREATE TABLE x.fullt (a int, b text);
+ALTER TABLE x.fullt REPLICA IDENTITY FULL;
+INSERT INTO x.fullt SELECT i, 'b' || i FROM generate_series(1, 50) i;
+CREATE TABLE x.ddlt (id int PRIMARY KEY, v int);
+INSERT INTO x.ddlt SELECT i, i FROM generate_series(1, 60) i;
+CREATE PUBLICATION changestream FOR TABLE acc, other, x.big, x.fullt, x.ddlt;
 }, archive => 1);
 
 # the changes made under each name, from the statements' row counts
@@ -60,9 +76,17 @@ run_counted('acc', q{INSERT INTO acc VALUES (0, 7, 'zero'), (-5, 8, 'neg'), (500
 run_counted('acc', 'DELETE FROM acc WHERE aid IN (100, 2000)');
 run_counted('acc', 'UPDATE acc SET abalance = abalance + 1 WHERE aid BETWEEN 990 AND 1010');
 run_counted('other', q{UPDATE other SET v = v || 'u' WHERE id <= 2});
+# x.big: updates that leave the TOASTed payload unchanged (not archived)
+$node->safe_psql($db, 'UPDATE x.big SET grp = grp + 100 WHERE id <= 5');
+# x.fullt (REPLICA IDENTITY FULL): values moved across a filter, deletes
+$node->safe_psql($db, 'UPDATE x.fullt SET a = a + 1 WHERE a % 5 = 0; DELETE FROM x.fullt WHERE a % 7 = 0');
+# x.ddlt: a column added, then updates across a filter
+$node->safe_psql($db, 'ALTER TABLE x.ddlt ADD COLUMN w int');
+$node->safe_psql($db, 'UPDATE x.ddlt SET w = id, v = v + 5 WHERE id % 3 = 0');
 my $p1 = $node->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 my %changes_p1 = %changes;
-$node->safe_psql($db, 'CREATE TABLE o1 AS SELECT * FROM acc');
+$node->safe_psql($db, 'CREATE TABLE o1 AS SELECT * FROM acc; CREATE TABLE ob AS SELECT * FROM x.big;
+	CREATE TABLE of AS SELECT * FROM x.fullt; CREATE TABLE od AS SELECT * FROM x.ddlt');
 my $t1 = $node->safe_psql($db, 'SELECT clock_timestamp()');
 
 # after P1: a new table, a rename, the accident, a live update
@@ -245,6 +269,32 @@ is($node->safe_psql($db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fx'
 	  . $node->safe_psql($db, "SELECT to_regclass('public.acc') IS NOT NULL"),
 	'0 t', 'row filter: the refused calls created nothing and dropped nothing');
 
+# unchanged TOASTed values: rows outside the filter are skipped, rows moved
+# out deleted; a row moving in without its payload is refused
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('g1', target_lsn => '$p1', tables => '{x.big}', row_filter => 'id > 10')");
+is(same_rows('g1.big', '(SELECT * FROM ob WHERE id > 10) o'),
+	oracle_count('(SELECT * FROM ob WHERE id > 10) o'),
+	'row filter: updates without their TOASTed payload, outside the filter, are skipped');
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('g3', target_lsn => '$p1', tables => '{x.big}', row_filter => 'grp > 3 AND grp < 8')");
+is(same_rows('g3.big', '(SELECT * FROM ob WHERE grp > 3 AND grp < 8) o'),
+	oracle_count('(SELECT * FROM ob WHERE grp > 3 AND grp < 8) o'),
+	'row filter: rows moved out by updates without their TOASTed payload are removed');
+like(psql_error("SELECT * FROM changestream.restore('g2', target_lsn => '$p1', tables => '{x.big}', row_filter => 'grp >= 100')"),
+	qr/0A000: row_filter cannot be applied to an update of "g2\.big": the row may enter the filter/,
+	'row filter: a row moving in without its unchanged TOASTed value is refused');
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('g4', target_lsn => '$p1', tables => '{x.fullt}', row_filter => 'a % 2 = 0')");
+is(same_rows('g4.fullt', '(SELECT * FROM of WHERE a % 2 = 0) o'),
+	oracle_count('(SELECT * FROM of WHERE a % 2 = 0) o'),
+	'row filter under REPLICA IDENTITY FULL: exactly the oracle rows');
+$node->safe_psql($db,
+	"SELECT * FROM changestream.restore('g5', target_lsn => '$p1', tables => '{x.ddlt}', row_filter => 'v < 40')");
+is(same_rows('g5.ddlt', '(SELECT * FROM od WHERE v < 40) o'),
+	oracle_count('(SELECT * FROM od WHERE v < 40) o'),
+	'row filter across an added column: exactly the oracle rows');
+
 # ---------- the recipe: undo the accidental DELETE into the live table ----------
 
 $node->safe_psql($db, 'CREATE TABLE live_before AS SELECT * FROM acc');
@@ -262,5 +312,41 @@ is(same_rows('acc',
 		'(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
 	oracle_count('(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
 	'recipe: the live table holds its later changes and the deleted rows as they were');
+
+# ---------- restore_progress ----------
+
+$node->safe_psql($db, 'CREATE SCHEMA px; CREATE TABLE px.acc (LIKE public.acc INCLUDING ALL)');
+my $blocker = $node->background_psql($db);
+$blocker->query_safe(q{BEGIN; INSERT INTO px.acc VALUES (0, 0, 'blocker')});
+my ($rout, $rerr) = ('', '');
+my $restorer = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node->connstr($db), '-c',
+		"SELECT tables, changes FROM changestream.restore('px', target_lsn => '$p1', tables => '{acc}')" ],
+	'>', \$rout, '2>', \$rerr);
+cs_poll_or_diag($node, $db,
+	q{SELECT count(*) FROM changestream.restore_progress p JOIN pg_stat_activity a USING (pid)
+	   WHERE a.wait_event_type = 'Lock' AND p.phase = 'applying changes'},
+	'1', 120, 'restore_progress: the held-up restore is seen applying changes from another session');
+my ($snapfile) = glob(cs_archive_dir($node) . "/generations/$gen/snapshots/*");
+my $snap_lsn = $node->safe_psql($db, "SELECT snapshot_lsn FROM changestream.restore('dx2', target_lsn => '$p1', tables => '{acc}', dry_run => true)");
+is($node->safe_psql($db, qq{
+SELECT datname || ' ' || usename || ' ' || dry_run || ' ' || generation || ' ' || target_lsn || ' '
+	|| snapshot_lsn || ' ' || snapshot_bytes_total || ' ' || (snapshot_bytes_done = snapshot_bytes_total) || ' '
+	|| (applied_lsn > snapshot_lsn AND applied_lsn <= target_lsn) || ' ' || (transactions > 0) || ' '
+	|| tables || ' ' || (target_time IS NULL)
+  FROM changestream.restore_progress}),
+	"$db " . $node->safe_psql($db, 'SELECT current_user') . " false $gen $p1 $snap_lsn " . (-s $snapfile)
+	  . ' true true true 1 true',
+	'restore_progress: database, user, target, snapshot (bytes read = the file size), applied LSN between snapshot and target');
+is($node->safe_psql($db, q{SELECT has_table_privilege('changestream_reader', 'changestream.restore_progress', 'SELECT')
+	AND has_table_privilege('pg_monitor', 'changestream.restore_progress', 'SELECT')
+	AND NOT has_table_privilege('public', 'changestream.restore_progress', 'SELECT')}),
+	't', 'restore_progress: readable by changestream_reader and pg_monitor, not PUBLIC');
+$blocker->query_safe('ROLLBACK');
+$blocker->quit;
+$restorer->finish;
+is("$rout|$rerr", "1|$changes_p1{acc}\n|", 'the held-up restore completes');
+is($node->safe_psql($db, 'SELECT count(*) FROM changestream.restore_progress'), '0',
+	'restore_progress: no row once the restore has ended');
 
 done_testing();

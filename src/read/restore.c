@@ -67,6 +67,7 @@
 #include "read/restore_filter.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
+#include "read/restore_progress.h"
 #include "read/restore_row_filter.h"
 #include "read/restore_sequences.h"
 #include "base/compat.h"
@@ -773,6 +774,9 @@ static int
 copy_data(void *outbuf, int minread, int maxread)
 {
 	int			n = cs_snapreader_read(copy_reader, outbuf, maxread);
+
+	cs_progress_loading(copy_state->progress_table,
+						cs_snapreader_file_offset(copy_reader));
 
 	if (progress_due(copy_state))
 		ereport(NOTICE,
@@ -1744,6 +1748,8 @@ apply_archive(RestoreState *rs)
 				rs->transactions++;
 				rs->restored_lsn = c.commit_lsn;
 				rs->restored_time = c.commit_time;
+				cs_progress_applied(c.commit_lsn, rs->transactions,
+									rs->changes, rs->restored_tables);
 				break;
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
@@ -1847,6 +1853,8 @@ dry_run(RestoreState *rs)
 				rs->transactions++;
 				rs->restored_lsn = c.commit_lsn;
 				rs->restored_time = c.commit_time;
+				cs_progress_applied(c.commit_lsn, rs->transactions,
+									rs->changes, rs->restored_tables);
 				break;
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
@@ -2046,6 +2054,17 @@ restored_names(RestoreState *rs)
 										   TYPALIGN_INT));
 }
 
+/* The chosen snapshot and its file's size, for restore_progress. */
+static void
+progress_snapshot(RestoreState *rs)
+{
+	CsStorageInfo info;
+
+	cs_progress_snapshot(rs->snapshot_lsn,
+						 cs_storage_stat(rs->snapshot_path, true, &info) == 0 &&
+						 info.type == CS_STORAGE_FILE ? info.size : 0);
+}
+
 /* restore()'s result row. */
 static Datum
 result_row(RestoreState *rs, TupleDesc tupdesc)
@@ -2128,6 +2147,8 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);
+	cs_progress_begin(rs.generation, rs.dry_run, rs.has_target_lsn ? rs.target_lsn : InvalidXLogRecPtr,
+					  rs.has_target_time ? rs.target_time : 0);
 	refuse_future_target(&rs);
 	pin_and_find_start(&rs);
 	/* a name the whole generation does not hold is refused before any work */
@@ -2136,12 +2157,15 @@ changestream_restore(PG_FUNCTION_ARGS)
 	choose_snapshot(&rs);
 	/* older snapshots and segments are not read: retention may take them */
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
+	progress_snapshot(&rs);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
 	refuse_altered_types(&rs);
 	if (rs.dry_run)
 	{
+		cs_progress_phase(CS_RESTORE_DRY_RUN);
 		dry_run(&rs);
+		cs_progress_end();
 		PG_RETURN_DATUM(result_row(&rs, tupdesc));
 	}
 
@@ -2157,13 +2181,17 @@ changestream_restore(PG_FUNCTION_ARGS)
 			prepare_target(&rs, t, NIL, lfirst(lc2));
 	}
 	resolve_sequences(&rs);
+	cs_progress_phase(CS_RESTORE_LOADING);
 	load_snapshot(&rs);
 	match_manifest_keys(&rs);
 	open_tables = &rs.tables;
 	PG_TRY();
 	{
+		cs_progress_phase(CS_RESTORE_APPLYING);
+		cs_progress_applied(InvalidXLogRecPtr, 0, 0, rs.restored_tables);
 		apply_archive(&rs);
 		close_apply_states();
+		cs_progress_phase(CS_RESTORE_SEQUENCES);
 		set_sequences(&rs);
 	}
 	PG_FINALLY();
@@ -2174,5 +2202,6 @@ changestream_restore(PG_FUNCTION_ARGS)
 	SPI_finish();
 	MemoryContextSwitchTo(cxt);
 	AtEOXact_GUC(true, nest);
+	cs_progress_end();
 	PG_RETURN_DATUM(result_row(&rs, tupdesc));
 }
