@@ -32,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/pg_lsn.h"
+#include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
 #include "archive/archive_dir.h"

@@ -7,8 +7,8 @@
  *	  core's progress parameters take only its own command types), which
  *	  the restoring backend claims at the start, updates as it goes (per
  *	  snapshot read of the COPY callback, per applied transaction), and
- *	  frees at the end of its transaction, on error too (a transaction
- *	  callback), or when it exits.  Each slot has a spinlock: the writer
+ *	  frees at its end, at the end of its transaction or subtransaction
+ *	  on error (transaction callbacks), or when it exits.  Each slot has a spinlock: the writer
  *	  holds it for a few stores, a reader to copy the slot.
  *
  *-------------------------------------------------------------------------
@@ -26,6 +26,7 @@
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "read/restore_progress.h"
 
@@ -130,6 +131,15 @@ progress_xact_callback(XactEvent event, void *arg)
 		cs_progress_end();
 }
 
+/* A restore() in an aborted subtransaction has ended too. */
+static void
+progress_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		cs_progress_end();
+}
+
 static void
 progress_exit_callback(int code, Datum arg)
 {
@@ -151,6 +161,7 @@ cs_progress_begin(uint64 generation, bool dry_run, XLogRecPtr target_lsn,
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(progress_xact_callback, NULL);
+		RegisterSubXactCallback(progress_subxact_callback, NULL);
 		before_shmem_exit(progress_exit_callback, (Datum) 0);
 		callbacks_registered = true;
 	}
