@@ -75,6 +75,9 @@ OBJS = \
 	src/read/restore_manifest.o \
 	src/read/restore_key.o \
 	src/read/restore_filter.o \
+	src/read/archived_tables.o \
+	src/read/restore_row_filter.o \
+	src/read/restore_progress.o \
 	src/read/restore_sequences.o \
 	src/read/ddl_record.o \
 	src/sql/ddl_history.o

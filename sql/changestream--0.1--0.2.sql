@@ -534,7 +534,7 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
 
 /*
  * restore(target_schema, generation, target_lsn, target_time, tables,
- *         archive_directory, skip_inexact) -> record
+ *         archive_directory, skip_inexact, dry_run, row_filter) -> record
  *   Restores archived tables (tables: "schema.table" or "table"; NULL for
  *   all) as of the last transaction that committed at or before target_lsn
  *   or target_time (at most one; NULL: everything archived), into
@@ -557,9 +557,21 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
  *   Tables renamed, moved or dropped by recorded DDL follow it; the
  *   tables filter matches a table by any name the history gives it from
  *   the snapshot to the target.  A record of a table the restore never
- *   meets in the archive refuses nothing.
- *   Errors: 0A000 a table cannot be restored exactly (above); 22023 target outside the generation (range in DETAIL), or both
- *           targets given; 42P07 two tables would share a target; 55000 a
+ *   meets in the archive refuses nothing.  A name in tables that matches
+ *   no table of the whole generation (tables()) is refused before any
+ *   work (42P01, close names in DETAIL).  dry_run reads the archive to
+ *   the target and reports what the restore would do (snapshot, tables,
+ *   transactions, changes; snapshot_rows NULL) without creating or
+ *   changing anything.  row_filter (tables required) is one SQL
+ *   expression over the table's columns: only rows satisfying it are
+ *   loaded from the snapshot and kept through the changes
+ *   (docs/restore.md).  snapshot_bytes is the snapshot file's size,
+ *   wal_bytes the source WAL from the snapshot to restored_lsn,
+ *   restored_tables the archived names of the tables restored.
+ *   Errors: 0A000 a table cannot be restored exactly (above), or
+ *           row_filter calls a volatile function or cannot follow an
+ *           update; 42P01 a name in tables matches nothing archived; 22023 target outside the generation (range in DETAIL), or both
+ *           targets given, or row_filter is not one expression or has no tables; 42P07 two tables would share a target; 55000 a
  *           target table is not empty; 42703 a target lacks a column;
  *           42501 archive_directory without superuser, or row level
  *           security of a target would hide rows from the caller; 42704 no
@@ -575,6 +587,8 @@ CREATE FUNCTION restore(
 	tables text[] DEFAULT NULL,
 	archive_directory text DEFAULT NULL,
 	skip_inexact boolean DEFAULT false,
+	dry_run boolean DEFAULT false,
+	row_filter text DEFAULT NULL,
 	OUT generation text,
 	OUT snapshot_lsn pg_lsn,
 	OUT restored_lsn pg_lsn,
@@ -582,12 +596,98 @@ CREATE FUNCTION restore(
 	OUT tables int,
 	OUT snapshot_rows bigint,
 	OUT transactions bigint,
-	OUT changes bigint)
+	OUT changes bigint,
+	OUT dry_run boolean,
+	OUT snapshot_bytes bigint,
+	OUT wal_bytes bigint,
+	OUT restored_tables text[])
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_restore'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
-REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) FROM PUBLIC;
+
+/*
+ * tables(generation) -> setof record
+ *   Each name a table of the generation (NULL: the newest) had in the
+ *   archive: its OID on the archived server (a renamed table has a row per
+ *   name), whether a snapshot's manifest lists it, its first and last
+ *   sighting (a snapshot's LSN, or the commit LSN of a transaction that
+ *   changed it, carried its Relation message or a schema history record
+ *   naming it), the changes archived under that name, and its columns as
+ *   last archived.  The archive keeps no index of tables: this reads the
+ *   snapshots' manifests and decodes the generation's segments once
+ *   (docs/restore.md).  The names restore()'s tables and changes()'
+ *   relations accept are these.
+ *   Errors: 22023 malformed generation; 42704 no such generation; 55000
+ *           changestream.directory unset; XX001 damaged archive.
+ */
+CREATE FUNCTION tables(
+	generation text DEFAULT NULL,
+	OUT schema_name text,
+	OUT table_name text,
+	OUT relid oid,
+	OUT in_snapshot boolean,
+	OUT first_lsn pg_lsn,
+	OUT last_lsn pg_lsn,
+	OUT changes bigint,
+	OUT columns text[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_tables'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE;
+
+REVOKE ALL ON FUNCTION tables(text) FROM PUBLIC;
+COMMENT ON FUNCTION tables(text) IS 'The tables a generation archives, one row per name, with OID, snapshot presence, first and last sighting, change count and columns.';
+
+/*
+ * restore_progress_info() -> setof record, and the view restore_progress
+ *   One row per restore() running now, in the manner of
+ *   pg_stat_progress_copy: its backend (pid, database, user), start,
+ *   phase (checking, loading snapshot, applying changes, setting
+ *   sequences, dry run), generation and target, the snapshot chosen with
+ *   snapshot_bytes_done of snapshot_bytes_total (the compressed file),
+ *   the table being loaded, and applied_lsn (the last transaction
+ *   applied, to compare with target_lsn), transactions, changes and
+ *   tables so far.  Shared memory, a slot per backend, freed at the end
+ *   of the restore's transaction.
+ */
+CREATE FUNCTION restore_progress_info(
+	OUT pid int,
+	OUT datid oid,
+	OUT userid oid,
+	OUT started_at timestamptz,
+	OUT phase text,
+	OUT dry_run boolean,
+	OUT generation text,
+	OUT target_lsn pg_lsn,
+	OUT target_time timestamptz,
+	OUT snapshot_lsn pg_lsn,
+	OUT snapshot_bytes_total bigint,
+	OUT snapshot_bytes_done bigint,
+	OUT table_name text,
+	OUT applied_lsn pg_lsn,
+	OUT transactions bigint,
+	OUT changes bigint,
+	OUT tables int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'changestream_restore_progress_info'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW restore_progress AS
+	SELECT p.pid, p.datid, d.datname, p.userid, r.rolname AS usename,
+		   p.started_at, p.phase, p.dry_run, p.generation, p.target_lsn,
+		   p.target_time, p.snapshot_lsn, p.snapshot_bytes_total,
+		   p.snapshot_bytes_done, p.table_name, p.applied_lsn,
+		   p.transactions, p.changes, p.tables
+	  FROM restore_progress_info() p
+	  LEFT JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) p.datid
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.userid;
+
+REVOKE ALL ON FUNCTION restore_progress_info() FROM PUBLIC;
+REVOKE ALL ON TABLE restore_progress FROM PUBLIC;
+GRANT SELECT ON TABLE restore_progress TO pg_monitor;
+COMMENT ON FUNCTION restore_progress_info() IS 'Internal: the rows of the view restore_progress.';
+COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snapshot bytes read of the total, last applied LSN against the target, counts.';
 
 -- status() gains columns (retention_held, retention_held_since,
 -- retention_held_bytes, retention_held_by_pid; handoff_pending,
@@ -923,7 +1023,8 @@ GRANT SELECT ON TABLE stat_archiver TO pg_monitor;
  * EXTENSION, and granted the rights of this database's extension.
  *   changestream_reader: history and verification: generations(),
  *     generation_stats(), wal_segments(), snapshots(), changes(),
- *     wal_records(), verify(), status() and stat_archiver.  changes() and
+ *     wal_records(), verify(), tables(), status(), stat_archiver and
+ *     restore_progress.  changes() and
  *     wal_records() return the row data of every published table.
  *   changestream_operator: the reader's rights, and restore(),
  *     take_snapshot(), new_generation() and replica_check().
@@ -954,8 +1055,10 @@ GRANT EXECUTE ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz
 GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
+GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
+GRANT SELECT ON TABLE restore_progress TO changestream_reader;
 GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
-GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO changestream_operator;
+GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO changestream_operator;
 GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;
 GRANT EXECUTE ON FUNCTION new_generation() TO changestream_operator;
 GRANT EXECUTE ON FUNCTION replica_check() TO changestream_operator;
@@ -971,7 +1074,7 @@ COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables 
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
 COMMENT ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) IS 'The archived changes of a generation as JSON rows in commit order, filtered by LSN, time and table.';
 COMMENT ON FUNCTION verify(text) IS 'Read a generation (NULL: all) end to end without trusting it; one row per problem, none for a sound archive.';
-COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema.';
+COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema (dry_run: report only; row_filter: only the rows satisfying it).';
 COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the replica uses (writes and deletes a test object).';
 COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';
 COMMENT ON FUNCTION ddl_columns_set(pg_ddl_command) IS 'Internal: the columns an ALTER TABLE may have set without archived changes.';

@@ -410,12 +410,12 @@ SELECT * FROM changestream.restore('scratch');
 \echo :SQLSTATE
 RESET ROLE;
 -- restore() granted: archive_directory stays for superusers
-GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO regress_cs_nobody;
+GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO regress_cs_nobody;
 SET ROLE regress_cs_nobody;
 SELECT * FROM changestream.restore('scratch', archive_directory => '/tmp');
 \echo :SQLSTATE
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean) FROM regress_cs_nobody;
+REVOKE EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) FROM regress_cs_nobody;
 REVOKE USAGE ON SCHEMA changestream FROM regress_cs_nobody;
 
 -- pg_monitor may read the archive's statistics ...

@@ -18,6 +18,7 @@
 #include "archive/reader_pins.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
+#include "read/restore_progress.h"
 #include "worker/archiver.h"
 #include "worker/maintenance.h"
 #include "worker/uploader.h"
@@ -37,6 +38,7 @@ changestream_shmem_request(void)
 		prev_shmem_request_hook();
 	cs_shmem_request();
 	cs_pins_shmem_request();
+	cs_progress_shmem_request();
 	cs_replica_shmem_request();
 }
 
@@ -47,6 +49,7 @@ changestream_shmem_startup(void)
 		prev_shmem_startup_hook();
 	cs_shmem_startup();
 	cs_pins_shmem_init();
+	cs_progress_shmem_init();
 	cs_replica_shmem_startup();
 }
 

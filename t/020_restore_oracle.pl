@@ -287,7 +287,7 @@ fails_with($db, q{SELECT changestream.restore('scratch', target_lsn => '0/10', t
 $node->safe_psql($db, q{CREATE SCHEMA busy; CREATE TABLE busy.alt (id int, a text, b int); INSERT INTO busy.alt VALUES (1, 'x', 1)});
 fails_with($db, q{SELECT changestream.restore('busy')}, '55000', qr/not empty/, 'a non-empty target table: 55000');
 $node->safe_psql($db, q{CREATE ROLE plain LOGIN; GRANT USAGE ON SCHEMA changestream TO plain;
-	GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean) TO plain});
+	GRANT EXECUTE ON FUNCTION changestream.restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO plain});
 fails_with($db, qq{SET ROLE plain; SELECT changestream.restore('scratch', archive_directory => '$copy')}, '42501',
 	qr/archive_directory/, 'archive_directory without superuser: 42501');
 

@@ -429,6 +429,15 @@ cs_snapreader_offset(CsSnapshotReader *r)
 	return r->consumed + r->pos;
 }
 
+/* Bytes of the compressed file read so far (zlib's gzoffset()). */
+int64
+cs_snapreader_file_offset(CsSnapshotReader *r)
+{
+	z_off_t		off = gzoffset(r->gz);
+
+	return off < 0 ? 0 : (int64) off;
+}
+
 /*
  * cs_snapreader_next_table
  *	  Moves to the next table section and returns its "COPY ... FROM

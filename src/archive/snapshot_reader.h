@@ -29,6 +29,7 @@ extern char *cs_snapreader_next_table(CsSnapshotReader *reader);
 extern int	cs_snapreader_read(CsSnapshotReader *reader, char *buf,
 							   int maxread);
 extern int64 cs_snapreader_offset(CsSnapshotReader *reader);
+extern int64 cs_snapreader_file_offset(CsSnapshotReader *reader);
 extern void cs_snapreader_close(CsSnapshotReader *reader);
 
 #endif							/* CS_SNAPSHOT_READER_H */

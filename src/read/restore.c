@@ -60,17 +60,21 @@
 #include "archive/reader_pins.h"
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
+#include "archive/storage.h"
+#include "read/archived_tables.h"
 #include "read/ddl_record.h"
 #include "read/restore_apply.h"
 #include "read/restore_filter.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
+#include "read/restore_progress.h"
+#include "read/restore_row_filter.h"
 #include "read/restore_sequences.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_restore);
 
-#define RESTORE_COLS		8
+#define RESTORE_COLS		12
 #define PROGRESS_INTERVAL_MS 3000
 
 typedef struct RestoreState
@@ -86,6 +90,11 @@ typedef struct RestoreState
 	bool		has_target_time;
 	TimestampTz target_time;
 	bool		skip_inexact;	/* skip refused tables with a WARNING */
+	bool		dry_run;		/* read and count only (dry_run()) */
+	const char *row_filter_text;	/* the row_filter argument, or NULL */
+	Node	   *row_filter;		/* parsed (restore_row_filter.c), or NULL */
+	List	   *dry_tables;		/* dry run: "schema.table" of each table
+								 * first met in the stream and wanted */
 	XLogRecPtr	next_snapshot_lsn;	/* the first snapshot after the target,
 									 * or Invalid */
 	char	   *snapshot_path;
@@ -567,6 +576,7 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 
 	if (refuse_reused_name(rs, t))
 		return;
+	t->row_filter = rs->row_filter;
 	nsp = get_namespace_oid(t->target_schema, true);
 	t->relid = OidIsValid(nsp) ? get_relname_relid(t->name, nsp) : InvalidOid;
 	if (OidIsValid(t->relid))
@@ -765,6 +775,9 @@ copy_data(void *outbuf, int minread, int maxread)
 {
 	int			n = cs_snapreader_read(copy_reader, outbuf, maxread);
 
+	cs_progress_loading(copy_state->progress_table,
+						cs_snapreader_file_offset(copy_reader));
+
 	if (progress_due(copy_state))
 		ereport(NOTICE,
 				(errmsg("restoring snapshot: table %s, %lld bytes of the snapshot read",
@@ -781,14 +794,18 @@ copy_section(RestoreState *rs, CsRestoreTable *t)
 	List	   *attnames = NIL;
 	ListCell   *lc;
 	CopyFromState cstate;
+	Node	   *where = NULL;
 
-	/* as tablesync.c's copy_table() */
+	/* as tablesync.c's copy_table(); the row filter as COPY FROM's WHERE */
 	(void) addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
 										 false, false);
+	if (rs->row_filter != NULL)
+		where = (Node *) make_ands_implicit((Expr *) cs_row_filter_transform(rs->row_filter,
+																			 rel));
 	foreach(lc, t->columns)
 		attnames = lappend(attnames, makeString(lfirst(lc)));
 	rs->progress_table = psprintf("%s.%s", t->target_schema, t->name);
-	cstate = BeginCopyFrom(pstate, rel, NULL, NULL, false, copy_data,
+	cstate = BeginCopyFrom(pstate, rel, where, NULL, false, copy_data,
 						   attnames, NIL);
 	t->rows = CopyFrom(cstate);
 	EndCopyFrom(cstate);
@@ -1731,6 +1748,8 @@ apply_archive(RestoreState *rs)
 				rs->transactions++;
 				rs->restored_lsn = c.commit_lsn;
 				rs->restored_time = c.commit_time;
+				cs_progress_applied(c.commit_lsn, rs->transactions,
+									rs->changes, rs->restored_tables);
 				break;
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
@@ -1766,6 +1785,97 @@ apply_archive(RestoreState *rs)
 	cs_decoder_close(d);
 	close_apply_states();
 	refuse_stale(rs);
+}
+
+/* ---------- the dry run ---------- */
+
+/*
+ * Dry run: is the archived relation rel restored?  A table first met in
+ * the stream is noted once, as table_for() would create its target.
+ */
+static bool
+dry_wanted(RestoreState *rs, const LogicalRepRelation *rel)
+{
+	CsRestoreTable *t;
+
+	if (cs_ddl_is_history(rel, rs->ddl_trusted))
+		return false;
+	t = table_by_oid(rs, rel->remoteid);
+	if (t != NULL)
+		return t->target_schema != NULL;
+	t = palloc0(sizeof(CsRestoreTable));
+	t->remote_oid = rel->remoteid;
+	t->schema = pstrdup(rel->nspname);
+	t->name = pstrdup(rel->relname);
+	rs->tables = lappend(rs->tables, t);
+	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
+		return false;
+	t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
+	rs->restored_tables++;
+	return true;
+}
+
+/*
+ * dry_run => true: the archive is read as apply_archive() reads it, from
+ * the chosen snapshot to the target (checked as it checks it), and the
+ * transactions and the changes of the wanted tables it would apply are
+ * counted; nothing is created, loaded or changed, and the schema history
+ * is not replayed (a table it drops or refuses on the way still counts).
+ */
+static pg_noinline void
+dry_run(RestoreState *rs)
+{
+	CsDecoder  *d = cs_decoder_open(rs->directory, rs->generation,
+									rs->snapshot_lsn,
+									rs->has_target_lsn ? rs->target_lsn : InvalidXLogRecPtr);
+	CsChange	c;
+	bool		skip = true;
+	bool		reached = false;
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+		if (((CsRestoreTable *) lfirst(lc))->target_schema != NULL)
+			rs->restored_tables++;
+	if (rs->has_target_time)
+		cs_decoder_set_stop_time(d, rs->target_time);
+	while (!reached && cs_decoder_next(d, &c))
+	{
+		CHECK_FOR_INTERRUPTS();
+		switch (c.kind)
+		{
+			case CS_CHANGE_BEGIN:
+				skip = c.commit_lsn < rs->snapshot_lsn;
+				reached = !skip && past_target(rs, &c);
+				break;
+			case CS_CHANGE_COMMIT:
+				if (skip)
+					break;
+				rs->transactions++;
+				rs->restored_lsn = c.commit_lsn;
+				rs->restored_time = c.commit_time;
+				cs_progress_applied(c.commit_lsn, rs->transactions,
+									rs->changes, rs->restored_tables);
+				break;
+			case CS_CHANGE_INSERT:
+			case CS_CHANGE_UPDATE:
+			case CS_CHANGE_DELETE:
+				if (!skip && c.rel != NULL && dry_wanted(rs, c.rel))
+					rs->changes++;
+				break;
+			case CS_CHANGE_TRUNCATE:
+				if (skip)
+					break;
+				foreach(lc, c.truncated)
+					if (dry_wanted(rs, lfirst(lc)))
+						rs->changes++;
+				break;
+			default:
+				break;
+		}
+	}
+	if (!reached && !cs_decoder_stopped(d))
+		check_reached(rs, d);
+	cs_decoder_close(d);
 }
 
 /* ---------- keys and sequences from the manifest ---------- */
@@ -1878,6 +1988,17 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 	rs->has_target_time = !PG_ARGISNULL(3);
 	rs->target_time = rs->has_target_time ? PG_GETARG_TIMESTAMPTZ(3) : 0;
 	rs->skip_inexact = PG_NARGS() > 6 && !PG_ARGISNULL(6) && PG_GETARG_BOOL(6);
+	rs->dry_run = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
+	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
+	{
+		rs->row_filter_text = text_to_cstring(PG_GETARG_TEXT_PP(8));
+		if (PG_ARGISNULL(4))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("row_filter needs the tables argument"),
+					 errhint("Name the table (or tables) the filter is over, for example tables => '{public.accounts}'.")));
+		rs->row_filter = cs_row_filter_parse(rs->row_filter_text);
+	}
 	if (rs->has_target_lsn && rs->has_target_time)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1908,6 +2029,69 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 						(unsigned long long) rs->generation)));
 	rs->ddl_trusted = cs_ddl_trusted_oids(rs->directory, rs->generation);
 	rs->publication = identity_publication(&rs->identity);
+}
+
+/* "schema.table" (archived names) of the tables restored, as text[]. */
+static Datum
+restored_names(RestoreState *rs)
+{
+	List	   *names = NIL;
+	Datum	   *elems;
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->target_schema != NULL && (rs->dry_run || OidIsValid(t->relid)))
+			names = lappend(names, psprintf("%s.%s", t->schema, t->name));
+	}
+	elems = palloc(sizeof(Datum) * Max(list_length(names), 1));
+	foreach(lc, names)
+		elems[n++] = CStringGetTextDatum(lfirst(lc));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false,
+										   TYPALIGN_INT));
+}
+
+/* The chosen snapshot and its file's size, for restore_progress. */
+static void
+progress_snapshot(RestoreState *rs)
+{
+	CsStorageInfo info;
+
+	cs_progress_snapshot(rs->snapshot_lsn,
+						 cs_storage_stat(rs->snapshot_path, true, &info) == 0 &&
+						 info.type == CS_STORAGE_FILE ? info.size : 0);
+}
+
+/* restore()'s result row. */
+static Datum
+result_row(RestoreState *rs, TupleDesc tupdesc)
+{
+	Datum		values[RESTORE_COLS];
+	bool		nulls[RESTORE_COLS];
+	XLogRecPtr	restored = rs->transactions > 0 ? rs->restored_lsn : rs->snapshot_lsn;
+	CsStorageInfo info;
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) rs->generation));
+	values[1] = LSNGetDatum(rs->snapshot_lsn);
+	values[2] = LSNGetDatum(restored);
+	values[3] = TimestampTzGetDatum(rs->restored_time);
+	nulls[3] = (rs->transactions == 0);
+	values[4] = Int32GetDatum(rs->restored_tables);
+	values[5] = Int64GetDatum(rs->snapshot_rows);
+	nulls[5] = rs->dry_run;
+	values[6] = Int64GetDatum(rs->transactions);
+	values[7] = Int64GetDatum(rs->changes);
+	values[8] = BoolGetDatum(rs->dry_run);
+	nulls[9] = cs_storage_stat(rs->snapshot_path, true, &info) != 0 ||
+		info.type != CS_STORAGE_FILE;
+	values[9] = Int64GetDatum(nulls[9] ? 0 : info.size);
+	values[10] = Int64GetDatum((int64) (restored - rs->snapshot_lsn));
+	values[11] = restored_names(rs);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
 /*
@@ -1951,8 +2135,6 @@ changestream_restore(PG_FUNCTION_ARGS)
 {
 	RestoreState rs;
 	TupleDesc	tupdesc;
-	Datum		values[RESTORE_COLS];
-	bool		nulls[RESTORE_COLS];
 	MemoryContext cxt = CurrentMemoryContext;
 	int			nest;
 	ListCell   *lc1,
@@ -1965,15 +2147,27 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	read_args(fcinfo, &rs);
+	cs_progress_begin(rs.generation, rs.dry_run, rs.has_target_lsn ? rs.target_lsn : InvalidXLogRecPtr,
+					  rs.has_target_time ? rs.target_time : 0);
 	refuse_future_target(&rs);
 	pin_and_find_start(&rs);
+	/* a name the whole generation does not hold is refused before any work */
+	cs_check_table_names(rs.directory, rs.generation, rs.filter.names, "tables");
 	rs.last_progress = GetCurrentTimestamp();
 	choose_snapshot(&rs);
 	/* older snapshots and segments are not read: retention may take them */
 	cs_pin_advance(rs.generation, rs.snapshot_lsn);
+	progress_snapshot(&rs);
 	collect_aliases(&rs);
 	read_manifest_tables(&rs);
 	refuse_altered_types(&rs);
+	if (rs.dry_run)
+	{
+		cs_progress_phase(CS_RESTORE_DRY_RUN);
+		dry_run(&rs);
+		cs_progress_end();
+		PG_RETURN_DATUM(result_row(&rs, tupdesc));
+	}
 
 	nest = pin_settings();
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -1987,13 +2181,17 @@ changestream_restore(PG_FUNCTION_ARGS)
 			prepare_target(&rs, t, NIL, lfirst(lc2));
 	}
 	resolve_sequences(&rs);
+	cs_progress_phase(CS_RESTORE_LOADING);
 	load_snapshot(&rs);
 	match_manifest_keys(&rs);
 	open_tables = &rs.tables;
 	PG_TRY();
 	{
+		cs_progress_phase(CS_RESTORE_APPLYING);
+		cs_progress_applied(InvalidXLogRecPtr, 0, 0, rs.restored_tables);
 		apply_archive(&rs);
 		close_apply_states();
+		cs_progress_phase(CS_RESTORE_SEQUENCES);
 		set_sequences(&rs);
 	}
 	PG_FINALLY();
@@ -2004,17 +2202,6 @@ changestream_restore(PG_FUNCTION_ARGS)
 	SPI_finish();
 	MemoryContextSwitchTo(cxt);
 	AtEOXact_GUC(true, nest);
-
-	memset(nulls, 0, sizeof(nulls));
-	values[0] = CStringGetTextDatum(psprintf("%016llx", (unsigned long long) rs.generation));
-	values[1] = LSNGetDatum(rs.snapshot_lsn);
-	values[2] = LSNGetDatum(rs.transactions > 0 ? rs.restored_lsn : rs.snapshot_lsn);
-	values[3] = TimestampTzGetDatum(rs.restored_time);
-	nulls[3] = (rs.transactions == 0);
-	values[4] = Int32GetDatum(rs.restored_tables);
-	values[5] = Int64GetDatum(rs.snapshot_rows);
-	values[6] = Int64GetDatum(rs.transactions);
-	values[7] = Int64GetDatum(rs.changes);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-													  values, nulls)));
+	cs_progress_end();
+	PG_RETURN_DATUM(result_row(&rs, tupdesc));
 }

@@ -38,6 +38,17 @@
  *	  and goes away with the table's state, before any DDL or TRUNCATE,
  *	  which could move rows.
  *
+ *	  Row filter.  With restore()'s row_filter the target holds only the
+ *	  rows of the full restore that satisfy it, and each change keeps it
+ *	  so: an INSERT is made when its row satisfies the filter; an UPDATE
+ *	  or DELETE whose row is not in the target (it did not satisfy the
+ *	  filter) finds none, which is no damage then; an UPDATE of a row in
+ *	  the target updates it and deletes it when the new row no longer
+ *	  satisfies the filter; an UPDATE of a row not in the target inserts
+ *	  the new row when it satisfies the filter (moved in).  Moved in with
+ *	  an unchanged TOASTed column (not in the archive), or with the filter
+ *	  reading such a column, the row cannot be known: refused (0A000).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -60,6 +71,7 @@
 #include "utils/typcache.h"
 
 #include "read/restore_apply.h"
+#include "read/restore_row_filter.h"
 #include "base/compat.h"
 
 /* Keys the row cache holds per table before it starts over. */
@@ -85,6 +97,8 @@ typedef struct CsApplyState
 	int			nkeys;			/* its key columns (target attnums) */
 	AttrNumber	keys[INDEX_MAX_KEYS];
 	HTAB	   *rows;			/* RowCacheEntry, NULL when no index */
+	ExprState  *filter;			/* the row filter, or NULL */
+	Bitmapset  *filter_cols;	/* the columns it reads (pull_varattnos()) */
 } ApplyState;
 
 /* The index to find rows by: the replica identity's, else the primary key. */
@@ -132,9 +146,10 @@ begin_lookup(ApplyState *as)
 
 /* The apply worker's create_edata_for_relation(), for one target table. */
 static void
-begin_apply(ApplyState *as, Oid relid)
+begin_apply(ApplyState *as, const CsRestoreTable *t)
 {
 	RangeTblEntry *rte;
+	Oid			relid = t->relid;
 
 	as->rel = table_open(relid, RowExclusiveLock);
 	as->estate = CreateExecutorState();
@@ -160,6 +175,24 @@ begin_apply(ApplyState *as, Oid relid)
 										   "changestream restore change",
 										   ALLOCSET_DEFAULT_SIZES);
 	begin_lookup(as);
+	/* transformed again each time: the table's columns may have changed */
+	if (t->row_filter != NULL)
+	{
+		Node	   *expr = cs_row_filter_transform(t->row_filter, as->rel);
+
+		as->filter = ExecPrepareQual(list_make1(expr), as->estate);
+		as->filter_cols = cs_row_filter_columns(expr);
+	}
+}
+
+/* Does slot's row satisfy the row filter (NULL counts as no, as in WHERE)? */
+static bool
+row_passes(ApplyState *as, TupleTableSlot *slot)
+{
+	ExprContext *econtext = GetPerTupleExprContext(as->estate);
+
+	econtext->ecxt_scantuple = slot;
+	return ExecQual(as->filter, econtext);
 }
 
 /*
@@ -441,8 +474,11 @@ find_full_row(ApplyState *as, const CsRestoreTable *t,
 		scan_full_row(as, t, tup, searchslot, localslot, false);
 }
 
-/* Find the target row an UPDATE or DELETE refers to, into localslot. */
-static void
+/*
+ * Find the target row an UPDATE or DELETE refers to, into localslot.
+ * Under a row filter a missing row is no damage: false.
+ */
+static bool
 find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 		 TupleTableSlot *localslot)
 {
@@ -459,6 +495,8 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 											 searchslot, localslot);
 	else
 		found = find_full_row(as, t, tup, searchslot, localslot);
+	if (!found && as->filter != NULL)
+		return false;
 	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -468,6 +506,41 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
 				 errdetail("The change is in transaction %u (commit LSN " CS_LSN_FMT "), in \"%s\" at offset %lld.",
 						   c->xid, LSN_FORMAT_ARGS(c->commit_lsn), c->path,
 						   (long long) c->frame_offset)));
+	return true;
+}
+
+/*
+ * An UPDATE under a row filter of a row the target does not hold: its new
+ * row goes in when it satisfies the filter (see the file header).
+ */
+static void
+update_missing_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c)
+{
+	bool		unchanged = false;
+	bool		filter_reads_unchanged = false;
+
+	fill_slot(as->remoteslot, NULL, t, &c->newtup);
+	for (int i = 0; i < c->newtup.ncols; i++)
+		if (t->attmap[i] > 0 &&
+			c->newtup.colstatus[i] == LOGICALREP_COLUMN_UNCHANGED)
+		{
+			unchanged = true;
+			filter_reads_unchanged = filter_reads_unchanged ||
+				bms_is_member(t->attmap[i] - FirstLowInvalidHeapAttributeNumber,
+							  as->filter_cols);
+		}
+	if (!filter_reads_unchanged && !row_passes(as, as->remoteslot))
+		return;
+	if (unchanged)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("row_filter cannot be applied to an update of \"%s.%s\": the row may enter the filter, and the archive does not hold its unchanged TOASTed values",
+						t->target_schema, t->name),
+				 errdetail("The change is in transaction %u (commit LSN " CS_LSN_FMT "), in \"%s\" at offset %lld.",
+						   c->xid, LSN_FORMAT_ARGS(c->commit_lsn), c->path,
+						   (long long) c->frame_offset),
+				 errhint("Restore without row_filter into another target_schema and select the rows from there.")));
+	ExecSimpleRelationInsert(as->rri, as->estate, as->remoteslot);
 }
 
 /*
@@ -476,7 +549,11 @@ find_row(ApplyState *as, const CsRestoreTable *t, const CsChange *c,
  *	  target table t, whose attmap the caller has matched to the change's
  *	  Relation (cs_restore_sync_table()).  Ends with
  *	  CommandCounterIncrement(), so the next change sees this one.
- *	  Errors: XX001 when the row to update or delete is not there; input
+ *	  With t->row_filter, keeps the target to the rows that satisfy it
+ *	  (see the file header).
+ *	  Errors: XX001 when the row to update or delete is not there (and no
+ *	  row filter is given); 0A000 for an update the row filter cannot
+ *	  follow; the filter's own errors; input
  *	  function errors (22xxx) for a value the target column rejects;
  *	  unique violations (23505) as the executor raises them.
  */
@@ -490,7 +567,7 @@ cs_apply_change(CsRestoreTable *t, const CsChange *c)
 	if (t->apply == NULL)
 	{
 		t->apply = palloc0(sizeof(ApplyState));
-		begin_apply(t->apply, t->relid);
+		begin_apply(t->apply, t);
 	}
 	as = t->apply;
 	old = MemoryContextSwitchTo(as->change_cxt);
@@ -499,19 +576,30 @@ cs_apply_change(CsRestoreTable *t, const CsChange *c)
 	{
 		case CS_CHANGE_INSERT:
 			fill_slot(as->remoteslot, NULL, t, &c->newtup);
-			ExecSimpleRelationInsert(as->rri, as->estate, as->remoteslot);
+			if (as->filter == NULL || row_passes(as, as->remoteslot))
+				ExecSimpleRelationInsert(as->rri, as->estate, as->remoteslot);
 			break;
 		case CS_CHANGE_UPDATE:
-			find_row(as, t, c, as->localslot);
+			if (!find_row(as, t, c, as->localslot))
+			{
+				update_missing_row(as, t, c);
+				break;
+			}
 			fill_slot(as->remoteslot, as->localslot, t, &c->newtup);
 			cs_epq_init(&epq, as->estate);
-			ExecSimpleRelationUpdate(as->rri, as->estate, &epq, as->localslot,
-									 as->remoteslot);
+			if (as->filter != NULL && !row_passes(as, as->remoteslot))
+				ExecSimpleRelationDelete(as->rri, as->estate, &epq, as->localslot);
+			else
+			{
+				ExecSimpleRelationUpdate(as->rri, as->estate, &epq, as->localslot,
+										 as->remoteslot);
+				remember_row(as, t, &c->newtup, &as->remoteslot->tts_tid);
+			}
 			EvalPlanQualEnd(&epq);
-			remember_row(as, t, &c->newtup, &as->remoteslot->tts_tid);
 			break;
 		case CS_CHANGE_DELETE:
-			find_row(as, t, c, as->localslot);
+			if (!find_row(as, t, c, as->localslot))
+				break;
 			cs_epq_init(&epq, as->estate);
 			ExecSimpleRelationDelete(as->rri, as->estate, &epq, as->localslot);
 			EvalPlanQualEnd(&epq);

@@ -42,6 +42,8 @@ typedef struct CsRestoreTable
 	List	   *seen_values;	/* CsSeenValues * (restore_sequences.h): the
 								 * archived rows' extremes in columns of an
 								 * existing target that own a sequence */
+	Node	   *row_filter;		/* restore()'s row_filter, raw
+								 * (restore_row_filter.c), or NULL */
 } CsRestoreTable;
 
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);

@@ -27,6 +27,7 @@
 #include "utils/tuplestore.h"
 
 #include "archive/reader_pins.h"
+#include "read/archived_tables.h"
 #include "read/ddl_record.h"
 #include "read/decoder.h"
 #include "base/compat.h"
@@ -446,6 +447,7 @@ changestream_changes(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(5))
 		f.relations = cs_relation_names(PG_GETARG_ARRAYTYPE_P(5));
 	cs_pin_read(generation, f.start_lsn);
+	cs_check_table_names(directory, generation, f.relations, "relations");
 	InitMaterializedSRF(fcinfo, 0);
 
 	f.ddl_trusted = cs_ddl_trusted_oids(directory, generation);
