@@ -171,6 +171,9 @@ static int64 tail_index = -1;	/* -1: nothing synced */
 static int64 tail_synced;		/* bytes of it in the bucket */
 static TimestampTz tail_synced_at;
 static List *tail_objects = NIL;	/* of TailObject, in bucket_cxt */
+static bool tail_ready = false;	/* tail_ready_generation exists remotely */
+static uint64 tail_ready_generation;	/* its opening snapshot, identity
+										 * and schema history are up */
 
 /* an entry of the listing: a name relative to the prefix, and its size */
 typedef struct ListedObject
@@ -957,7 +960,8 @@ tail_due(const CsLocalDurable *local, TimestampTz now, bool *gap)
 	*gap = false;
 	if (!remote && cs_replica_sync_interval_ms == 0)
 		return false;
-	if (!pub_valid || pub_generation != local->generation)
+	if (!pub_valid || pub_generation != local->generation ||
+		!tail_ready || tail_ready_generation != local->generation)
 		return false;
 	if (pub_next_segment != local->index)
 	{
@@ -1218,6 +1222,8 @@ put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 	bool		up;
 
 	*complete = !newest;
+	tail_ready = true;			/* the generation is readable remotely */
+	tail_ready_generation = generation;
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);
@@ -1379,6 +1385,7 @@ begin_pass(Pass *pass)
 		pub_valid = false;
 		tail_index = -1;
 		tail_objects = NIL;
+		tail_ready = false;
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
