@@ -14,9 +14,10 @@
 # - The backlog stays bounded: its largest value seen is under the limit
 #   plus what the archiver writes in the uploader's 2 s between two counts
 #   (at most 4 MB here), while the WAL waiting in the slot grows past it.
-# - The bucket comes back: the backlog drains, the archiver streams again,
-#   and the archive equals the oracle slot transaction for transaction;
-#   every finished local file is in the bucket with its size (awscli).
+# - The bucket comes back: the backlog drains (under half the limit), the
+#   archiver streams again, and the archive equals the oracle slot
+#   transaction for transaction; every finished local file is in the
+#   bucket with its size (awscli).
 # - The server log has one line when the archiver stops and one when it
 #   goes on.
 use strict;

@@ -368,6 +368,9 @@ note_flush(uint64 generation, XLogRecPtr position, TimestampTz now)
 		&shared->flushes[shared->nflushes - 1] : NULL;
 
 	if (last != NULL && last->generation == generation &&
+		position <= last->position)
+		return;					/* nothing new was made durable */
+	if (last != NULL && last->generation == generation &&
 		!TimestampDifferenceExceeds(last->time, now, shared->lag_step_ms))
 	{
 		last->position = Max(last->position, position);
@@ -458,23 +461,27 @@ cs_replica_lag_seconds(TimestampTz now, double *lag)
 }
 
 /*
- * cs_replica_backlog_exceeded() -> bool
- *	  Should the archiver stop consuming the slot: a replica is configured,
+ * cs_replica_backlog_exceeded(waiting) -> bool
+ *	  Should the archiver stop consuming the slot, or keep waiting (waiting:
+ *	  it waits already): a replica is configured,
  *	  changestream.replica_max_backlog is set and the uploader's backlog
- *	  (finished local files not in the bucket, bytes on disk) is past it.
- *	  An uploader that has not counted its backlog yet holds nothing back.
+ *	  (finished local files not in the bucket, bytes on disk) is past it,
+ *	  or, while it waits, past half of it, so that the archiver does not
+ *	  stop and start again for each file the uploader puts.  An uploader
+ *	  that has not counted its backlog yet holds nothing back.
  */
 bool
-cs_replica_backlog_exceeded(void)
+cs_replica_backlog_exceeded(bool waiting)
 {
 	int64		bytes;
+	int64		limit = (int64) cs_replica_max_backlog_kb * 1024;
 
 	if (!cs_replica_configured() || cs_replica_max_backlog_kb <= 0)
 		return false;
 	SpinLockAcquire(&shared->mutex);
 	bytes = shared->status.backlog_bytes;
 	SpinLockRelease(&shared->mutex);
-	return bytes > (int64) cs_replica_max_backlog_kb * 1024;
+	return bytes > (waiting ? limit / 2 : limit);
 }
 
 /*

@@ -78,7 +78,7 @@ extern XLogRecPtr cs_replica_remote_durable(uint64 generation);
 extern void cs_replica_note_local_durable(const CsLocalDurable *local);
 extern bool cs_replica_local_durable(CsLocalDurable *local);
 extern bool cs_replica_lag_seconds(TimestampTz now, double *lag);
-extern bool cs_replica_backlog_exceeded(void);
+extern bool cs_replica_backlog_exceeded(bool waiting);
 /* for local retention (retention.c) */
 extern bool cs_replica_configured(void);
 extern bool cs_replica_generation_up(uint64 generation);

@@ -409,8 +409,8 @@ note_recovered(void)
 }
 
 /*
- * changestream.replica_max_backlog: while the uploader's backlog is past
- * it, the slot is not read (state waiting_for_replica), only what is due
+ * changestream.replica_max_backlog: once the uploader's backlog is past
+ * it, and until it is under half of it, the slot is not read (state waiting_for_replica), only what is due
  * is done (flushes, status updates), so nothing is dropped and the local
  * disk stops growing; the server keeps the WAL in the slot.  *waiting: the
  * state of the previous call.  Returns whether it waited.
@@ -420,14 +420,14 @@ replica_backpressure(bool *waiting)
 {
 	TimestampTz now;
 
-	if (!cs_replica_backlog_exceeded())
+	if (!cs_replica_backlog_exceeded(*waiting))
 	{
 		if (*waiting)
 		{
 			*waiting = false;
 			cs_status_set_state(CS_STATE_STREAMING);
 			ereport(LOG,
-					(errmsg("changestream archiver reads the slot again: the replica's backlog is under changestream.replica_max_backlog")));
+					(errmsg("changestream archiver reads the slot again: the replica's backlog is under half of changestream.replica_max_backlog")));
 		}
 		return false;
 	}

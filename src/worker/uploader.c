@@ -94,6 +94,7 @@
 #define MARKER_NAME		"changestream.cluster"
 #define TAIL_DIR		"tail/"	/* the active segment's synced bytes */
 #define TAIL_GAP_MS		50		/* remote durability: a pass this soon */
+#define TAIL_POLL_MS	100		/* the interval has passed: look this often */
 
 /* what a pass, or a step of it, came to */
 typedef enum Outcome
@@ -1050,9 +1051,16 @@ tail_phase(Pass *pass)
 			return OUT_OK;
 		}
 		wait_ms = TimestampDifferenceMilliseconds(now, until);
-		if (cs_replica_sync_interval_ms > 0 && tail_synced_at != 0)
-			wait_ms = Min(wait_ms, Max(1, TimestampDifferenceMilliseconds(now,
-														 TimestampTzPlusMilliseconds(tail_synced_at, cs_replica_sync_interval_ms))));
+		if (cs_replica_sync_interval_ms > 0)
+		{
+			TimestampTz due = TimestampTzPlusMilliseconds(tail_synced_at,
+														  cs_replica_sync_interval_ms);
+
+			/* until the interval ends; past it, look for new bytes often */
+			wait_ms = Min(wait_ms, due > now ?
+						  TimestampDifferenceMilliseconds(now, due) :
+						  TAIL_POLL_MS);
+		}
 		cs_latch_wait_ms(Max(wait_ms, 1), false);
 	}
 }
