@@ -20,6 +20,10 @@
 #   replica_flushed_lsn is never past it.
 # - Segments sealed by size go up compressed and their tail objects are
 #   removed from the bucket.
+# - The uploader stopped (SIGTERM) and started again by the server: a
+#   commit meanwhile returns once in the bucket, no tail object is put
+#   twice, and the new uploader goes on after the tail objects the listing
+#   shows instead of from the segment's start.
 # - replica_durability = local with replica_sync_interval = 1s: a commit's
 #   bytes reach the bucket as a tail object without the segment being
 #   sealed (segment_timeout is off), and replica_lag_seconds returns to 0.
@@ -225,6 +229,46 @@ while (1)
 	usleep(500_000);
 }
 is($stale, '', 'no tail object is left for a segment up compressed');
+
+######################################################################
+# The uploader restarts: it goes on after the tail objects in the bucket
+
+# tail object keys PUT through the proxy (not faulted): key => times
+sub tail_puts
+{
+	my %n;
+	for my $r ($proxy->requests)
+	{
+		next unless $r->{method} eq 'PUT' && $r->{fault} eq '-';
+		next unless $r->{target} =~ m{^/\Q$bucket\E/(\Q$prefix\E/tail/[^?]+)$};
+		$n{$1}++;
+	}
+	return \%n;
+}
+my $active = sprintf('%016x', $node->safe_psql($db,
+	'SELECT segment_index FROM changestream.status()'));
+my $covered = 0;
+for my $t (sort { $a->[3] <=> $b->[3] } grep { $_->[2] eq $active } tail_objects())
+{
+	$covered = $t->[4] if $t->[3] <= $covered && $t->[4] > $covered;
+}
+my $puts_before = tail_puts();
+my $old_uploader = $node->safe_psql($db, 'SELECT replica_pid FROM changestream.status()');
+kill 'TERM', $old_uploader;
+my $lsn_r = insert_row(3000, 'across an uploader restart');
+my $new_uploader = $node->safe_psql($db, 'SELECT replica_pid FROM changestream.status()');
+isnt($new_uploader, $old_uploader, 'a new uploader runs');
+is( $node->safe_psql($db,
+		"SELECT replica_flushed_lsn >= '$lsn_r'::pg_lsn FROM changestream.status()"),
+	't', 'a commit across the restart returned once in the bucket');
+my $puts_after = tail_puts();
+is(join(' ', grep { $puts_after->{$_} > 1 } sort keys %$puts_after), '',
+	'no tail object was put twice');
+my @from_zero = grep {
+	!$puts_before->{$_} && m{/wal/\Q$active\E\.wal\.0{16}-}
+} keys %$puts_after;
+ok($covered > 0 && !@from_zero,
+	"the new uploader went on after the $covered bytes of segment $active in the bucket");
 
 ######################################################################
 # Local durability with a 1 s sync interval

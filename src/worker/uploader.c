@@ -164,12 +164,16 @@ typedef struct TailObject
 {
 	uint64		generation;
 	int64		index;
+	int64		start;			/* the bytes [start, end) of the segment */
+	int64		end;
 	char	   *name;			/* relative to the prefix */
 } TailObject;
 
 static uint64 tail_generation;
 static int64 tail_index = -1;	/* -1: nothing synced */
 static int64 tail_synced;		/* bytes of it in the bucket */
+static XLogRecPtr tail_published;	/* the position published for them */
+static bool tail_gone;			/* its raw file is gone: the pass puts it */
 static TimestampTz tail_synced_at;
 static List *tail_objects = NIL;	/* of TailObject, in bucket_cxt */
 static bool tail_ready = false;	/* tail_ready_generation exists remotely */
@@ -817,13 +821,16 @@ tail_object_name(uint64 generation, int64 index, int64 start, int64 end)
 
 /* Remember a tail object of the bucket (in bucket_cxt). */
 static void
-remember_tail(uint64 generation, int64 index, const char *name)
+remember_tail(uint64 generation, int64 index, int64 start, int64 end,
+			  const char *name)
 {
 	MemoryContext old = MemoryContextSwitchTo(bucket_cxt);
 	TailObject *t = palloc(sizeof(TailObject));
 
 	t->generation = generation;
 	t->index = index;
+	t->start = start;
+	t->end = end;
 	t->name = pstrdup(name);
 	tail_objects = lappend(tail_objects, t);
 	MemoryContextSwitchTo(old);
@@ -831,11 +838,12 @@ remember_tail(uint64 generation, int64 index, const char *name)
 
 /*
  * A listed name (relative to the prefix) that is a tail object is
- * remembered, to be removed once its segment is up; returns whether it
- * was one.
+ * remembered, to be removed once its segment is up, and, when its listed
+ * size is the one its name gives, to resume the sync after it; returns
+ * whether it was one.
  */
 static bool
-note_tail_object(const char *name)
+note_tail_object(const char *name, int64 size)
 {
 	unsigned long long g,
 				i,
@@ -850,8 +858,10 @@ note_tail_object(const char *name)
 	{
 		snprintf(check, sizeof(check), "%s",
 				 tail_object_name(g, (int64) i, (int64) a, (int64) b));
-		if (strcmp(check, name) == 0)
-			remember_tail(g, (int64) i, name);
+		if (strcmp(check, name) == 0 && b > a && size == (int64) (b - a))
+			remember_tail(g, (int64) i, (int64) a, (int64) b, name);
+		else if (strcmp(check, name) == 0)
+			remember_tail(g, (int64) i, 0, 0, name);	/* removed, not used */
 	}
 	return true;
 }
@@ -899,6 +909,37 @@ remove_tails(Pass *pass)
 }
 
 /*
+ * The bytes of segment index of generation that the tail objects known to
+ * be in the bucket hold from its start on (after a restart, those the
+ * listing showed), with no gap: the sync goes on after them.
+ */
+static int64
+tail_in_bucket(uint64 generation, int64 index)
+{
+	int64		end = 0;
+	bool		grew = true;
+
+	while (grew)
+	{
+		ListCell   *lc;
+
+		grew = false;
+		foreach(lc, tail_objects)
+		{
+			TailObject *t = lfirst(lc);
+
+			if (t->generation == generation && t->index == index &&
+				t->start <= end && t->end > end)
+			{
+				end = t->end;
+				grew = true;
+			}
+		}
+	}
+	return end;
+}
+
+/*
  * Put bytes [start, end) of the raw segment at path as a tail object; the
  * seal area, which the archiver writes when it seals the segment, goes up
  * as zeros ("not sealed"), so an object's name always stands for the same
@@ -941,7 +982,7 @@ put_tail_object(Pass *pass, const CsLocalDurable *local, const char *path,
 	/* 412: put before (the uploader restarted): the same bytes */
 	if (resp.status != 412 && (resp.status != 200 || resp.error_code))
 		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
-	remember_tail(local->generation, local->index, name);
+	remember_tail(local->generation, local->index, start, end, name);
 	cs_replica_uploaded(end - start, false);
 	return OUT_OK;
 }
@@ -969,9 +1010,10 @@ tail_due(const CsLocalDurable *local, TimestampTz now, bool *gap)
 		*gap = pub_next_segment < local->index;
 		return false;
 	}
+	/* all of it up already (put before a restart): only to publish */
 	if (tail_index == local->index && tail_generation == local->generation &&
-		tail_synced >= local->bytes)
-		return false;
+		(tail_gone || tail_synced >= local->bytes))
+		return !tail_gone && tail_published < local->position;
 	return remote || TimestampDifferenceExceeds(tail_synced_at, now,
 												cs_replica_sync_interval_ms);
 }
@@ -991,7 +1033,9 @@ sync_tail(Pass *pass, const CsLocalDurable *local)
 	{
 		tail_generation = local->generation;
 		tail_index = local->index;
-		tail_synced = 0;
+		tail_synced = tail_in_bucket(local->generation, local->index);
+		tail_published = InvalidXLogRecPtr;
+		tail_gone = false;
 	}
 	while (tail_synced < local->bytes)
 	{
@@ -1005,13 +1049,14 @@ sync_tail(Pass *pass, const CsLocalDurable *local)
 		if (gone)
 		{
 			/* sealed and compressed meanwhile: it goes up as a whole */
-			tail_synced = local->bytes;
+			tail_gone = true;
 			return OUT_OK;
 		}
 		tail_synced = end;
 	}
 	tail_synced_at = GetCurrentTimestamp();
 	cs_replica_set_flushed(local->generation, local->position);
+	tail_published = local->position;
 	return OUT_OK;
 }
 
@@ -1103,7 +1148,7 @@ list_bucket(Pass *pass)
 
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
 			continue;
-		if (note_tail_object(o->key + plen))
+		if (note_tail_object(o->key + plen, o->size))
 			continue;
 		entry = cs_journal_find(journal, o->key + plen);
 		if (entry != NULL && entry->size == o->size)
