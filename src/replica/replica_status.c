@@ -10,6 +10,13 @@
  *	  As in shmem_status.c, the scalars are guarded by a spinlock held for
  *	  a few stores, never across a call; the error text by an LWLock.
  *
+ *	  The archiver's side (docs/DESIGN.md section 15): its durable position
+ *	  and the active segment's durable bytes, for the uploader's tail sync;
+ *	  its flushes not yet in the bucket, for replica_lag_seconds; the
+ *	  remote durable position it may confirm with replica_durability =
+ *	  remote; the backlog that replica_max_backlog compares.  Each side
+ *	  sets the other's latch when it has something new for it.
+ *
  *	  The uploaded position: every generation older than "generation" is
  *	  entirely up; of "generation", the segments below next_segment and the
  *	  snapshots up to snapshot_lsn are.  Until the uploader has published

@@ -20,7 +20,9 @@
  *	  (batching while catching up, trailing naps, the group commit window,
  *	  the pace of status updates); the deadlines those give are one table
  *	  here (StreamWakeup), as walreceiver.c's wakeup[].  What is durable
- *	  and what may be reported is decided here alone.
+ *	  and what may be reported is decided here alone: with
+ *	  changestream.replica_durability = remote, no more than the replica's
+ *	  bucket holds (confirmable()).
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -838,7 +840,9 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	if (st.report_owed && st.conn != NULL &&
 		(st.pacing.drained || now >= wakeup_time(WAKEUP_REPORT)))
 		send_status(now);		/* the last flush's report was paced */
-	else if (st.conn != NULL && confirmable() > st.reported)
+	else if (st.conn != NULL &&
+			 cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE &&
+			 confirmable() > st.reported)
 		send_status(now);		/* the bucket caught up: remote durability */
 	st.pacing.drained = false;
 	maybe_rotate(now);

@@ -35,6 +35,17 @@
  *	  key, never overwritten.  Immutable files are put with
  *	  If-None-Match: *, so a file is never put twice with other content.
  *
+ *	  Between passes, the tail sync (tail_phase()): the active segment's
+ *	  durable bytes, which the archiver publishes after each flush
+ *	  (replica_status.c), go up as tail objects
+ *	  "tail/generations/<gen>/wal/<index>.wal.<start>-<end>" every
+ *	  changestream.replica_sync_interval, and at once when
+ *	  changestream.replica_durability = remote makes commits wait for them;
+ *	  the position they end at becomes the remote durable position, which
+ *	  the archiver then may confirm.  A segment's tail objects are removed
+ *	  once it is up compressed.  The backlog it counts (finished files not
+ *	  up) is what changestream.replica_max_backlog compares.
+ *
  *	  Failures: a retryable one (the network, 5xx, 429, SlowDown, an
  *	  expired token) waits a jittered delay doubling from 1 s to 60 s and
  *	  tries again, forever; the credentials are read again at each try.  A
