@@ -749,6 +749,11 @@ DROP FUNCTION status();
  *   archive holds durably; received_commit_time: that of the newest
  *   transaction received (later than last_commit_time while one waits to
  *   be made durable).  Both NULL until one since the server started.
+ *   replica_lag_seconds: how long the oldest change the archive holds
+ *   durably and the bucket lacks has waited, in seconds (0: the bucket
+ *   holds everything flushed; NULL without a running uploader or before
+ *   the first flush); docs/replica.md.  state is waiting_for_replica
+ *   while changestream.replica_max_backlog holds the archiver back.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -808,7 +813,8 @@ CREATE FUNCTION status(
 	OUT slot_safe_wal_size bigint,
 	OUT slot_wal_limit_bytes bigint,
 	OUT last_commit_time timestamptz,
-	OUT received_commit_time timestamptz)
+	OUT received_commit_time timestamptz,
+	OUT replica_lag_seconds double precision)
 RETURNS record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;

@@ -496,6 +496,17 @@ cs_writer_flush(void)
 	wr.unsynced = false;
 }
 
+/*
+ * cs_writer_durable_size
+ *	  The bytes of the active segment known to be fsynced (an int64; -1:
+ *	  no segment is active).  The uploader's tail sync reads that many.
+ */
+int64
+cs_writer_durable_size(void)
+{
+	return wr.fd < 0 ? -1 : wr.durable_size;
+}
+
 /* cs_writer_unsynced: is anything added not yet durable? (returns bool) */
 bool
 cs_writer_unsynced(void)

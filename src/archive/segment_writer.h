@@ -31,6 +31,7 @@ extern void cs_writer_write_all(int fd, const char *buf, size_t len,
 extern int64 cs_writer_take_failed_size(const char *path);
 extern uint64 cs_writer_generation(void);
 extern int64 cs_writer_segment_index(void);
+extern int64 cs_writer_durable_size(void);
 extern void cs_writer_add(char kind, XLogRecPtr data_start, XLogRecPtr wal_end,
 						  TimestampTz send_time, const char *data, uint32 len,
 						  const CsMessageInfo *info);

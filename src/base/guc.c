@@ -47,11 +47,20 @@ int			cs_replica_uri_style = CS_URI_STYLE_AUTO;
 char	   *cs_replica_credentials = NULL;
 char	   *cs_replica_profile = NULL;
 char	   *cs_replica_ca_file = NULL;
+int			cs_replica_max_backlog_kb = 1024 * 1024;
+int			cs_replica_sync_interval_ms = 10000;
+int			cs_replica_durability = CS_REPLICA_DURABILITY_LOCAL;
 
 static const struct config_enum_entry uri_style_options[] = {
 	{"auto", CS_URI_STYLE_AUTO, false},
 	{"path", CS_URI_STYLE_PATH, false},
 	{"host", CS_URI_STYLE_HOST, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry durability_options[] = {
+	{"local", CS_REPLICA_DURABILITY_LOCAL, false},
+	{"remote", CS_REPLICA_DURABILITY_REMOTE, false},
 	{NULL, 0, false}
 };
 
@@ -542,6 +551,25 @@ cs_define_gucs(void)
 							   &cs_replica_ca_file, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   check_replica_ca_file, NULL, NULL);
+	DefineCustomIntVariable("changestream.replica_max_backlog",
+							"Bytes of finished archive files not yet in the replica's bucket past which the archiver stops consuming the slot.",
+							"It goes on once the uploader has brought the backlog under the limit; meanwhile the server keeps the WAL in the slot (max_slot_wal_keep_size bounds it).  0 means no limit.",
+							&cs_replica_max_backlog_kb, 1024 * 1024, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.replica_sync_interval",
+							"Time between uploads of the active segment's new durable bytes to the replica's bucket.",
+							"0 uploads sealed segments only.  With changestream.replica_durability = remote the bytes a commit waits for go up at once.",
+							&cs_replica_sync_interval_ms, 10000, 0, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("changestream.replica_durability",
+							 "Where a change must be before the archiver confirms it to the server: local (the archive's fsync) or remote (also in the replica's bucket).",
+							 "remote confirms the lesser of the local and the bucket's durable positions, so with synchronous_standby_names naming the archiver a commit returns once its change is in the bucket.",
+							 &cs_replica_durability, CS_REPLICA_DURABILITY_LOCAL,
+							 durability_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("changestream");
 }

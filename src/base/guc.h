@@ -41,6 +41,17 @@ extern char *cs_replica_credentials;	/* a file's path, "env" or "" */
 extern char *cs_replica_profile;
 extern char *cs_replica_ca_file;	/* "" = the system's CAs */
 
+/* changestream.replica_durability */
+typedef enum CsReplicaDurability
+{
+	CS_REPLICA_DURABILITY_LOCAL,
+	CS_REPLICA_DURABILITY_REMOTE
+} CsReplicaDurability;
+
+extern int	cs_replica_max_backlog_kb;	/* 0 = unbounded */
+extern int	cs_replica_sync_interval_ms;	/* 0 = sealed segments only */
+extern int	cs_replica_durability;	/* CsReplicaDurability */
+
 extern void cs_define_gucs(void);
 
 #endif							/* CS_GUC_H */

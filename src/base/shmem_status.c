@@ -121,6 +121,8 @@ cs_state_name(CsWorkerState state)
 			return "stopping";
 		case CS_STATE_STANDBY:
 			return "standby";
+		case CS_STATE_WAITING_FOR_REPLICA:
+			return "waiting_for_replica";
 	}
 	return "unknown";
 }

@@ -23,7 +23,8 @@ typedef enum CsWorkerState
 	CS_STATE_STREAMING,
 	CS_STATE_ERROR,
 	CS_STATE_STOPPING,
-	CS_STATE_STANDBY			/* the server is a standby: waits for promotion */
+	CS_STATE_STANDBY,			/* the server is a standby: waits for promotion */
+	CS_STATE_WAITING_FOR_REPLICA	/* replica_max_backlog: the slot waits */
 } CsWorkerState;
 
 #define CS_ERROR_LEN 1024

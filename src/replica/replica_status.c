@@ -10,6 +10,13 @@
  *	  As in shmem_status.c, the scalars are guarded by a spinlock held for
  *	  a few stores, never across a call; the error text by an LWLock.
  *
+ *	  The archiver's side (docs/DESIGN.md section 15): its durable position
+ *	  and the active segment's durable bytes, for the uploader's tail sync;
+ *	  its flushes not yet in the bucket, for replica_lag_seconds; the
+ *	  remote durable position it may confirm with replica_durability =
+ *	  remote; the backlog that replica_max_backlog compares.  Each side
+ *	  sets the other's latch when it has something new for it.
+ *
  *	  The uploaded position: every generation older than "generation" is
  *	  entirely up; of "generation", the segments below next_segment and the
  *	  snapshots up to snapshot_lsn are.  Until the uploader has published
@@ -21,6 +28,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -32,6 +40,17 @@
 
 #define CS_REPLICA_TRANCHE "changestream replica"
 
+#define LAG_RING		256		/* local flushes remembered for the lag */
+#define LAG_STEP_MS		100		/* their least spacing, at first */
+
+/* a local flush: the archive was durable up to position from time on */
+typedef struct LocalFlush
+{
+	uint64		generation;
+	XLogRecPtr	position;
+	TimestampTz time;
+} LocalFlush;
+
 typedef struct CsReplicaShared
 {
 	slock_t		mutex;
@@ -40,6 +59,20 @@ typedef struct CsReplicaShared
 	uint64		generation;
 	int64		next_segment;
 	XLogRecPtr	snapshot_lsn;
+
+	/* the archiver's durable position (mutex) */
+	CsLocalDurable local;
+	Latch	   *archiver_latch; /* set when the remote position moves */
+	Latch	   *uploader_latch; /* set when a commit waits for the bucket */
+
+	/*
+	 * Local flushes not yet covered by the remote position, oldest first,
+	 * for replica_lag_seconds (mutex): at most LAG_RING, at least lag_step
+	 * ms apart; when full, every other one is dropped and the step doubles.
+	 */
+	int			nflushes;
+	int			lag_step_ms;
+	LocalFlush	flushes[LAG_RING];
 	LWLock	   *lock;
 } CsReplicaShared;
 
@@ -76,6 +109,7 @@ cs_replica_shmem_startup(void)
 		SpinLockInit(&shared->mutex);
 		shared->status.backlog_files = -1;
 		shared->status.backlog_bytes = -1;
+		shared->lag_step_ms = LAG_STEP_MS;
 		shared->lock = &(GetNamedLWLockTranche(CS_REPLICA_TRANCHE))->lock;
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -139,6 +173,7 @@ cs_replica_status_started(void)
 	SpinLockAcquire(&shared->mutex);
 	shared->status.pid = MyProcPid;
 	shared->status.state = CS_REPLICA_IDLE;
+	shared->uploader_latch = MyLatch;
 	SpinLockRelease(&shared->mutex);
 }
 
@@ -154,6 +189,7 @@ cs_replica_status_exited(void)
 	shared->status.pid = 0;
 	shared->status.state = CS_REPLICA_OFF;
 	shared->position_known = false;
+	shared->uploader_latch = NULL;
 	SpinLockRelease(&shared->mutex);
 }
 
@@ -251,18 +287,208 @@ cs_replica_uploaded(uint64 bytes, bool one_file_less)
 	SpinLockRelease(&shared->mutex);
 }
 
+/* Drop the local flushes the remote position covers (mutex held). */
+static void
+drop_covered_flushes(void)
+{
+	int			n = 0;
+
+	while (n < shared->nflushes &&
+		   (shared->flushes[n].generation < shared->status.flushed_generation ||
+			(shared->flushes[n].generation == shared->status.flushed_generation &&
+			 shared->flushes[n].position <= shared->status.flushed_lsn)))
+		n++;
+	if (n == 0)
+		return;
+	memmove(shared->flushes, shared->flushes + n,
+			sizeof(LocalFlush) * (shared->nflushes - n));
+	shared->nflushes -= n;
+	if (shared->nflushes < LAG_RING / 4 && shared->lag_step_ms > LAG_STEP_MS)
+		shared->lag_step_ms /= 2;
+}
+
 /*
  * cs_replica_set_flushed(generation, lsn)
- *	  The remote durable position: the end LSN of the newest segment up
- *	  in order, in generation.
+ *	  The remote durable position: everything of generation up to lsn (an
+ *	  LSN: the end of the newest segment up in order, or of the active
+ *	  segment's bytes synced as tail objects) and every older generation is
+ *	  in the bucket.  Within a generation it only increases.  With
+ *	  changestream.replica_durability = remote the archiver is woken, as it
+ *	  may now confirm more.
  */
 void
 cs_replica_set_flushed(uint64 generation, XLogRecPtr lsn)
 {
+	Latch	   *latch;
+
 	SpinLockAcquire(&shared->mutex);
+	if (generation < shared->status.flushed_generation ||
+		(generation == shared->status.flushed_generation &&
+		 lsn <= shared->status.flushed_lsn))
+	{
+		SpinLockRelease(&shared->mutex);
+		return;
+	}
 	shared->status.flushed_generation = generation;
 	shared->status.flushed_lsn = lsn;
+	drop_covered_flushes();
+	latch = shared->archiver_latch;
 	SpinLockRelease(&shared->mutex);
+	if (latch != NULL && cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE)
+		SetLatch(latch);
+}
+
+/*
+ * cs_replica_remote_durable(generation) -> LSN
+ *	  What the archiver may confirm of generation with replica_durability =
+ *	  remote: the remote durable position when it is in generation,
+ *	  PG_UINT64_MAX when the bucket has a later generation (all of this one
+ *	  is up), InvalidXLogRecPtr when it has none of it.
+ */
+XLogRecPtr
+cs_replica_remote_durable(uint64 generation)
+{
+	uint64		g;
+	XLogRecPtr	lsn;
+
+	SpinLockAcquire(&shared->mutex);
+	g = shared->status.flushed_generation;
+	lsn = shared->status.flushed_lsn;
+	SpinLockRelease(&shared->mutex);
+	if (lsn == InvalidXLogRecPtr || g < generation)
+		return InvalidXLogRecPtr;
+	return g > generation ? PG_UINT64_MAX : lsn;
+}
+
+/*
+ * Remember a local flush (mutex held).  A flush less than lag_step_ms
+ * after the newest remembered one of its generation joins it: that entry
+ * keeps its time and takes the new position, so it is dropped only once
+ * the bucket covers both, and the lag is never under-stated (it may be
+ * over-stated by up to the step).  When the ring is full, pairs are
+ * merged the same way and the step doubles.
+ */
+static void
+note_flush(uint64 generation, XLogRecPtr position, TimestampTz now)
+{
+	LocalFlush *last = shared->nflushes > 0 ?
+		&shared->flushes[shared->nflushes - 1] : NULL;
+
+	if (last != NULL && last->generation == generation &&
+		position <= last->position)
+		return;					/* nothing new was made durable */
+	if (last != NULL && last->generation == generation &&
+		!TimestampDifferenceExceeds(last->time, now, shared->lag_step_ms))
+	{
+		last->position = Max(last->position, position);
+		return;
+	}
+	if (shared->nflushes == LAG_RING)
+	{
+		for (int i = 0; i < LAG_RING / 2; i++)
+		{
+			shared->flushes[i] = shared->flushes[2 * i];
+			shared->flushes[i].generation = shared->flushes[2 * i + 1].generation;
+			shared->flushes[i].position = shared->flushes[2 * i + 1].position;
+		}
+		shared->nflushes = LAG_RING / 2;
+		shared->lag_step_ms *= 2;
+	}
+	shared->flushes[shared->nflushes].generation = generation;
+	shared->flushes[shared->nflushes].position = position;
+	shared->flushes[shared->nflushes].time = now;
+	shared->nflushes++;
+}
+
+/*
+ * cs_replica_note_local_durable(local)
+ *	  The archiver made its archive durable up to local->position, the
+ *	  active segment (local->index of local->generation) holding
+ *	  local->bytes durable bytes: the uploader's tail sync reads them
+ *	  (docs/DESIGN.md section 15).  Remembers the flush for
+ *	  replica_lag_seconds, and with replica_durability = remote wakes the
+ *	  uploader, whose sync a commit now waits for.  Called by the archiver
+ *	  only, which registers its latch here.
+ */
+void
+cs_replica_note_local_durable(const CsLocalDurable *local)
+{
+	Latch	   *latch;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (shared == NULL)
+		return;
+	SpinLockAcquire(&shared->mutex);
+	shared->archiver_latch = MyLatch;
+	shared->local = *local;
+	shared->local.at = now;
+	note_flush(local->generation, local->position, now);
+	latch = shared->uploader_latch;
+	SpinLockRelease(&shared->mutex);
+	if (latch != NULL && cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE)
+		SetLatch(latch);
+}
+
+/*
+ * cs_replica_local_durable(local) -> bool
+ *	  The archiver's durable position and the active segment's durable
+ *	  bytes, as last noted (false: none since the server started).
+ */
+bool
+cs_replica_local_durable(CsLocalDurable *local)
+{
+	SpinLockAcquire(&shared->mutex);
+	*local = shared->local;
+	SpinLockRelease(&shared->mutex);
+	return local->at != 0;
+}
+
+/*
+ * cs_replica_lag_seconds(now, lag) -> bool
+ *	  How long the oldest local flush the bucket lacks has been durable
+ *	  locally, in seconds, into *lag: 0 when the bucket holds everything
+ *	  flushed.  Exact to the spacing of the remembered flushes (100 ms, more
+ *	  during a long outage).  false: unknown (no uploader, or nothing
+ *	  flushed since the server started).
+ */
+bool
+cs_replica_lag_seconds(TimestampTz now, double *lag)
+{
+	bool		known;
+	TimestampTz oldest = 0;
+
+	SpinLockAcquire(&shared->mutex);
+	known = shared->status.pid != 0 && shared->local.at != 0;
+	drop_covered_flushes();
+	if (shared->nflushes > 0)
+		oldest = shared->flushes[0].time;
+	SpinLockRelease(&shared->mutex);
+	*lag = oldest != 0 && now > oldest ? (double) (now - oldest) / USECS_PER_SEC : 0;
+	return known;
+}
+
+/*
+ * cs_replica_backlog_exceeded(waiting) -> bool
+ *	  Should the archiver stop consuming the slot, or keep waiting (waiting:
+ *	  it waits already): a replica is configured,
+ *	  changestream.replica_max_backlog is set and the uploader's backlog
+ *	  (finished local files not in the bucket, bytes on disk) is past it,
+ *	  or, while it waits, past half of it, so that the archiver does not
+ *	  stop and start again for each file the uploader puts.  An uploader
+ *	  that has not counted its backlog yet holds nothing back.
+ */
+bool
+cs_replica_backlog_exceeded(bool waiting)
+{
+	int64		bytes;
+	int64		limit = (int64) cs_replica_max_backlog_kb * 1024;
+
+	if (!cs_replica_configured() || cs_replica_max_backlog_kb <= 0)
+		return false;
+	SpinLockAcquire(&shared->mutex);
+	bytes = shared->status.backlog_bytes;
+	SpinLockRelease(&shared->mutex);
+	return bytes > (waiting ? limit / 2 : limit);
 }
 
 /*
@@ -286,13 +512,16 @@ cs_replica_set_position(uint64 generation, int64 next_segment,
 /*
  * cs_replica_forget_position()
  *	  No uploaded position is known (the bucket or prefix changed): local
- *	  retention deletes nothing until the uploader publishes one again.
+ *	  retention deletes nothing until the uploader publishes one again, and
+ *	  the remote durable position starts over.
  */
 void
 cs_replica_forget_position(void)
 {
 	SpinLockAcquire(&shared->mutex);
 	shared->position_known = false;
+	shared->status.flushed_generation = 0;
+	shared->status.flushed_lsn = InvalidXLogRecPtr;
 	SpinLockRelease(&shared->mutex);
 }
 

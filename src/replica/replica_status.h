@@ -40,6 +40,16 @@ typedef struct CsReplicaStatus
 	char		last_error[1024];
 } CsReplicaStatus;
 
+/* the archiver's durable position, for the uploader's tail sync */
+typedef struct CsLocalDurable
+{
+	uint64		generation;
+	int64		index;			/* the active segment */
+	int64		bytes;			/* its durable bytes */
+	XLogRecPtr	position;		/* the position of record they end at */
+	TimestampTz at;				/* when noted; 0: never */
+} CsLocalDurable;
+
 /* which request a counter counts */
 typedef enum CsReplicaRequest
 {
@@ -64,6 +74,11 @@ extern void cs_replica_set_flushed(uint64 generation, XLogRecPtr lsn);
 extern void cs_replica_set_position(uint64 generation, int64 next_segment,
 									XLogRecPtr snapshot_lsn);
 extern void cs_replica_forget_position(void);
+extern XLogRecPtr cs_replica_remote_durable(uint64 generation);
+extern void cs_replica_note_local_durable(const CsLocalDurable *local);
+extern bool cs_replica_local_durable(CsLocalDurable *local);
+extern bool cs_replica_lag_seconds(TimestampTz now, double *lag);
+extern bool cs_replica_backlog_exceeded(bool waiting);
 /* for local retention (retention.c) */
 extern bool cs_replica_configured(void);
 extern bool cs_replica_generation_up(uint64 generation);

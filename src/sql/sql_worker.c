@@ -36,7 +36,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		58
+#define STATUS_COLS		59
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -196,7 +196,9 @@ replica_values(const CsStatus *s, Datum *values, bool *nulls)
  *	  of the newest transaction the archive holds durably (NULL: none since
  *	  the server started; stream.c, note_durable_commit());
  *	  received_commit_time: that of the newest transaction received (later
- *	  while one waits to be made durable).  The
+ *	  while one waits to be made durable).  replica_lag_seconds: the age of
+ *	  the oldest local flush the bucket lacks (cs_replica_lag_seconds()).
+ *	  The
  *	  extension's SQL of version 0.1 declares only the
  *	  first 31 columns: the row is built for as many columns as the declared
  *	  type has.
@@ -313,6 +315,12 @@ changestream_status(PG_FUNCTION_ARGS)
 	nulls[56] = s.last_commit_time == 0;
 	values[57] = TimestampTzGetDatum(s.received_commit_time);
 	nulls[57] = s.received_commit_time == 0;
+	{
+		double		lag;
+
+		nulls[58] = !cs_replica_lag_seconds(GetCurrentTimestamp(), &lag);
+		values[58] = Float8GetDatum(lag);
+	}
 	if (tupdesc->natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 tupdesc->natts, STATUS_COLS);

@@ -61,6 +61,7 @@
 #include "base/guc_rejected.h"
 #include "base/log_once.h"
 #include "base/shmem_status.h"
+#include "replica/replica_status.h"
 #include "worker/archiver.h"
 #include "worker/generation_policy.h"
 #include "worker/ri_monitor.h"
@@ -408,6 +409,44 @@ note_recovered(void)
 }
 
 /*
+ * changestream.replica_max_backlog: once the uploader's backlog is past
+ * it, and until it is under half of it, the slot is not read (state waiting_for_replica), only what is due
+ * is done (flushes, status updates), so nothing is dropped and the local
+ * disk stops growing; the server keeps the WAL in the slot.  *waiting: the
+ * state of the previous call.  Returns whether it waited.
+ */
+static bool
+replica_backpressure(bool *waiting)
+{
+	TimestampTz now;
+
+	if (!cs_replica_backlog_exceeded(*waiting))
+	{
+		if (*waiting)
+		{
+			*waiting = false;
+			cs_status_set_state(CS_STATE_STREAMING);
+			ereport(LOG,
+					(errmsg("changestream archiver reads the slot again: the replica's backlog is under half of changestream.replica_max_backlog")));
+		}
+		return false;
+	}
+	if (!*waiting)
+	{
+		*waiting = true;
+		cs_status_set_state(CS_STATE_WAITING_FOR_REPLICA);
+		ereport(LOG,
+				(errmsg("changestream archiver stops reading the slot: the files not yet in the replica's bucket exceed changestream.replica_max_backlog (%d kB)",
+						cs_replica_max_backlog_kb),
+				 errhint("The uploader's state and last error are in changestream.status(); the server keeps the WAL in the slot meanwhile, up to max_slot_wal_keep_size.")));
+	}
+	now = GetCurrentTimestamp();
+	cs_stream_periodic(now, true);
+	cs_stream_pause(now);
+	return true;
+}
+
+/*
  * Stream until the configuration asks for a new session: receive a batch,
  * do what is due, and wait when idle.  Errors leave through the worker's
  * sigsetjmp.
@@ -419,6 +458,7 @@ stream_loop(void)
 												   "changestream stream loop",
 												   ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(loop_cxt);
+	bool		waiting = false;
 
 	for (;;)
 	{
@@ -429,6 +469,8 @@ stream_loop(void)
 		CHECK_FOR_INTERRUPTS();
 		if (session_should_end())
 			break;
+		if (replica_backpressure(&waiting))
+			continue;
 		idle = cs_stream_receive(&fd);
 		now = GetCurrentTimestamp();
 		cs_stream_periodic(now, idle);

@@ -20,7 +20,9 @@
  *	  (batching while catching up, trailing naps, the group commit window,
  *	  the pace of status updates); the deadlines those give are one table
  *	  here (StreamWakeup), as walreceiver.c's wakeup[].  What is durable
- *	  and what may be reported is decided here alone.
+ *	  and what may be reported is decided here alone: with
+ *	  changestream.replica_durability = remote, no more than the replica's
+ *	  bucket holds (confirmable()).
  *
  * Sources: the Streaming Replication Protocol chapter of the PostgreSQL
  * documentation (XLogData 'w', Primary keepalive 'k', Standby status
@@ -49,6 +51,7 @@
 #include "archive/segment_writer.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
+#include "replica/replica_status.h"
 #include "worker/message_filter.h"
 #include "worker/ri_monitor.h"
 #include "worker/stream.h"
@@ -89,6 +92,7 @@ typedef struct StreamState
 
 	CsPacing	pacing;			/* when to flush, report, nap: stream_pacing.c */
 	bool		report_owed;	/* a durable position not yet reported */
+	XLogRecPtr	reported;		/* the flush LSN last reported */
 
 	TimestampTz last_status_sent;
 	TimestampTz last_position_record;
@@ -207,6 +211,42 @@ note_durable_commit(void)
 		st.counters.last_commit_time = st.pending_commit_time;
 }
 
+/*
+ * With a replica, tell the uploader what is durable: the position of
+ * record and the active segment's durable bytes (its tail sync reads
+ * them), and remember the flush for replica_lag_seconds.
+ */
+static void
+note_local_durable(void)
+{
+	CsLocalDurable local;
+
+	if (!st.writer_open || !cs_replica_configured() ||
+		cs_writer_durable_size() < 0)
+		return;
+	local.generation = cs_writer_generation();
+	local.index = cs_writer_segment_index();
+	local.bytes = cs_writer_durable_size();
+	local.position = st.position;
+	local.at = 0;
+	cs_replica_note_local_durable(&local);
+}
+
+/*
+ * The flush LSN the server may be told: the durable position of record;
+ * with changestream.replica_durability = remote and a replica, no more
+ * than the bucket's durable position in this generation (0, which the
+ * server ignores for the slot, while the bucket has none of it).
+ */
+static XLogRecPtr
+confirmable(void)
+{
+	if (cs_replica_durability != CS_REPLICA_DURABILITY_REMOTE ||
+		!cs_replica_configured())
+		return st.position;
+	return Min(st.position, cs_replica_remote_durable(cs_writer_generation()));
+}
+
 /* Show the session's progress in status(). */
 static void
 publish(TimestampTz now)
@@ -217,6 +257,7 @@ publish(TimestampTz now)
 	st.counters.group_commit_ms = (int) group_commit_ms();
 	cs_status_publish_progress(&st.counters);
 	st.last_published = now;
+	note_local_durable();
 }
 
 /*
@@ -229,8 +270,9 @@ publish(TimestampTz now)
 static void
 send_status(TimestampTz now)
 {
+	st.reported = confirmable();
 	cs_send_status_update(st.conn, Max(st.received_lsn, st.position),
-						  st.position, false);
+						  st.reported, false);
 	st.last_status_sent = now;
 	st.report_owed = false;
 }
@@ -798,6 +840,10 @@ cs_stream_periodic(TimestampTz now, bool idle)
 	if (st.report_owed && st.conn != NULL &&
 		(st.pacing.drained || now >= wakeup_time(WAKEUP_REPORT)))
 		send_status(now);		/* the last flush's report was paced */
+	else if (st.conn != NULL &&
+			 cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE &&
+			 confirmable() > st.reported)
+		send_status(now);		/* the bucket caught up: remote durability */
 	st.pacing.drained = false;
 	maybe_rotate(now);
 	if (now >= wakeup_time(WAKEUP_STATUS))
@@ -898,6 +944,24 @@ cs_stream_wait(pgsocket fd, TimestampTz now)
 }
 
 /*
+ * cs_stream_pause
+ *	  The archiver does not read the stream (changestream.replica_max_backlog
+ *	  is exceeded): wait on the latch only, up to 1 s or the earliest
+ *	  deadline of the stream (a status update keeps the connection alive
+ *	  meanwhile; the server keeps the WAL in the slot).
+ */
+void
+cs_stream_pause(TimestampTz now)
+{
+	int			rc;
+
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   Min(idle_timeout(now), 1000), PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+}
+
+/*
  * cs_stream_finish
  *	  A clean end of session: make everything durable, report it, and close
  *	  the active segment.
@@ -939,7 +1003,7 @@ cs_stream_exit(void)
 
 			st.conn = NULL;
 			cs_send_status_update(conn, Max(st.received_lsn, st.position),
-								  st.position, false);
+								  confirmable(), false);
 		}
 		cs_writer_close();
 	}

@@ -46,6 +46,7 @@ extern bool cs_stream_in_transaction(void);
 extern bool cs_stream_receive(pgsocket *fd);
 extern void cs_stream_periodic(TimestampTz now, bool idle);
 extern void cs_stream_wait(pgsocket fd, TimestampTz now);
+extern void cs_stream_pause(TimestampTz now);
 extern void cs_stream_finish(void);
 extern void cs_stream_exit(void);
 

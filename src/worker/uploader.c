@@ -35,6 +35,17 @@
  *	  key, never overwritten.  Immutable files are put with
  *	  If-None-Match: *, so a file is never put twice with other content.
  *
+ *	  Between passes, the tail sync (tail_phase()): the active segment's
+ *	  durable bytes, which the archiver publishes after each flush
+ *	  (replica_status.c), go up as tail objects
+ *	  "tail/generations/<gen>/wal/<index>.wal.<start>-<end>" every
+ *	  changestream.replica_sync_interval, and at once when
+ *	  changestream.replica_durability = remote makes commits wait for them;
+ *	  the position they end at becomes the remote durable position, which
+ *	  the archiver then may confirm.  A segment's tail objects are removed
+ *	  once it is up compressed.  The backlog it counts (finished files not
+ *	  up) is what changestream.replica_max_backlog compares.
+ *
  *	  Failures: a retryable one (the network, 5xx, 429, SlowDown, an
  *	  expired token) waits a jittered delay doubling from 1 s to 60 s and
  *	  tries again, forever; the credentials are read again at each try.  A
@@ -92,6 +103,9 @@
 #define BACKOFF_MAX_MS	60000
 #define PART_BYTES		(8 * 1024 * 1024)	/* multipart above, parts of */
 #define MARKER_NAME		"changestream.cluster"
+#define TAIL_DIR		"tail/"	/* the active segment's synced bytes */
+#define TAIL_GAP_MS		50		/* remote durability: a pass this soon */
+#define TAIL_POLL_MS	100		/* the interval has passed: look this often */
 
 /* what a pass, or a step of it, came to */
 typedef enum Outcome
@@ -151,6 +165,31 @@ static bool pub_valid = false;
 static uint64 pub_generation;
 static int64 pub_next_segment;
 static XLogRecPtr pub_snapshot;
+
+/*
+ * The tail sync (docs/DESIGN.md section 15): the active segment's durable
+ * bytes synced so far as tail objects, and the tail objects in the bucket
+ * (in bucket_cxt), removed once their segment is up compressed.
+ */
+typedef struct TailObject
+{
+	uint64		generation;
+	int64		index;
+	int64		start;			/* the bytes [start, end) of the segment */
+	int64		end;
+	char	   *name;			/* relative to the prefix */
+} TailObject;
+
+static uint64 tail_generation;
+static int64 tail_index = -1;	/* -1: nothing synced */
+static int64 tail_synced;		/* bytes of it in the bucket */
+static XLogRecPtr tail_published;	/* the position published for them */
+static bool tail_gone;			/* its raw file is gone: the pass puts it */
+static TimestampTz tail_synced_at;
+static List *tail_objects = NIL;	/* of TailObject, in bucket_cxt */
+static bool tail_ready = false;	/* tail_ready_generation exists remotely */
+static uint64 tail_ready_generation;	/* its opening snapshot, identity
+										 * and schema history are up */
 
 /* an entry of the listing: a name relative to the prefix, and its size */
 typedef struct ListedObject
@@ -777,6 +816,312 @@ forget_missing(List *names, const char *why)
 }
 
 /*
+ * The name of the tail object holding bytes [start, end) of segment index
+ * of generation, relative to the prefix (docs/FORMAT.md, tail objects):
+ * "tail/generations/<generation>/wal/<index>.wal.<start>-<end>", the three
+ * numbers in 16 hex digits.
+ */
+static char *
+tail_object_name(uint64 generation, int64 index, int64 start, int64 end)
+{
+	return psprintf(TAIL_DIR "generations/%016llx/wal/%016llx.wal.%016llx-%016llx",
+					(unsigned long long) generation,
+					(unsigned long long) index,
+					(unsigned long long) start, (unsigned long long) end);
+}
+
+/* Remember a tail object of the bucket (in bucket_cxt). */
+static void
+remember_tail(uint64 generation, int64 index, int64 start, int64 end,
+			  const char *name)
+{
+	MemoryContext old = MemoryContextSwitchTo(bucket_cxt);
+	TailObject *t = palloc(sizeof(TailObject));
+
+	t->generation = generation;
+	t->index = index;
+	t->start = start;
+	t->end = end;
+	t->name = pstrdup(name);
+	tail_objects = lappend(tail_objects, t);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A listed name (relative to the prefix) that is a tail object is
+ * remembered, to be removed once its segment is up, and, when its listed
+ * size is the one its name gives, to resume the sync after it; returns
+ * whether it was one.
+ */
+static bool
+note_tail_object(const char *name, int64 size)
+{
+	unsigned long long g,
+				i,
+				a,
+				b;
+	char		check[MAXPGPATH];
+
+	if (strncmp(name, TAIL_DIR, strlen(TAIL_DIR)) != 0)
+		return false;
+	if (sscanf(name, TAIL_DIR "generations/%16llx/wal/%16llx.wal.%16llx-%16llx",
+			   &g, &i, &a, &b) == 4)
+	{
+		snprintf(check, sizeof(check), "%s",
+				 tail_object_name(g, (int64) i, (int64) a, (int64) b));
+		if (strcmp(check, name) == 0 && b > a && size == (int64) (b - a))
+			remember_tail(g, (int64) i, (int64) a, (int64) b, name);
+		else if (strcmp(check, name) == 0)
+			remember_tail(g, (int64) i, 0, 0, name);	/* removed, not used */
+	}
+	return true;
+}
+
+/*
+ * Remove the tail objects of the segments now up compressed (before the
+ * uploaded position); a failed DELETE leaves the object for a later pass.
+ */
+static Outcome
+remove_tails(Pass *pass)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	Outcome		outcome = OUT_OK;
+
+	if (!pub_valid)
+		return OUT_OK;
+	foreach(lc, tail_objects)
+	{
+		TailObject *t = lfirst(lc);
+		CsS3Response resp;
+		MemoryContext old;
+
+		if (outcome == OUT_OK &&
+			(t->generation < pub_generation ||
+			 (t->generation == pub_generation && t->index < pub_next_segment)))
+		{
+			char	   *key = cs_s3_object_key(&pass->config, t->name);
+
+			transfer_begin();
+			cs_s3_delete(pass->client, key, &resp);
+			transfer_end();
+			cs_replica_count(CS_REPLICA_DELETE, 0);
+			if (resp.status == 204 || resp.status == 200 || resp.status == 404)
+				continue;
+			outcome = request_failed(pass, &resp,
+									 psprintf("DELETE of key \"%s\"", key));
+		}
+		old = MemoryContextSwitchTo(bucket_cxt);
+		keep = lappend(keep, t);
+		MemoryContextSwitchTo(old);
+	}
+	tail_objects = keep;
+	return outcome;
+}
+
+/*
+ * The bytes of segment index of generation that the tail objects known to
+ * be in the bucket hold from its start on (after a restart, those the
+ * listing showed), with no gap: the sync goes on after them.
+ */
+static int64
+tail_in_bucket(uint64 generation, int64 index)
+{
+	int64		end = 0;
+	bool		grew = true;
+
+	while (grew)
+	{
+		ListCell   *lc;
+
+		grew = false;
+		foreach(lc, tail_objects)
+		{
+			TailObject *t = lfirst(lc);
+
+			if (t->generation == generation && t->index == index &&
+				t->start <= end && t->end > end)
+			{
+				end = t->end;
+				grew = true;
+			}
+		}
+	}
+	return end;
+}
+
+/*
+ * Put bytes [start, end) of the raw segment at path as a tail object; the
+ * seal area, which the archiver writes when it seals the segment, goes up
+ * as zeros ("not sealed"), so an object's name always stands for the same
+ * bytes.  *gone: the file is gone (sealed and compressed meanwhile).
+ */
+static Outcome
+put_tail_object(Pass *pass, const CsLocalDurable *local, const char *path,
+				int64 start, int64 end, bool *gone)
+{
+	char	   *name = tail_object_name(local->generation, local->index,
+										start, end);
+	char	   *key = cs_s3_object_key(&pass->config, name);
+	char	   *buf;
+	int			fd;
+	CsS3Response resp;
+
+	*gone = false;
+	fd = cs_storage_open(path, CS_OPEN_READ | CS_OPEN_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+	{
+		*gone = true;
+		return OUT_OK;
+	}
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", path)));
+	buf = palloc(end - start + 1);
+	read_at(fd, path, buf, end - start, start);
+	cs_storage_close(fd);
+	for (int64 off = Max(start, CS_SEAL_OFFSET);
+		 off < Min(end, CS_SEAL_OFFSET + CS_SEAL_SIZE); off++)
+		buf[off - start] = 0;
+	cs_replica_set_state(CS_REPLICA_UPLOADING);
+	transfer_begin();
+	cs_s3_put(pass->client, key, buf, end - start, true, &resp);
+	transfer_end();
+	cs_replica_count(CS_REPLICA_PUT, end - start);
+	pfree(buf);
+	/* 412: put before (the uploader restarted): the same bytes */
+	if (resp.status != 412 && (resp.status != 200 || resp.error_code))
+		return request_failed(pass, &resp, psprintf("PUT of key \"%s\"", key));
+	remember_tail(local->generation, local->index, start, end, name);
+	cs_replica_uploaded(end - start, false);
+	return OUT_OK;
+}
+
+/*
+ * Is a tail sync due: the bucket has every segment before the active one
+ * (*gap otherwise: a sealed segment waits for compression), and the
+ * active segment has durable bytes the bucket lacks, which a commit waits
+ * for (replica_durability = remote) or which changestream.
+ * replica_sync_interval has passed for.
+ */
+static bool
+tail_due(const CsLocalDurable *local, TimestampTz now, bool *gap)
+{
+	bool		remote = cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE;
+
+	*gap = false;
+	if (!remote && cs_replica_sync_interval_ms == 0)
+		return false;
+	if (!pub_valid || pub_generation != local->generation ||
+		!tail_ready || tail_ready_generation != local->generation)
+		return false;
+	if (pub_next_segment != local->index)
+	{
+		*gap = pub_next_segment < local->index;
+		return false;
+	}
+	/* all of it up already (put before a restart): only to publish */
+	if (tail_index == local->index && tail_generation == local->generation &&
+		(tail_gone || tail_synced >= local->bytes))
+		return !tail_gone && tail_published < local->position;
+	return remote || TimestampDifferenceExceeds(tail_synced_at, now,
+												cs_replica_sync_interval_ms);
+}
+
+/*
+ * Sync the active segment's new durable bytes (local: what the archiver
+ * published), in objects of at most PART_BYTES, and publish the remote
+ * durable position they end at.
+ */
+static Outcome
+sync_tail(Pass *pass, const CsLocalDurable *local)
+{
+	char	   *wal_dir = cs_wal_dir_path(pass->directory, local->generation);
+	char	   *path = cs_file_in(wal_dir, cs_segment_file_name(local->index, false));
+
+	if (tail_index != local->index || tail_generation != local->generation)
+	{
+		tail_generation = local->generation;
+		tail_index = local->index;
+		tail_synced = tail_in_bucket(local->generation, local->index);
+		tail_published = InvalidXLogRecPtr;
+		tail_gone = false;
+	}
+	while (tail_synced < local->bytes)
+	{
+		int64		end = Min(local->bytes, tail_synced + PART_BYTES);
+		bool		gone;
+		Outcome		outcome = put_tail_object(pass, local, path, tail_synced,
+											  end, &gone);
+
+		if (outcome != OUT_OK)
+			return outcome;
+		if (gone)
+		{
+			/* sealed and compressed meanwhile: it goes up as a whole */
+			tail_gone = true;
+			return OUT_OK;
+		}
+		tail_synced = end;
+	}
+	tail_synced_at = GetCurrentTimestamp();
+	cs_replica_set_flushed(local->generation, local->position);
+	tail_published = local->position;
+	return OUT_OK;
+}
+
+/*
+ * Between passes (RESCAN_MS): sync the active segment's tail when it is
+ * due (tail_due()), waiting on the latch, which the archiver sets after
+ * each flush with replica_durability = remote.  Returns early, for a pass,
+ * when a commit waits for a sealed segment still to go up, or on a reload.
+ */
+static Outcome
+tail_phase(Pass *pass)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													RESCAN_MS);
+
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		CsLocalDurable local;
+		bool		gap = false;
+		long		wait_ms;
+
+		if (now >= until || ConfigReloadPending)
+			return OUT_OK;
+		if (cs_replica_local_durable(&local) && tail_due(&local, now, &gap))
+		{
+			Outcome		outcome = sync_tail(pass, &local);
+
+			if (outcome != OUT_OK)
+				return outcome;
+			cs_replica_set_state(CS_REPLICA_IDLE);
+			continue;
+		}
+		if (gap && cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE)
+		{
+			cs_latch_wait_ms(TAIL_GAP_MS, true);
+			return OUT_OK;
+		}
+		wait_ms = TimestampDifferenceMilliseconds(now, until);
+		if (cs_replica_sync_interval_ms > 0)
+		{
+			TimestampTz due = TimestampTzPlusMilliseconds(tail_synced_at,
+														  cs_replica_sync_interval_ms);
+
+			/* until the interval ends; past it, look for new bytes often */
+			wait_ms = Min(wait_ms, due > now ?
+						  TimestampDifferenceMilliseconds(now, due) :
+						  TAIL_POLL_MS);
+		}
+		cs_latch_wait_ms(Max(wait_ms, 1), false);
+	}
+}
+
+/*
  * One listing of the prefix: the journal entries it holds with their size
  * are marked seen, the others dropped (uploaded again); the objects the
  * journal lacks go to the listed table, by name, for adoption.
@@ -813,6 +1158,8 @@ list_bucket(Pass *pass)
 		CsJournalEntry *entry;
 
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
+			continue;
+		if (note_tail_object(o->key + plen, o->size))
 			continue;
 		entry = cs_journal_find(journal, o->key + plen);
 		if (entry != NULL && entry->size == o->size)
@@ -939,6 +1286,8 @@ put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 	bool		up;
 
 	*complete = !newest;
+	tail_ready = true;			/* the generation is readable remotely */
+	tail_ready_generation = generation;
 	foreach(lc, segments)
 	{
 		CsSegmentFile *sf = lfirst(lc);
@@ -1098,6 +1447,9 @@ begin_pass(Pass *pass)
 		marker_ok = false;
 		marker_created = false;
 		pub_valid = false;
+		tail_index = -1;
+		tail_objects = NIL;
+		tail_ready = false;
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
@@ -1152,6 +1504,13 @@ run_pass(Pass *pass)
 		pos_snapshot = InvalidXLogRecPtr;
 		publish_position();
 	}
+	if (outcome == OUT_OK || outcome == OUT_WAIT)
+	{
+		Outcome		removed = remove_tails(pass);
+
+		if (removed != OUT_OK)
+			return removed;
+	}
 	/* no unjournaled local file left: the listing is not needed again */
 	if ((outcome == OUT_OK || outcome == OUT_WAIT) &&
 		count_backlog(pass, gens) == 0)
@@ -1167,6 +1526,43 @@ next_backoff(void)
 
 	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 	return ms;
+}
+
+/*
+ * Wait the backoff delay ms, counting the backlog again every RESCAN_MS
+ * meanwhile: the archiver stops reading the slot on it
+ * (changestream.replica_max_backlog), so it must follow what the archiver
+ * writes during an outage.
+ */
+static void
+backoff_wait(Pass *pass, long ms)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	char		directory[MAXPGPATH];
+	Pass		counting;
+
+	/* the pass's memory is reset below: keep its directory */
+	strlcpy(directory, pass->directory, sizeof(directory));
+	memset(&counting, 0, sizeof(counting));
+	counting.directory = directory;
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   until);
+
+		if (left <= 0 || ConfigReloadPending)
+			return;
+		cs_latch_wait_ms(Min(left, RESCAN_MS), true);
+		if (journal != NULL)
+		{
+			MemoryContext old;
+
+			MemoryContextReset(pass_cxt);
+			old = MemoryContextSwitchTo(pass_cxt);
+			count_backlog(&counting, cs_list_generations(directory));
+			MemoryContextSwitchTo(old);
+		}
+	}
 }
 
 /* Log a failure once (log_once.c) and publish it. */
@@ -1328,6 +1724,8 @@ changestream_uploader_main(Datum main_arg)
 		pass.directory = config->directory;
 		pass_owner_begin();
 		outcome = run_pass(&pass);
+		if (outcome == OUT_OK)
+			outcome = tail_phase(&pass);
 		pass_owner_end(true);
 		MemoryContextSwitchTo(TopMemoryContext);
 		if (outcome == OUT_OK)
@@ -1344,13 +1742,12 @@ changestream_uploader_main(Datum main_arg)
 			}
 			backoff_ms = BACKOFF_MIN_MS;
 			cs_replica_set_state(CS_REPLICA_IDLE);
-			cs_latch_wait_ms(RESCAN_MS, false);
 		}
 		else
 		{
 			last_pass_failed = true;
 			report(&pass, outcome);
-			cs_latch_wait_ms(next_backoff(), true);
+			backoff_wait(&pass, next_backoff());
 		}
 	}
 }
