@@ -29,6 +29,7 @@ OBJS = \
 	src/archive/retention_horizon.o \
 	src/archive/storage.o \
 	src/archive/storage_posix.o \
+	src/archive/storage_s3.o \
 	src/archive/archive_dir.o \
 	src/archive/archive_layout.o \
 	src/read/generation_reader.o \
