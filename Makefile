@@ -33,6 +33,7 @@ OBJS = \
 	src/archive/archive_dir.o \
 	src/archive/archive_layout.o \
 	src/read/generation_reader.o \
+	src/read/read_source.o \
 	src/archive/snapshot_manifest.o \
 	src/archive/generation.o \
 	src/archive/generation_timelines.o \
