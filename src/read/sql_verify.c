@@ -334,6 +334,20 @@ file_crc(const char *path, int64 *size, pg_crc32c *crc)
 	pfree(buf);
 }
 
+/* Whether names holds name. */
+static bool
+has_name(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		if (strcmp(lfirst(lc), name) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Whether name sorts between the first and last of names (a hole). */
 static bool
 inside(List *names, const char *name, const char *dir)
@@ -381,7 +395,7 @@ check_against_local(VerifyState *vs, const char *file)
 		pg_crc32c	rcrc,
 					lcrc;
 
-		if (!list_member(remote, name))
+		if (!has_name(remote, name))
 		{
 			if (inside(remote, name, strncmp(name, "wal/", 4) == 0 ? "wal/" : "snapshots/"))
 				add_problem(vs, name, 0,
