@@ -101,21 +101,21 @@ local_has(const char *directory, const char *gen_text)
 const char *
 cs_reader_directory(CsReadSource source, const char *gen_text)
 {
-	const char *local = cs_local_directory();
+	const char *local;
 	const char *problem;
 
+	/* not preloaded: no setting of changestream's is even defined */
+	cs_status_require_loaded();
+	local = cs_local_directory();
 	if (source == CS_READ_REPLICA)
 		return replica_root();
 	if (source == CS_READ_LOCAL || (local != NULL && local_has(local, gen_text)))
 	{
 		if (local == NULL)
-		{
-			cs_status_require_loaded();
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("changestream.directory is not set"),
 					 errhint("Set changestream.directory in postgresql.conf and reload.")));
-		}
 		return local;
 	}
 	/* auto, and the local archive lacks it: the bucket, if there is one */
@@ -125,7 +125,7 @@ cs_reader_directory(CsReadSource source, const char *gen_text)
 		return local;
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("changestream.directory is not set, and no replica is configured"),
-			 errhint("Set changestream.directory in postgresql.conf and reload; or, to read the archive from its bucket, set changestream.replica_url and the other changestream.replica_* settings.")));
+			 errmsg("changestream.directory is not set"),
+			 errhint("Set changestream.directory in postgresql.conf and reload (or, to read the archive from its bucket, changestream.replica_url and the other changestream.replica_* settings).")));
 	return NULL;				/* keep the compiler quiet */
 }
