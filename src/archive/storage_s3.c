@@ -56,6 +56,7 @@
 #include "utils/timestamp.h"
 
 #include "archive/storage.h"
+#include "base/compat.h"
 #include "replica/s3_config.h"
 #include "replica/s3_credentials.h"
 #include "replica/s3_ops.h"
@@ -533,7 +534,7 @@ create_cache_file(char *path)
 	if (fd < 0 && errno == ENOENT)
 	{
 		/* fd.c makes the temporary directory on demand; so do we */
-		(void) MakePGDirectory("base/" PG_TEMP_FILES_DIR);
+		(void) MakePGDirectory(psprintf("base/%s", PG_TEMP_FILES_DIR));
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | PG_BINARY,
 				  S_IRUSR | S_IWUSR);
 	}
