@@ -29,9 +29,11 @@ OBJS = \
 	src/archive/retention_horizon.o \
 	src/archive/storage.o \
 	src/archive/storage_posix.o \
+	src/archive/storage_s3.o \
 	src/archive/archive_dir.o \
 	src/archive/archive_layout.o \
 	src/read/generation_reader.o \
+	src/read/read_source.o \
 	src/archive/snapshot_manifest.o \
 	src/archive/generation.o \
 	src/archive/generation_timelines.o \

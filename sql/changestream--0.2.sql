@@ -387,19 +387,27 @@ AS 'MODULE_PATHNAME', 'changestream_changes'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 /*
- * verify(generation text DEFAULT NULL) -> setof record
+ * verify(generation text DEFAULT NULL, source text DEFAULT NULL)
+ *   -> setof record
  *   Reads a generation (NULL: all of them) without trusting anything: every
  *   frame CRC, every message through the decoder, segment continuity and
  *   order, strictly increasing commit LSNs, each snapshot's gzip stream,
  *   manifest and row and table counts, and a snapshot at the generation's
  *   start.  One row per problem (file_name relative to the generation's
  *   directory, byte_offset in the uncompressed stream); no row for a sound
- *   archive.
- *   Errors: 22023 malformed generation; 42704 no such generation;
- *           55000 changestream.directory not set.
+ *   archive.  source: 'auto' (NULL: the local archive where it holds the
+ *   generations, else the replica's bucket), 'local', or 'replica': the
+ *   bucket of changestream.replica_url, read the same way, and compared
+ *   with the local archive (the files both hold have the same size and
+ *   CRC-32C; no local file is missing between files the bucket has).
+ *   Errors: 22023 malformed generation or source; 42704 no such
+ *           generation; 55000 changestream.directory not set (or, for
+ *           'replica', changestream.replica_url); 08006, F0000 the bucket
+ *           could not be read (the object named).
  */
 CREATE FUNCTION verify(
 	generation text DEFAULT NULL,
+	source text DEFAULT NULL,
 	OUT generation text,
 	OUT file_name text,
 	OUT byte_offset bigint,
@@ -425,7 +433,9 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   Then the sequences the targets' columns own are set past the
  *   restored rows and the snapshot's archived values, never back (a
  *   NOTICE each).  archive_directory (superuser only) reads a
- *   copy of an archive, for disaster recovery.  NOTICEs report progress.
+ *   copy of an archive, for disaster recovery; 'replica' (any caller)
+ *   reads the bucket of changestream.replica_url, and NULL reads the
+ *   local archive where it holds the generation, else that bucket.  NOTICEs report progress.
  *   A table whose existing rows a DDL command changed without archived
  *   changes (ddl_history.rows_changed) between the snapshot and the
  *   target is refused (0A000, naming the command, its LSN and the nearest
@@ -482,7 +492,7 @@ AS 'MODULE_PATHNAME', 'changestream_restore'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION verify(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verify(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) FROM PUBLIC;
 
 /*
@@ -568,7 +578,7 @@ COMMENT ON FUNCTION restore_progress_info() IS 'Internal: the rows of the view r
 COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snapshot bytes read of the total, last applied LSN against the target, counts.';
 -- changes() returns row data like wal_records(): superusers only, or by
 -- explicit GRANT.  verify() returns file names and problems only.
-GRANT EXECUTE ON FUNCTION verify(text) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION verify(text, text) TO pg_monitor;
 
 /*
  * The replica's client layer (docs/DESIGN.md section 14).
@@ -1212,7 +1222,7 @@ GRANT EXECUTE ON FUNCTION wal_segments(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION snapshots(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_reader;
-GRANT EXECUTE ON FUNCTION verify(text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION verify(text, text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
 GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
 GRANT SELECT ON TABLE restore_progress TO changestream_reader;
@@ -1232,7 +1242,7 @@ COMMENT ON FUNCTION snapshots(text) IS 'The snapshots of a generation, oldest fi
 COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables now; returns its consistent LSN once it is durable.';
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
 COMMENT ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) IS 'The archived changes of a generation as JSON rows in commit order, filtered by LSN, time and table.';
-COMMENT ON FUNCTION verify(text) IS 'Read a generation (NULL: all) end to end without trusting it; one row per problem, none for a sound archive.';
+COMMENT ON FUNCTION verify(text, text) IS 'Read a generation (NULL: all) end to end without trusting it, from the local archive or the replica''s bucket (compared with the local archive); one row per problem, none for a sound archive.';
 COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema (dry_run: report only; row_filter: only the rows satisfying it).';
 COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the replica uses (writes and deletes a test object).';
 COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';

@@ -379,7 +379,7 @@ cs_compressed_tmp_path(const char *raw_path)
  *	  Recognises a segment file name, storing its index and whether it is
  *	  compressed; false for anything else (temporary files included).
  */
-static bool
+bool
 cs_parse_segment_file_name(const char *name, int64 *index, bool *compressed)
 {
 	uint64		v;

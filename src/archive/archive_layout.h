@@ -62,6 +62,8 @@ extern bool cs_is_maintenance_tmp_name(const char *name);
 
 /* segments */
 extern char *cs_segment_file_name(int64 index, bool compressed);
+extern bool cs_parse_segment_file_name(const char *name, int64 *index,
+									   bool *compressed);
 extern char *cs_segment_path(const char *wal_dir, int64 index,
 							 bool compressed);
 extern char *cs_compressed_path(const char *raw_path);

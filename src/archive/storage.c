@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * storage.c
- *	  The storage interface (storage.h) through the archive's driver: the
- *	  local directory (storage_posix.c) is the only one today.  Upper code
+ *	  The storage interface (storage.h) through the driver of each path:
+ *	  the local directory (storage_posix.c), or the replica's bucket
+ *	  (storage_s3.c, read-only) for a path "s3://<bucket>/<key>".  Upper code
  *	  (the layout, the writer, the readers, retention) calls these
  *	  functions, never open(2), unlink(2) or rename(2) on archive files.
  *	  Descriptors handed out for reading are counted by fd.c as external
@@ -19,12 +20,20 @@
 
 #include "archive/storage.h"
 
-/* The driver of the archive (the one there is). */
+/*
+ * The driver of a path: the replica's for "s3://<bucket>/<key>"
+ * (storage_s3.c, read-only), else the local directory's.  Descriptors are
+ * local files with either driver, so the operations on one (fstat,
+ * close) are always the local driver's.
+ */
 static inline const CsStorageDriver *
-driver(void)
+driver_of(const char *path)
 {
+	if (cs_storage_is_s3_path(path))
+		return &cs_storage_s3;
 	return &cs_storage_posix;
 }
+
 
 /*
  * cs_storage_list
@@ -36,7 +45,7 @@ driver(void)
 List *
 cs_storage_list(const char *path, bool missing_ok, bool *found)
 {
-	return driver()->list(path, missing_ok, found);
+	return driver_of(path)->list(path, missing_ok, found);
 }
 
 /*
@@ -51,7 +60,7 @@ cs_storage_list(const char *path, bool missing_ok, bool *found)
 int
 cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
 {
-	int			err = driver()->stat(path, follow, info);
+	int			err = driver_of(path)->stat(path, follow, info);
 
 	errno = (err == 0 && info->type == CS_STORAGE_MISSING) ? ENOENT : err;
 	return err;
@@ -73,7 +82,7 @@ cs_storage_stat(const char *path, bool follow, CsStorageInfo *info)
 int
 cs_open_regular_file(const char *path, bool missing_ok)
 {
-	return driver()->open_read(path, missing_ok);
+	return driver_of(path)->open_read(path, missing_ok);
 }
 
 /*
@@ -132,7 +141,7 @@ bool
 cs_read_small_file(const char *path, Size max_bytes, StringInfo out,
 				   bool missing_ok)
 {
-	return driver()->read_small(path, max_bytes, out, missing_ok);
+	return driver_of(path)->read_small(path, max_bytes, out, missing_ok);
 }
 
 /*
@@ -147,7 +156,7 @@ void
 cs_write_file_durably(const char *path, const char *dir, const char *data,
 					  size_t len)
 {
-	driver()->write(path, dir, data, len);
+	driver_of(path)->write(path, dir, data, len);
 }
 
 /*
@@ -158,7 +167,7 @@ cs_write_file_durably(const char *path, const char *dir, const char *data,
 void
 cs_durable_rename(const char *from, const char *to, const char *dir)
 {
-	driver()->rename(from, to, dir);
+	driver_of(from)->rename(from, to, dir);
 }
 
 /*
@@ -171,7 +180,7 @@ cs_durable_rename(const char *from, const char *to, const char *dir)
 bool
 cs_durable_unlink(const char *path, const char *dir)
 {
-	return driver()->remove(path, dir);
+	return driver_of(path)->remove(path, dir);
 }
 
 /*
@@ -183,7 +192,7 @@ cs_durable_unlink(const char *path, const char *dir)
 void
 cs_remove_tree(const char *path)
 {
-	driver()->remove_tree(path);
+	driver_of(path)->remove_tree(path);
 }
 
 /*
@@ -195,7 +204,7 @@ cs_remove_tree(const char *path)
 void
 cs_make_dir(const char *path)
 {
-	driver()->make_dir(path);
+	driver_of(path)->make_dir(path);
 }
 
 /*
@@ -207,7 +216,7 @@ cs_make_dir(const char *path)
 void
 cs_fsync_path(const char *path, bool isdir)
 {
-	driver()->sync(path, isdir);
+	driver_of(path)->sync(path, isdir);
 }
 
 /*
@@ -237,7 +246,7 @@ cs_fsync_fd(int fd, const char *path)
 List *
 cs_storage_list_entries(const char *path, int *err)
 {
-	List	   *entries = driver()->list_entries(path, err);
+	List	   *entries = driver_of(path)->list_entries(path, err);
 
 	errno = *err;
 	return entries;
@@ -252,7 +261,7 @@ cs_storage_list_entries(const char *path, int *err)
 int
 cs_storage_fstat(int fd, CsStorageInfo *info)
 {
-	int			err = driver()->fstat(fd, info);
+	int			err = cs_storage_posix.fstat(fd, info);
 
 	errno = err;
 	return err;
@@ -269,7 +278,7 @@ cs_storage_fstat(int fd, CsStorageInfo *info)
 int
 cs_storage_open(const char *path, int flags)
 {
-	return driver()->open(path, flags);
+	return driver_of(path)->open(path, flags);
 }
 
 /*
@@ -280,7 +289,7 @@ cs_storage_open(const char *path, int flags)
 int
 cs_storage_close(int fd)
 {
-	return driver()->close(fd);
+	return cs_storage_posix.close(fd);
 }
 
 /*
@@ -294,7 +303,7 @@ cs_storage_close(int fd)
 int
 cs_storage_open_stream(const char *path, int flags)
 {
-	return driver()->open_stream(path, flags);
+	return driver_of(path)->open_stream(path, flags);
 }
 
 /*
@@ -306,7 +315,7 @@ cs_storage_open_stream(const char *path, int flags)
 int
 cs_storage_rename(const char *from, const char *to)
 {
-	int			err = driver()->rename_plain(from, to);
+	int			err = driver_of(from)->rename_plain(from, to);
 
 	errno = err;
 	return err;
@@ -322,7 +331,7 @@ cs_storage_rename(const char *from, const char *to)
 int
 cs_storage_unlink(const char *path)
 {
-	int			err = driver()->unlink(path);
+	int			err = driver_of(path)->unlink(path);
 
 	errno = err;
 	return err;
@@ -337,7 +346,7 @@ cs_storage_unlink(const char *path)
 int
 cs_storage_truncate(const char *path, int64 size)
 {
-	int			err = driver()->truncate(path, size);
+	int			err = driver_of(path)->truncate(path, size);
 
 	errno = err;
 	return err;
@@ -351,7 +360,7 @@ cs_storage_truncate(const char *path, int64 size)
 int
 cs_storage_remove_dir(const char *path)
 {
-	int			err = driver()->remove_dir(path);
+	int			err = driver_of(path)->remove_dir(path);
 
 	errno = err;
 	return err;
@@ -367,7 +376,7 @@ cs_storage_remove_dir(const char *path)
 bool
 cs_storage_try_remove_tree(const char *path)
 {
-	return driver()->try_remove_tree(path);
+	return driver_of(path)->try_remove_tree(path);
 }
 
 /*
@@ -383,5 +392,5 @@ cs_storage_try_remove_tree(const char *path)
 int
 cs_storage_lock(const char *path, const char *content, StringInfo holder)
 {
-	return driver()->lock(path, content, holder);
+	return driver_of(path)->lock(path, content, holder);
 }

@@ -3,8 +3,9 @@
  * storage.h
  *	  The storage seam: the one layer through which the archive's files are
  *	  listed, examined, opened, read, written, renamed, removed and locked.  A
- *	  driver (CsStorageDriver) implements it; the local directory is the
- *	  one driver today (storage_posix.c), chosen in storage.c.  Paths are
+ *	  driver (CsStorageDriver) implements it: the local directory
+ *	  (storage_posix.c), or the replica's bucket for paths "s3://..."
+ *	  (storage_s3.c, read-only), chosen by storage.c per path.  Paths are
  *	  made by the layout (archive_layout.c), never here.  See storage.c.
  *
  *-------------------------------------------------------------------------
@@ -115,6 +116,11 @@ typedef struct CsStorageDriver
 } CsStorageDriver;
 
 extern const CsStorageDriver cs_storage_posix;
+extern const CsStorageDriver cs_storage_s3;
+
+/* storage_s3.c: the replica's paths */
+extern char *cs_storage_s3_root(const char **problem);
+extern bool cs_storage_is_s3_path(const char *path);
 
 /*
  * Damage found in a file of the archive: XX001 (data_corrupted) naming the

@@ -24,6 +24,13 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
+/* PG_TEMP_FILES_DIR moved from storage/fd.h to common/file_utils.h in 17 */
+#if PG_VERSION_NUM >= 170000
+#include "common/file_utils.h"
+#else
+#include "storage/fd.h"
+#endif
+
 #if PG_VERSION_NUM < 150000
 #error "changestream requires PostgreSQL 15 or later"
 #endif

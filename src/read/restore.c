@@ -63,6 +63,7 @@
 #include "archive/storage.h"
 #include "read/archived_tables.h"
 #include "read/ddl_record.h"
+#include "read/read_source.h"
 #include "read/restore_apply.h"
 #include "read/restore_filter.h"
 #include "read/restore_key.h"
@@ -1982,6 +1983,8 @@ pin_settings(void)
 static void
 read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 {
+	char	   *gen_text;
+
 	rs->target_schema = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	rs->has_target_lsn = !PG_ARGISNULL(2);
 	rs->target_lsn = rs->has_target_lsn ? PG_GETARG_LSN(2) : InvalidXLogRecPtr;
@@ -2005,7 +2008,11 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 				 errmsg("target_lsn and target_time cannot both be given")));
 	if (!PG_ARGISNULL(4))
 		rs->filter.names = cs_relation_names(PG_GETARG_ARRAYTYPE_P(4));
-	if (!PG_ARGISNULL(5))
+	gen_text = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (!PG_ARGISNULL(5) &&
+		strcmp(text_to_cstring(PG_GETARG_TEXT_PP(5)), "replica") == 0)
+		rs->directory = cs_reader_directory(CS_READ_REPLICA, gen_text);
+	else if (!PG_ARGISNULL(5))
 	{
 		if (!superuser())
 			ereport(ERROR,
@@ -2016,10 +2023,11 @@ read_args(FunctionCallInfo fcinfo, RestoreState *rs)
 		if (!is_absolute_path(rs->directory))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("archive_directory must be an absolute path")));
+					 errmsg("archive_directory must be an absolute path"),
+					 errhint("Give an absolute path, or 'replica' for the bucket of changestream.replica_url.")));
 	}
 	else
-		rs->directory = cs_require_directory();
+		rs->directory = cs_reader_directory(CS_READ_AUTO, gen_text);
 	rs->generation = cs_resolve_generation(rs->directory, PG_ARGISNULL(1) ? NULL :
 										   text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	if (!cs_read_identity(rs->directory, rs->generation, &rs->identity))

@@ -30,6 +30,7 @@
 #include "read/archived_tables.h"
 #include "read/ddl_record.h"
 #include "read/decoder.h"
+#include "read/read_source.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_changes);
@@ -435,7 +436,8 @@ changestream_changes(PG_FUNCTION_ARGS)
 	bool		wanted = true;
 
 	memset(&f, 0, sizeof(f));
-	directory = cs_require_directory();
+	directory = cs_reader_directory(CS_READ_AUTO, PG_ARGISNULL(0) ? NULL :
+									text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	generation = cs_resolve_generation(directory, PG_ARGISNULL(0) ? NULL :
 									   text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	f.start_lsn = PG_ARGISNULL(1) ? InvalidXLogRecPtr : PG_GETARG_LSN(1);

@@ -19,10 +19,13 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/xact.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -33,6 +36,7 @@
 #include "archive/retention_horizon.h"
 #include "archive/snapshot_reader.h"
 #include "read/decoder.h"
+#include "read/read_source.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_verify);
@@ -43,8 +47,11 @@ typedef struct VerifyState
 {
 	ReturnSetInfo *rsinfo;
 	const char *directory;
+	const char *local;			/* with the replica: the local archive to
+								 * compare it with, or NULL */
 	uint64		generation;
 	char	   *gen_path;		/* prefix stripped from file names */
+	bool		local_has_generation;	/* the local archive holds it too */
 	bool		has_horizon;	/* the generation's retention horizon */
 	CsHorizon	horizon;
 } VerifyState;
@@ -218,6 +225,17 @@ check_snapshot(VerifyState *vs, const char *path)
 					   cs_snapreader_rows(r), json_rows, rows);
 }
 
+/* Whether the local archive holds the generation too. */
+static void
+check_local_generation(VerifyState *vs, const char *file)
+{
+	CsStorageInfo info;
+
+	vs->local_has_generation =
+		cs_storage_stat(cs_identity_path(cs_generation_path(vs->local, vs->generation)),
+						true, &info) == 0 && info.type == CS_STORAGE_FILE;
+}
+
 /* The retention horizon: read first, as every listing depends on it. */
 static void
 check_horizon(VerifyState *vs, const char *file)
@@ -239,6 +257,161 @@ check_timelines(VerifyState *vs, const char *file)
 		(void) cs_generation_timeline(vs->directory, &identity);
 }
 
+/*
+ * The files of a generation the uploader puts once and never changes
+ * (docs/DESIGN.md section 15), relative to the generation's directory:
+ * the identity file, compressed segments, snapshots.  The schema history,
+ * timelines and horizon change, and may lawfully differ while an upload
+ * is pending; raw segments are not uploaded.
+ */
+static List *
+immutable_files(const char *gen_path)
+{
+	List	   *names = NIL;
+	CsStorageInfo info;
+	int			err;
+	List	   *entries;
+	ListCell   *lc;
+	static const char *const dirs[] = {"wal", "snapshots"};
+
+	if (cs_storage_stat(cs_identity_path(gen_path), true, &info) == 0 &&
+		info.type == CS_STORAGE_FILE)
+		names = lappend(names, pstrdup("generation"));
+	for (int d = 0; d < lengthof(dirs); d++)
+	{
+		entries = cs_storage_list_entries(cs_file_in(gen_path, dirs[d]), &err);
+		foreach(lc, entries)
+		{
+			CsStorageEntry *e = lfirst(lc);
+			int64		index;
+			bool		compressed;
+
+			if (e->info.type != CS_STORAGE_FILE)
+				continue;
+			if (d == 0 ? (cs_parse_segment_file_name(e->name, &index, &compressed) &&
+						  compressed) :
+				cs_is_snapshot_file_name(e->name))
+				names = lappend(names, psprintf("%s/%s", dirs[d], e->name));
+		}
+	}
+	return names;
+}
+
+/* The size and CRC-32C of a whole file of either driver. */
+static void
+file_crc(const char *path, int64 *size, pg_crc32c *crc)
+{
+	int			fd = cs_open_counted_file(path, false);
+	char	   *buf = palloc(64 * 1024);
+
+	*size = 0;
+	INIT_CRC32C(*crc);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			ssize_t		n = read(fd, buf, 64 * 1024);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not read file \"%s\": %m", path)));
+			if (n == 0)
+				break;
+			COMP_CRC32C(*crc, buf, n);
+			*size += n;
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		cs_close_counted_file(NULL, fd);
+	}
+	PG_END_TRY();
+	FIN_CRC32C(*crc);
+	pfree(buf);
+}
+
+/* Whether names holds name. */
+static bool
+has_name(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+	{
+		if (strcmp(lfirst(lc), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Whether name sorts between the first and last of names (a hole). */
+static bool
+inside(List *names, const char *name, const char *dir)
+{
+	char	   *lo = NULL;
+	char	   *hi = NULL;
+	ListCell   *lc;
+	size_t		dlen = strlen(dir);
+
+	foreach(lc, names)
+	{
+		char	   *n = lfirst(lc);
+
+		if (strncmp(n, dir, dlen) != 0)
+			continue;
+		if (lo == NULL || strcmp(n, lo) < 0)
+			lo = n;
+		if (hi == NULL || strcmp(n, hi) > 0)
+			hi = n;
+	}
+	return lo != NULL && strcmp(lo, name) < 0 && strcmp(name, hi) < 0;
+}
+
+/*
+ * The bucket against the local archive, for one generation both hold:
+ * every immutable file in both has the same size and CRC-32C, and no such
+ * local file is missing from the bucket between files the bucket has (the
+ * uploader puts them in order: a hole is a loss; what is newer than the
+ * bucket's newest is still to go up, what is older than its oldest was
+ * removed by remote retention).
+ */
+static void
+check_against_local(VerifyState *vs, const char *file)
+{
+	char	   *local_gen = cs_generation_path(vs->local, vs->generation);
+	List	   *remote = immutable_files(vs->gen_path);
+	List	   *local = immutable_files(local_gen);
+	ListCell   *lc;
+
+	foreach(lc, local)
+	{
+		char	   *name = lfirst(lc);
+		int64		rsize,
+					lsize;
+		pg_crc32c	rcrc,
+					lcrc;
+
+		if (!has_name(remote, name))
+		{
+			if (inside(remote, name, strncmp(name, "wal/", 4) == 0 ? "wal/" : "snapshots/"))
+				add_problem(vs, name, 0,
+							"The local file is missing from the bucket, which holds files before and after it.");
+			continue;
+		}
+		file_crc(cs_file_in(local_gen, name), &lsize, &lcrc);
+		file_crc(cs_file_in(vs->gen_path, name), &rsize, &rcrc);
+		if (rsize != lsize || rcrc != lcrc)
+			add_problem(vs, name, 0,
+						psprintf("The bucket's object \"%s\" (%lld bytes, CRC-32C %08x) differs from the local file (%lld bytes, CRC-32C %08x).",
+								 cs_file_in(vs->gen_path, name), (long long) rsize, rcrc,
+								 (long long) lsize, lcrc));
+	}
+}
+
 static void
 verify_generation(VerifyState *vs)
 {
@@ -249,6 +422,10 @@ verify_generation(VerifyState *vs)
 	bool		opening = false;
 
 	vs->gen_path = cs_generation_path(vs->directory, vs->generation);
+	/* the bucket's files against the local ones: downloads them once */
+	if (vs->local != NULL && run_check(vs, check_local_generation, "generation") &&
+		vs->local_has_generation)
+		(void) run_check(vs, check_against_local, "generation");
 	/* a damaged horizon: nothing of the generation can be listed */
 	if (!run_check(vs, check_horizon, CS_HORIZON_FILE))
 		return;
@@ -302,12 +479,19 @@ changestream_verify(PG_FUNCTION_ARGS)
 	VerifyState vs;
 	List	   *gens;
 	ListCell   *lc;
+	char	   *gen_text = PG_ARGISNULL(0) ? NULL :
+		text_to_cstring(PG_GETARG_TEXT_PP(0));
+	CsReadSource source = cs_parse_read_source(PG_NARGS() > 1 && !PG_ARGISNULL(1) ?
+											   text_to_cstring(PG_GETARG_TEXT_PP(1)) :
+											   NULL);
 
 	memset(&vs, 0, sizeof(vs));
-	vs.directory = cs_require_directory();
+	vs.directory = cs_reader_directory(source, gen_text);
+	if (source == CS_READ_REPLICA)
+		vs.local = cs_local_directory();
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	cs_pin_call_begin();
-	if (PG_ARGISNULL(0))
+	if (gen_text == NULL)
 	{
 		cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 		gens = cs_list_generations(vs.directory);
@@ -316,8 +500,7 @@ changestream_verify(PG_FUNCTION_ARGS)
 	{
 		uint64	   *g = palloc(sizeof(uint64));
 
-		*g = cs_resolve_generation(vs.directory,
-								   text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		*g = cs_resolve_generation(vs.directory, gen_text);
 		cs_pin_read(*g, InvalidXLogRecPtr);
 		gens = list_make1(g);
 	}

@@ -264,6 +264,27 @@ cs_s3_get(CsS3Client *client, const char *key, size_t max, CsS3Response *resp)
 }
 
 /*
+ * cs_s3_get_to_file(client, key, fd, max, resp)
+ *	  GET key, its body streamed to the open file fd (written from its
+ *	  current position; resp->file_bytes says how much) instead of memory,
+ *	  so an object of any size takes a bounded buffer; an error answer's
+ *	  body stays in resp->body.  A body over max bytes fails
+ *	  (resp->too_large); a local write failure raises (file access
+ *	  SQLSTATE).
+ */
+void
+cs_s3_get_to_file(CsS3Client *client, const char *key, int fd, size_t max,
+				  CsS3Response *resp)
+{
+	CsS3Request req;
+
+	simple_request(&req, "GET", key, NULL, 0, max);
+	req.to_file = true;
+	req.body_fd = fd;
+	cs_s3_perform(client, &req, resp);
+}
+
+/*
  * cs_s3_get_range(client, key, offset, length, resp)
  *	  GET length bytes of key from byte offset (Range: bytes=a-b; a store
  *	  answers 206).  length must be at least 1; the body is bounded by it.

@@ -47,6 +47,8 @@ extern void cs_s3_put(CsS3Client *client, const char *key, const char *data,
 					  size_t len, bool if_none_match, CsS3Response *resp);
 extern void cs_s3_get(CsS3Client *client, const char *key, size_t max,
 					  CsS3Response *resp);
+extern void cs_s3_get_to_file(CsS3Client *client, const char *key, int fd,
+							  size_t max, CsS3Response *resp);
 extern void cs_s3_get_range(CsS3Client *client, const char *key,
 							uint64 offset, uint64 length, CsS3Response *resp);
 extern void cs_s3_head(CsS3Client *client, const char *key, CsS3Response *resp);

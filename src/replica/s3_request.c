@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <curl/curl.h>
 
 #include "miscadmin.h"
@@ -68,6 +69,9 @@ typedef struct BodyBuffer
 	size_t		max;
 	bool		too_large;
 	bool		out_of_memory;
+	int			fd;				/* a 2xx body goes here when >= 0 */
+	size_t		written;		/* bytes written to fd */
+	int			write_errno;	/* what writing to fd failed with */
 } BodyBuffer;
 
 /* a request body being sent */
@@ -161,7 +165,33 @@ timer_callback(CURLM *multi, long timeout_ms, void *userp)
 	return 0;
 }
 
-/* CURLOPT_WRITEFUNCTION: append to the body, within its bound. */
+/* Write a 2xx body's n bytes at ptr to b->fd; n, or 0 on failure. */
+static size_t
+write_to_file(BodyBuffer *b, const char *ptr, size_t n)
+{
+	size_t		done = 0;
+
+	while (done < n)
+	{
+		ssize_t		w = write(b->fd, ptr + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+		{
+			b->write_errno = w < 0 ? errno : ENOSPC;
+			return 0;
+		}
+		done += w;
+	}
+	b->written += n;
+	return n;
+}
+
+/*
+ * CURLOPT_WRITEFUNCTION: append to the body, within its bound; a 2xx body
+ * of a request with a body_fd goes to that file instead.
+ */
 static size_t
 write_callback(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
@@ -174,6 +204,15 @@ write_callback(char *ptr, size_t size, size_t nmemb, void *userdata)
 	if (curl_easy_getinfo(b->easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
 		(status < 200 || status >= 300))
 		max = Max(max, CS_S3_ERROR_BODY_MAX);
+	if (b->fd >= 0 && status >= 200 && status < 300)
+	{
+		if (n > max - b->written)
+		{
+			b->too_large = true;
+			return 0;
+		}
+		return write_to_file(b, ptr, n);
+	}
 	if (n > max - b->len)
 	{
 		b->too_large = true;
@@ -683,9 +722,19 @@ collect(CURL *easy, const CsS3Request *req, CURLcode rc, const char *errbuf,
 		memcpy(resp->body, body->data, body->len);
 	resp->body[body->len] = '\0';
 	resp->body_len = body->len;
+	resp->file_bytes = body->written;
+	resp->file_errno = body->write_errno;
 	resp->date = pstrdup(captured->date);
 	resp->date_received = captured->date_received;
 	resp->etag = pstrdup(captured->etag);
+	if (body->write_errno != 0 && rc != CURLE_OK)
+	{
+		/* the local file failed, not the store */
+		errno = body->write_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write the body of an S3 response to a local file: %m")));
+	}
 	if (body->out_of_memory)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -732,6 +781,7 @@ cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 	memset(&body, 0, sizeof(body));
 	memset(&captured, 0, sizeof(captured));
 	body.max = req->max_response;
+	body.fd = req->to_file ? req->body_fd : -1;
 	upload.data = req->body;
 	upload.len = req->body_len;
 	upload.pos = 0;

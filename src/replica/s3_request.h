@@ -32,6 +32,8 @@ typedef struct CsS3Request
 	const char *body;			/* PUT and POST */
 	size_t		body_len;
 	size_t		max_response;	/* the longest body accepted, in bytes */
+	bool		to_file;		/* a 2xx body is written to body_fd */
+	int			body_fd;		/* (not kept in memory: streamed) */
 } CsS3Request;
 
 /* what came back; strings palloc'd */
@@ -44,6 +46,8 @@ typedef struct CsS3Response
 	bool		too_large;		/* the body passed max_response */
 	char	   *body;			/* NUL-terminated */
 	size_t		body_len;
+	size_t		file_bytes;		/* bytes of a 2xx body written to body_fd */
+	int			file_errno;		/* 0, or why writing to body_fd failed */
 	char	   *date;			/* the Date header, or "" */
 	pg_time_t	date_received;	/* the local clock when it arrived, s */
 	char	   *etag;			/* the ETag header, or "" */

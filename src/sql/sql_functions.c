@@ -44,6 +44,7 @@
 #include "archive/snapshot_reader.h"
 #include "base/shmem_status.h"
 #include "read/generation_reader.h"
+#include "read/read_source.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_generations);
@@ -122,7 +123,7 @@ generation_arg(FunctionCallInfo fcinfo, const char **directory)
 				 errhint("Call changestream.generations() to list the generations.")));
 	gen_text = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	cs_validate_generation_arg(gen_text, &generation);
-	*directory = cs_require_directory();
+	*directory = cs_reader_directory(CS_READ_AUTO, gen_text);
 	require_generation(*directory, generation, gen_text);
 	return generation;
 }
@@ -343,7 +344,7 @@ changestream_generations(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
-	directory = cs_require_directory();
+	directory = cs_reader_directory(CS_READ_AUTO, NULL);
 	cs_pin_call_begin();
 	cs_pin_read(CS_PIN_ALL_GENERATIONS, InvalidXLogRecPtr);
 	gens = cs_list_generations(directory);
