@@ -597,8 +597,10 @@ REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, bo
 DROP FUNCTION status();
 
 /*
- * status() -> record
- *   One row describing the archiver worker, read from shared memory.
+ * status() -> setof record
+ *   One row per archived database (changestream.databases, or
+ *   changestream.database alone; docs/databases.md) describing its
+ *   archiver, read from shared memory; database names it.
  *   lag_bytes: bytes of WAL the server has flushed that are not yet durable
  *   in the archive (local server), or received minus flushed (remote).
  *   compressor_pid .. last_compress_error_at: the compressor worker;
@@ -709,7 +711,7 @@ CREATE FUNCTION status(
 	OUT slot_wal_limit_bytes bigint,
 	OUT last_commit_time timestamptz,
 	OUT received_commit_time timestamptz)
-RETURNS record
+RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -965,7 +967,7 @@ COMMENT ON FUNCTION generations() IS 'One row per archived generation: its range
 COMMENT ON FUNCTION generation_stats(text) IS 'The generations() row of one generation.';
 COMMENT ON FUNCTION wal_segments(text) IS 'The WAL segments of a generation in index order, with their LSN range, size and compression.';
 COMMENT ON FUNCTION wal_records(text, pg_lsn, pg_lsn) IS 'Every archived pgoutput message of a generation in stream order, optionally bounded by commit LSN.';
-COMMENT ON FUNCTION status() IS 'The archiver, compressor, uploader and slot as shared memory shows them now (one row).';
+COMMENT ON FUNCTION status() IS 'The archiver, compressor, uploader and slot as shared memory shows them now (one row per archived database).';
 COMMENT ON FUNCTION snapshots(text) IS 'The snapshots of a generation, oldest first, from their manifests.';
 COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables now; returns its consistent LSN once it is durable.';
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
