@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * dropdb_hook.c
- *	  DROP DATABASE of an archived database: the archiver holds a
+ *	  DROP DATABASE of an archived database (and CREATE DATABASE with one
+ *	  as its TEMPLATE): the archiver holds a
  *	  connection to the database and its walsender holds the slot active,
  *	  and DROP DATABASE refuses both.  Before the command runs, a
  *	  ProcessUtility hook marks the database's status entry "dropping"
@@ -13,6 +14,10 @@
  *	  starts the archiver again; when it succeeds the entry stays
  *	  "dropped" until the database leaves changestream.databases.  The
  *	  archive stays where it is, readable (docs/databases.md).
+ *
+ *	  CREATE DATABASE ... TEMPLATE of an archived database needs the
+ *	  template without connections too: its archiver is let go the same
+ *	  way for the copy, and started again after it.
  *
  *	  Only the database's owner (or a superuser) stops the archiver this
  *	  way: for anyone else DROP DATABASE fails on its own check.
@@ -29,6 +34,7 @@
 
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
+#include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "replication/slot.h"
@@ -83,10 +89,53 @@ release_database(int index, Oid dboid)
 	}
 }
 
+/* The template of CREATE DATABASE stmt, NULL when it names none. */
+static const char *
+create_template(CreatedbStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *defel = lfirst(lc);
+
+		if (strcmp(defel->defname, "template") == 0 && defel->arg != NULL)
+			return defGetString(defel);
+	}
+	return NULL;
+}
+
 /*
- * The ProcessUtility hook: around DROP DATABASE of an archived database
- * whose owner runs it, release_database() first; the entry is marked
- * dropped after success, unmarked after failure.
+ * The archived database DROP DATABASE drops, or CREATE DATABASE copies
+ * (its TEMPLATE), when its owner (or a superuser) runs the command and it
+ * is not the current database: its status entry index, -1 otherwise.
+ * *dboid: its OID.
+ */
+static int
+archived_target(Node *parsetree, Oid *dboid, bool *drop)
+{
+	const char *name = NULL;
+
+	*drop = IsA(parsetree, DropdbStmt);
+	if (*drop)
+		name = ((DropdbStmt *) parsetree)->dbname;
+	else if (IsA(parsetree, CreatedbStmt))
+		name = create_template((CreatedbStmt *) parsetree);
+	if (name == NULL || !cs_status_attached())
+		return -1;
+	*dboid = get_database_oid(name, true);
+	if (!OidIsValid(*dboid) || *dboid == MyDatabaseId ||
+		!cs_database_ownercheck(*dboid))
+		return -1;
+	return cs_status_index_of(name);
+}
+
+/*
+ * The ProcessUtility hook: around DROP DATABASE of an archived database,
+ * or CREATE DATABASE with an archived database as its TEMPLATE (which
+ * must have no connection either), release_database() first.  After a
+ * successful drop the entry stays marked dropped; after a copy, or after
+ * a failure, it is unmarked and the launcher starts the archiver again.
  */
 static void
 cs_process_utility(PlannedStmt *pstmt, const char *queryString,
@@ -95,19 +144,12 @@ cs_process_utility(PlannedStmt *pstmt, const char *queryString,
 				   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
-	volatile int index = -1;
+	Oid			dboid = InvalidOid;
+	bool		drop = false;
+	volatile int index = archived_target(parsetree, &dboid, &drop);
 
-	if (IsA(parsetree, DropdbStmt) && cs_status_attached())
-	{
-		DropdbStmt *stmt = (DropdbStmt *) parsetree;
-		Oid			dboid = get_database_oid(stmt->dbname, true);
-
-		if (OidIsValid(dboid) && dboid != MyDatabaseId &&
-			cs_database_ownercheck(dboid))
-			index = cs_status_index_of(stmt->dbname);
-		if (index >= 0)
-			release_database(index, dboid);
-	}
+	if (index >= 0)
+		release_database(index, dboid);
 	PG_TRY();
 	{
 		if (prev_process_utility)
@@ -127,15 +169,15 @@ cs_process_utility(PlannedStmt *pstmt, const char *queryString,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	if (index >= 0)
-	{
-		cs_status_select(index);
-		cs_status_set_dropping(false, true);
+	if (index < 0)
+		return;
+	cs_status_select(index);
+	cs_status_set_dropping(false, drop);
+	if (drop)
 		ereport(LOG,
 				(errmsg("changestream: archived database \"%s\" was dropped; its archive stays readable",
 						((DropdbStmt *) parsetree)->dbname),
 				 errhint("Remove it from changestream.databases and reload.")));
-	}
 }
 
 /*
