@@ -6,7 +6,8 @@
 # stream, and a fifth whose publication is missing, which stays in error
 # without disturbing the others; one is removed from the list by a reload
 # (its archive stays readable); DROP DATABASE of an archived one works and
-# its archive stays readable from another database; a kill -9 of the
+# its archive stays readable from another database; CREATE DATABASE ...
+# TEMPLATE of an archived one works and its archive goes on; a kill -9 of the
 # postmaster in the middle of the load leaves every archive equal to its
 # oracle; a budget too small names the setting to raise.
 use ChangestreamTest;
@@ -192,6 +193,16 @@ is($node->safe_psql('db1',
 $node->safe_psql('db1', 'INSERT INTO pgbench_history VALUES (1, 1, 1, 1, now())');
 my $t1 = wait_archived('db1');
 compare('db1', $t1, 300, 'after the drop of db2');
+
+# CREATE DATABASE ... TEMPLATE of an archived database: its archiver lets
+# go for the copy and comes back, in the same generation.
+$node->safe_psql('postgres', 'CREATE DATABASE db1copy TEMPLATE db1');
+is($node->safe_psql('db1copy', 'SELECT count(*) FROM pgbench_branches'),
+	'1', 'CREATE DATABASE ... TEMPLATE of an archived database succeeds');
+wait_streaming('db1', 'db1 streams again after the copy');
+$node->safe_psql('db1', 'INSERT INTO pgbench_history VALUES (2, 2, 2, 2, now())');
+$t1 = wait_archived('db1');
+compare('db1', $t1, 300, 'after the copy of db1');
 
 ############################################################################
 # A budget too small names the setting

@@ -23,10 +23,12 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "commands/dbcommands.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
 #include "archive/archive_layout.h"

@@ -12,6 +12,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
