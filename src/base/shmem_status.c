@@ -353,6 +353,20 @@ cs_status_set_dropping(bool dropping, bool dropped)
 }
 
 /*
+ * cs_status_forget_dropped
+ *	  The launcher's, at a reload: a database dropped earlier may have been
+ *	  created again; its archiver is started again (and says so if not).
+ */
+void
+cs_status_forget_dropped(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	if (!cs_status->dropping)
+		cs_status->dropped = false;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
  * cs_status_dropping
  *	  Is the selected entry's database being dropped, or dropped?
  */
@@ -442,7 +456,7 @@ cs_status_archiver_startup_failed(const char *database)
 	bool		starting;
 
 	snprintf(message, sizeof(message),
-			 "the archiver could not connect to database \"%s\" (changestream.database); see the server log",
+			 "the archiver could not connect to database \"%s\" (changestream.database or changestream.databases); see the server log",
 			 database);
 	SpinLockAcquire(&cs_status->mutex);
 	starting = cs_status->pid == MyProcPid &&

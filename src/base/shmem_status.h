@@ -128,6 +128,7 @@ extern void cs_status_release(int index);
 extern bool cs_status_in_use(int index, char *database);
 extern void cs_status_set_dropping(bool dropping, bool dropped);
 extern bool cs_status_dropping(void);
+extern void cs_status_forget_dropped(void);
 extern pid_t cs_status_archiver_pid(void);
 extern void cs_status_set_launch_error(const char *message);
 /* the archiver */

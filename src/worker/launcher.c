@@ -7,7 +7,8 @@
  *	  bgw_main_arg and its name in bgw_extra.  An archiver that stops is
  *	  started again after a delay that doubles from 1 s to 60 s (reset
  *	  once it has run for 5 minutes); one whose database leaves the list
- *	  on a reload is stopped.  The worker, walsender and slot budgets are
+ *	  on a reload is stopped.  None is started for a database being
+ *	  dropped, nor for one dropped (dropdb_hook.c) until the next reload.  The worker, walsender and slot budgets are
  *	  checked at start and at each reload (docs/databases.md): databases
  *	  past what they allow are not started, in list order, and status()
  *	  and the log name the setting to raise.
@@ -295,6 +296,12 @@ changestream_launcher_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			log_budget = true;
+			/* a dropped database may exist again: try it */
+			for (i = 0; i < CS_MAX_DATABASES; i++)
+			{
+				cs_status_select(i);
+				cs_status_forget_dropped();
+			}
 		}
 		old = MemoryContextSwitchTo(cxt);
 		reconcile(log_budget);
