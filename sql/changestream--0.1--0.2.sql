@@ -840,7 +840,8 @@ REVOKE ALL ON FUNCTION replica_check() FROM PUBLIC;
 REVOKE ALL ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) FROM PUBLIC;
 
 /*
- * stat_archiver: the archive's health at a glance, one row, in the style
+ * stat_archiver: the archive's health at a glance, one row per archived
+ * database (database names it: docs/databases.md), in the style
  * of pg_stat_archiver (docs/DESIGN.md section "SQL surface"), derived
  * from status() and the settings.
  *   healthy: state is streaming, no error is current, lag_bytes is below
@@ -897,7 +898,8 @@ SELECT s.state = 'streaming'
 	   g.retention_seconds,
 	   g.snapshot_interval_seconds,
 	   CASE WHEN g.retention_seconds > 0 THEN g.snapshot_interval_seconds > 0 END AS retention_effective,
-	   s.retention_held
+	   s.retention_held,
+	   s.database
   FROM @extschema@.status() s
  CROSS JOIN LATERAL (
 	SELECT s.state = 'error'
@@ -985,4 +987,4 @@ COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger record
 COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables, and tables a publication stops publishing, in ddl_history.';
 COMMENT ON FUNCTION ddl_table_rewrite_trigger() IS 'Internal: event trigger recording table rewrites in ddl_history.';
 COMMENT ON TABLE ddl_history IS 'The schema history: one row per DDL command and table it affects, archived through the publication changestream_ddl.';
-COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row): healthy, current error, lag in bytes and seconds, replica, slot and retention.';
+COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row per archived database): healthy, current error, lag in bytes and seconds, replica, slot and retention.';

@@ -98,6 +98,10 @@ is($node->safe_psql('db1',
 		"$_:changestream_" . $node->safe_psql('postgres',
 			"SELECT oid FROM pg_database WHERE datname = '$_'") } qw(db1 db2 db3)),
 	'status() has one row per archived database, each with its slot changestream_<oid>');
+is($node->safe_psql('db2',
+	"SELECT string_agg(database || ':' || state, ',' ORDER BY database) FROM changestream.stat_archiver"),
+	'db1:streaming,db2:streaming,db3:streaming',
+	'stat_archiver has one row per archived database, named in its last column');
 ok(-d "$dir/databases/$_/generations", "$_ is archived in databases/$_")
   for qw(db1 db2 db3);
 ok(!-e "$dir/generations",

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# bench/databases.sh: several databases from one cluster (issue 34).  NOT
+# part of CI or of the test suite.
+#
+#   bash bench/databases.sh              # 1, 4 and 16 databases
+#   COUNTS="1 4" bash bench/databases.sh
+#   bash bench/databases.sh --skip-build # use the installed changestream
+#
+# For each number N of databases, twice on a fresh throwaway cluster each
+# (temp directory, free port, changestream preloaded): (a) changestream
+# archiving all N (changestream.databases), (b) N pg_recvlogical processes,
+# one per database, writing to a file (-F 1 -s 1: fsync and report every
+# second).  The same total pgbench load runs in both: TXNS transactions in
+# all, split evenly over the N databases, CLIENTS clients in all (at least
+# one per database), all databases at once.  Measured:
+#   tps         the load's transactions over its wall time
+#   catch-up    seconds from the end of the load until every consumer has
+#               made durable (changestream: status().flushed_lsn; pg_recvlogical:
+#               the slot's confirmed_flush_lsn) a fence written after it
+#   drain MB/s  WAL bytes from the load's start to the fence over the time
+#               from the load's start to the last consumer's durability
+#   memory      the proportional set size (PSS, /proc/PID/smaps_rollup) of
+#               every consumer process and the walsenders serving them,
+#               summed, at the end (changestream: launcher, archivers,
+#               maintenance worker)
+# The table goes to bench/results/databases.md; logs to
+# bench/results/databases-<timestamp>/ (not committed).
+# Environment: COUNTS="1 4 16" TXNS=24000 CLIENTS=8 TIMEOUT=900
+
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+# shellcheck source=../scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+
+SKIP_BUILD=${SKIP_BUILD:-0}
+for arg in "$@"; do
+	case $arg in
+		--skip-build) SKIP_BUILD=1 ;;
+		-h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+		*) echo "unknown option: $arg (try --help)" >&2; exit 2 ;;
+	esac
+done
+: "${COUNTS:=1 4 16}" "${TXNS:=24000}" "${CLIENTS:=8}" "${TIMEOUT:=900}"
+
+now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"%.${2:-1}f\", ($1) }"; }
+
+if [ "$SKIP_BUILD" != 1 ]; then
+	cs_is_root || cs_die "run as root to build and install (or --skip-build)"
+	cs_install_deps
+	cs_build_install
+fi
+cs_pg_paths || cs_die "no PostgreSQL at $PG_CONFIG"
+
+RESULTS=$BENCH_DIR/results
+LOGDIR=$RESULTS/databases-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$LOGDIR"
+WORK=""
+PORT=""
+PIDS=()
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	[ -n "$WORK" ] && cs_cluster_stop "$WORK" immediate
+	[ -n "$WORK" ] && rm -rf "$WORK"
+	return 0
+}
+trap cleanup EXIT
+
+psqld() { local db=$1; shift; cs_as_pg "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -d "$db" "$@"; }
+
+# A fresh cluster for N databases d1..dN, each with the pgbench tables and
+# the publication changestream.
+new_cluster() {
+	local n=$1 i
+	WORK=$(cs_mkwork cs-bench-dbs)
+	PORT=$(cs_free_port 55400)
+	cs_cluster_init "$WORK" "$PORT" <<-CONF
+		max_worker_processes = $((n + 8))
+		max_wal_senders = $((2 * n + 4))
+		max_replication_slots = $((2 * n + 4))
+		max_connections = $((2 * n + CLIENTS + 40))
+		shared_buffers = '128MB'
+		max_wal_size = '2GB'
+		changestream.directory = ''
+	CONF
+	cs_cluster_start "$WORK" "$LOGDIR/server-$n-$2.log"
+	for i in $(seq "$n"); do
+		psqld postgres -c "CREATE DATABASE d$i"
+		cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -i -s 1 -q "d$i" >/dev/null 2>&1
+		psqld "d$i" -c "CREATE EXTENSION changestream" \
+			-c "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"
+	done
+}
+
+# The load: TXNS in all over n databases at once; prints its wall seconds.
+run_load() {
+	local n=$1 per_db clients t0 i pids=()
+	clients=$(( CLIENTS / n )); [ "$clients" -ge 1 ] || clients=1
+	per_db=$(( TXNS / n / clients ))
+	t0=$(now)
+	for i in $(seq "$n"); do
+		cs_as_pg "$PG_BINDIR/pgbench" -h "$WORK" -p "$PORT" -n -c "$clients" -j 1 \
+			-t "$per_db" "d$i" >"$LOGDIR/pgbench-$n-d$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	LOAD_S=$(calc "$(now) - $t0" 3)
+	LOAD_TXNS=$(( per_db * clients * n ))
+	LOAD_T0=$t0
+}
+
+# Fence every database (a transactional message after the load) and
+# return the highest fence LSN.
+fence_all() {
+	local n=$1 i lsn max=0/0
+	for i in $(seq "$n"); do
+		lsn=$(psqld "d$i" -c "SELECT pg_logical_emit_message(true, 'bench', 'fence')")
+		max=$lsn
+	done
+	FENCE=$max
+}
+
+# Wait until query (run in postgres) returns t; dies after TIMEOUT.
+wait_true() {
+	local query=$1 t0
+	t0=$(date +%s)
+	until [ "$(psqld postgres -c "$query")" = t ]; do
+		[ $(( $(date +%s) - t0 )) -lt "$TIMEOUT" ] || cs_die "timed out: $query"
+		sleep 0.05
+	done
+}
+
+# Summed PSS in MB of the processes whose command line matches the
+# pattern (pgrep -f; with children_only, children of this cluster's
+# postmaster only), and of the walsenders of the slots named like $1.
+pss_mb() {
+	local slot_like=$1 pat=$2 children_only=${3:-0} pids p total=0 kb pm
+	pm=$(head -1 "$WORK/data/postmaster.pid")
+	if [ "$children_only" = 1 ]; then
+		pids=$(pgrep -P "$pm" -f "$pat" || true)
+	else
+		pids=$(pgrep -f "$pat" || true)
+	fi
+	pids="$pids $(psqld postgres -c "SELECT active_pid FROM pg_replication_slots WHERE slot_name LIKE '$slot_like' AND active_pid IS NOT NULL")"
+	for p in $pids; do
+		kb=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+		total=$(( total + ${kb:-0} ))
+	done
+	calc "$total / 1024" 1
+}
+
+ROWS=()
+for n in $COUNTS; do
+	dblist=$(seq -s, -f 'd%g' 1 "$n")
+	# (a) changestream
+	cs_info "== $n databases: changestream"
+	new_cluster "$n" changestream
+	psqld postgres -c "ALTER SYSTEM SET changestream.directory = '$WORK/archive'" \
+		-c "ALTER SYSTEM SET changestream.databases = '$dblist'" -c "SELECT pg_reload_conf()" >/dev/null
+	for i in $(seq "$n"); do
+		until [ "$(psqld "d$i" -c "SELECT count(*) FROM changestream.status() WHERE state = 'streaming' AND database = current_database()")" = 1 ]; do sleep 0.1; done
+	done
+	start=$(psqld postgres -c "SELECT pg_current_wal_lsn()")
+	run_load "$n"
+	t_end=$(now)
+	fence_all "$n"
+	for i in $(seq "$n"); do
+		until [ "$(psqld "d$i" -c "SELECT flushed_lsn >= '$FENCE' FROM changestream.status() WHERE database = current_database()")" = t ]; do sleep 0.02; done
+	done
+	t_done=$(now)
+	bytes=$(psqld postgres -c "SELECT pg_wal_lsn_diff('$FENCE', '$start')")
+	mem=$(pss_mb 'changestream%' '^postgres: changestream' 1)
+	ROWS+=("| $n | changestream | $(calc "$LOAD_TXNS / $LOAD_S" 0) | $(calc "$t_done - $t_end" 2) | $(calc "$bytes / 1048576 / ($t_done - $LOAD_T0)" 1) | $mem |")
+	cs_cluster_stop "$WORK"
+	rm -rf "$WORK"; WORK=""
+
+	# (b) N pg_recvlogical
+	cs_info "== $n databases: pg_recvlogical"
+	new_cluster "$n" recvlogical
+	PIDS=()
+	for i in $(seq "$n"); do
+		cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
+			-P pgoutput --create-slot >/dev/null
+		cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
+			-o proto_version=1 -o publication_names=changestream -o messages=true \
+			-F 1 -s 1 -f "$WORK/recv_d$i.out" --start >"$LOGDIR/recv-$n-d$i.log" 2>&1 &
+		PIDS+=($!)
+	done
+	wait_true "SELECT count(*) = $n FROM pg_replication_slots WHERE slot_name LIKE 'recv_%' AND active"
+	start=$(psqld postgres -c "SELECT pg_current_wal_lsn()")
+	run_load "$n"
+	t_end=$(now)
+	fence_all "$n"
+	wait_true "SELECT bool_and(confirmed_flush_lsn >= '$FENCE') FROM pg_replication_slots WHERE slot_name LIKE 'recv_%'"
+	t_done=$(now)
+	bytes=$(psqld postgres -c "SELECT pg_wal_lsn_diff('$FENCE', '$start')")
+	mem=$(pss_mb 'recv_%' "^$PG_BINDIR/pg_recvlogical -h $WORK")
+	ROWS+=("| $n | $n x pg_recvlogical | $(calc "$LOAD_TXNS / $LOAD_S" 0) | $(calc "$t_done - $t_end" 2) | $(calc "$bytes / 1048576 / ($t_done - $LOAD_T0)" 1) | $mem |")
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	PIDS=()
+	cs_cluster_stop "$WORK"
+	rm -rf "$WORK"; WORK=""
+done
+
+{
+	echo "# Several databases: changestream against pg_recvlogical"
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, PostgreSQL $PG_MAJOR, $TXNS pgbench transactions in all (scale 1 per database), $CLIENTS clients in all (at least one per database)."
+	echo
+	echo "| databases | consumer | tps | catch-up s | drain MB/s | memory MB (PSS) |"
+	echo "| --- | --- | --- | --- | --- | --- |"
+	printf '%s\n' "${ROWS[@]}"
+} | tee "$RESULTS/databases.md"
