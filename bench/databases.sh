@@ -10,19 +10,22 @@
 # (temp directory, free port, changestream preloaded): (a) changestream
 # archiving all N (changestream.databases), (b) N pg_recvlogical processes,
 # one per database, writing to a file (-F 1 -s 1: fsync and report every
-# second).  The same total pgbench load runs in both: TXNS transactions in
-# all, split evenly over the N databases, CLIENTS clients in all (at least
-# one per database), all databases at once.  Measured:
-#   tps         the load's transactions over its wall time
-#   catch-up    seconds from the end of the load until every consumer has
+# second).  The same total pgbench load runs in both, twice: TXNS
+# transactions in all, split evenly over the N databases, CLIENTS clients
+# in all (at least one per database), all databases at once.  Measured:
+#   tps (live)  the load's transactions over its wall time, consumers running
+#   catch-up    seconds from the end of that load until every consumer has
 #               made durable (changestream: status().flushed_lsn; pg_recvlogical:
 #               the slot's confirmed_flush_lsn) a fence written after it
-#   drain MB/s  WAL bytes from the load's start to the fence over the time
-#               from the load's start to the last consumer's durability
+#   drain       the same load written while the consumers are stopped
+#               (changestream.directory = '', or the processes ended; the
+#               slots keep the WAL), then the seconds from their start until
+#               all are durable past a fence, and the backlog's WAL bytes
+#               over that time (MB/s)
 #   memory      the proportional set size (PSS, /proc/PID/smaps_rollup) of
 #               every consumer process and the walsenders serving them,
-#               summed, at the end (changestream: launcher, archivers,
-#               maintenance worker)
+#               summed, at the end of the live load (changestream:
+#               launcher, archivers, maintenance worker)
 # The table goes to bench/results/databases.md; logs to
 # bench/results/databases-<timestamp>/ (not committed).
 # Environment: COUNTS="1 4 16" TXNS=24000 CLIENTS=8 TIMEOUT=900
@@ -57,6 +60,7 @@ cs_pg_paths || cs_die "no PostgreSQL at $PG_CONFIG"
 RESULTS=$BENCH_DIR/results
 LOGDIR=$RESULTS/databases-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$LOGDIR"
+if cs_is_root; then chown "$PG_OS_USER": "$LOGDIR"; fi
 WORK=""
 PORT=""
 PIDS=()
@@ -153,57 +157,116 @@ pss_mb() {
 	calc "$total / 1024" 1
 }
 
-ROWS=()
-for n in $COUNTS; do
-	dblist=$(seq -s, -f 'd%g' 1 "$n")
-	# (a) changestream
-	cs_info "== $n databases: changestream"
-	new_cluster "$n" changestream
-	psqld postgres -c "ALTER SYSTEM SET changestream.directory = '$WORK/archive'" \
-		-c "ALTER SYSTEM SET changestream.databases = '$dblist'" -c "SELECT pg_reload_conf()" >/dev/null
-	for i in $(seq "$n"); do
-		until [ "$(psqld "d$i" -c "SELECT count(*) FROM changestream.status() WHERE state = 'streaming' AND database = current_database()")" = 1 ]; do sleep 0.1; done
-	done
-	start=$(psqld postgres -c "SELECT pg_current_wal_lsn()")
-	run_load "$n"
-	t_end=$(now)
-	fence_all "$n"
-	for i in $(seq "$n"); do
-		until [ "$(psqld "d$i" -c "SELECT flushed_lsn >= '$FENCE' FROM changestream.status() WHERE database = current_database()")" = t ]; do sleep 0.02; done
-	done
-	t_done=$(now)
-	bytes=$(psqld postgres -c "SELECT pg_wal_lsn_diff('$FENCE', '$start')")
-	mem=$(pss_mb 'changestream%' '^postgres: changestream' 1)
-	ROWS+=("| $n | changestream | $(calc "$LOAD_TXNS / $LOAD_S" 0) | $(calc "$t_done - $t_end" 2) | $(calc "$bytes / 1048576 / ($t_done - $LOAD_T0)" 1) | $mem |")
-	cs_cluster_stop "$WORK"
-	rm -rf "$WORK"; WORK=""
+# changestream: are all n archives durable past $FENCE?
+cs_durable() {
+	echo "SELECT count(*) FILTER (WHERE flushed_lsn >= '$FENCE') = $1 FROM changestream.status()"
+}
+# pg_recvlogical: are all n slots confirmed past $FENCE?
+recv_durable() {
+	echo "SELECT count(*) FILTER (WHERE confirmed_flush_lsn >= '$FENCE') = $1 FROM pg_replication_slots WHERE slot_name LIKE 'recv_%'"
+}
 
-	# (b) N pg_recvlogical
-	cs_info "== $n databases: pg_recvlogical"
-	new_cluster "$n" recvlogical
+# Start the n pg_recvlogical processes (slots made by the caller); each
+# one's own pid (not runuser's, which does not pass signals on) is in
+# $WORK/recv_dI.pid, as bench/run.sh's bg_pg() does it.
+recv_start() {
+	local n=$1 i j
 	PIDS=()
 	for i in $(seq "$n"); do
-		cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
-			-P pgoutput --create-slot >/dev/null
-		cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
+		rm -f "$WORK/recv_d$i.pid"
+		# shellcheck disable=SC2016
+		cs_as_pg sh -c 'echo $$ > "$0"; exec "$@"' "$WORK/recv_d$i.pid" \
+			"$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
 			-o proto_version=1 -o publication_names=changestream -o messages=true \
-			-F 1 -s 1 -f "$WORK/recv_d$i.out" --start >"$LOGDIR/recv-$n-d$i.log" 2>&1 &
-		PIDS+=($!)
+			-F 1 -s 1 -f "$WORK/recv_d$i.out" --start >>"$LOGDIR/recv-$n-d$i.log" 2>&1 &
+		for j in $(seq 100); do
+			[ -s "$WORK/recv_d$i.pid" ] && break
+			sleep 0.05
+		done
+		PIDS+=("$(cat "$WORK/recv_d$i.pid")")
 	done
 	wait_true "SELECT count(*) = $n FROM pg_replication_slots WHERE slot_name LIKE 'recv_%' AND active"
-	start=$(psqld postgres -c "SELECT pg_current_wal_lsn()")
+}
+recv_stop() {
+	local p i
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do
+		for i in $(seq 200); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+	done
+	PIDS=()
+	wait_true "SELECT count(*) = 0 FROM pg_replication_slots WHERE slot_name LIKE 'recv_%' AND active"
+}
+
+# One consumer kind on a fresh cluster of n databases: the live load
+# (tps, catch-up, memory), then the drain of a backlog written while the
+# consumers were stopped.  Appends a row to ROWS.
+measure() {
+	local n=$1 kind=$2 label start t_end t_done bytes mem tps catchup drain
+	new_cluster "$n" "$kind"
+	if [ "$kind" = changestream ]; then
+		label=changestream
+		psqld postgres -c "CREATE EXTENSION changestream" \
+			-c "ALTER SYSTEM SET changestream.directory = '$WORK/archive'" \
+			-c "ALTER SYSTEM SET changestream.databases = '$(seq -s, -f 'd%g' 1 "$n")'" \
+			-c "SELECT pg_reload_conf()" >/dev/null
+		wait_true "SELECT count(*) FILTER (WHERE state = 'streaming') = $n FROM changestream.status()"
+	else
+		label="$n x pg_recvlogical"
+		for i in $(seq "$n"); do
+			cs_as_pg "$PG_BINDIR/pg_recvlogical" -h "$WORK" -p "$PORT" -d "d$i" -S "recv_d$i" \
+				-P pgoutput --create-slot >/dev/null
+		done
+		recv_start "$n"
+	fi
+
+	# live: the consumers run during the load
 	run_load "$n"
+	tps=$(calc "$LOAD_TXNS / $LOAD_S" 0)
 	t_end=$(now)
 	fence_all "$n"
-	wait_true "SELECT bool_and(confirmed_flush_lsn >= '$FENCE') FROM pg_replication_slots WHERE slot_name LIKE 'recv_%'"
-	t_done=$(now)
+	if [ "$kind" = changestream ]; then
+		wait_true "$(cs_durable "$n")"
+		mem=$(pss_mb 'changestream%' '^postgres: changestream' 1)
+	else
+		wait_true "$(recv_durable "$n")"
+		mem=$(pss_mb 'recv_%' "^$PG_BINDIR/pg_recvlogical -h $WORK")
+	fi
+	catchup=$(calc "$(now) - $t_end" 2)
+
+	# drain: a backlog written while the consumers are stopped
+	if [ "$kind" = changestream ]; then
+		psqld postgres -c "ALTER SYSTEM SET changestream.directory = ''" -c "SELECT pg_reload_conf()" >/dev/null
+		wait_true "SELECT count(*) FILTER (WHERE state = 'disabled') = $n FROM changestream.status()"
+		wait_true "SELECT count(*) = 0 FROM pg_replication_slots WHERE active"
+	else
+		recv_stop
+	fi
+	start=$(psqld postgres -c "SELECT pg_current_wal_lsn()")
+	run_load "$n"
+	fence_all "$n"
 	bytes=$(psqld postgres -c "SELECT pg_wal_lsn_diff('$FENCE', '$start')")
-	mem=$(pss_mb 'recv_%' "^$PG_BINDIR/pg_recvlogical -h $WORK")
-	ROWS+=("| $n | $n x pg_recvlogical | $(calc "$LOAD_TXNS / $LOAD_S" 0) | $(calc "$t_done - $t_end" 2) | $(calc "$bytes / 1048576 / ($t_done - $LOAD_T0)" 1) | $mem |")
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	PIDS=()
+	t_end=$(now)
+	if [ "$kind" = changestream ]; then
+		psqld postgres -c "ALTER SYSTEM SET changestream.directory = '$WORK/archive'" -c "SELECT pg_reload_conf()" >/dev/null
+		wait_true "$(cs_durable "$n")"
+	else
+		recv_start "$n"
+		wait_true "$(recv_durable "$n")"
+	fi
+	t_done=$(now)
+	drain=$(calc "$bytes / 1048576 / ($t_done - $t_end)" 1)
+	ROWS+=("| $n | $label | $tps | $catchup | $(calc "$bytes / 1048576" 0) | $(calc "$t_done - $t_end" 1) | $drain | $mem |")
+	[ "$kind" = changestream ] || recv_stop
 	cs_cluster_stop "$WORK"
 	rm -rf "$WORK"; WORK=""
+}
+
+ROWS=()
+for n in $COUNTS; do
+	cs_info "== $n databases: changestream"
+	measure "$n" changestream
+	cs_info "== $n databases: pg_recvlogical"
+	measure "$n" recvlogical
 done
 
 {
@@ -211,7 +274,7 @@ done
 	echo
 	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, PostgreSQL $PG_MAJOR, $TXNS pgbench transactions in all (scale 1 per database), $CLIENTS clients in all (at least one per database)."
 	echo
-	echo "| databases | consumer | tps | catch-up s | drain MB/s | memory MB (PSS) |"
-	echo "| --- | --- | --- | --- | --- | --- |"
+	echo "| databases | consumer | tps (live) | catch-up s | backlog WAL MB | drain s | drain MB/s | memory MB (PSS) |"
+	echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee "$RESULTS/databases.md"

@@ -11,20 +11,31 @@
 # postmaster in the middle of the load leaves every archive equal to its
 # oracle; a budget too small names the setting to raise.
 use ChangestreamTest;
+use ArchiveDamage;
 
 my $node = cs_new_node('dbs', conf => qq(
 changestream.segment_size = '128kB'
 changestream.flush_interval = '50ms'
 max_worker_processes = 16
+max_replication_slots = 20
 ));
 $node->start;
 my $dir = cs_archive_dir($node);
 my @dbs = qw(db1 db2 db3 db4);
+my $odd = 'My.DB';    # upper case and a dot: its tree is databases/%4Dy%2E%44%42
+
+# the oracle slot of $db (slot names: lower case letters, digits, _)
+sub oracle_slot
+{
+	my ($db) = @_;
+	(my $slot = lc "oracle_$db") =~ s/[^a-z0-9_]/_/g;
+	return $slot;
+}
 
 # Each database: pgbench tables, the extension, its publication and its
 # oracle slot (slot names are cluster-wide: oracle_<db>), made before the
 # archiver's slot so that it covers everything the archive can hold.
-for my $db (@dbs, 'nopub', 'gone')
+for my $db (@dbs, $odd, 'nopub', 'gone')
 {
 	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"});
 	cs_pgbench($node, $db, '-i', '-s', '1', '-q');
@@ -33,7 +44,7 @@ for my $db (@dbs, 'nopub', 'gone')
 	$node->safe_psql($db,
 		'CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, '
 		  . 'pgbench_branches, pgbench_tellers, pgbench_history');
-	cs_create_oracle_slot($node, $db, "oracle_$db");
+	cs_create_oracle_slot($node, $db, oracle_slot($db));
 }
 
 # the status() row of $db, read in $db
@@ -77,7 +88,7 @@ sub compare
 		start_lsn => $start,
 		target    => $target,
 		db        => $db,
-		slot      => "oracle_$db",
+		slot      => oracle_slot($db),
 		min_txns  => $min,
 		name      => "$label, $db");
 }
@@ -114,8 +125,10 @@ my @bench = map {
 # While they stream: add db4, and nopub, whose publication is missing.
 cs_sleep(2);
 $node->safe_psql('postgres',
-	"ALTER SYSTEM SET changestream.databases = 'db1, db2, db3, db4, nopub'; SELECT pg_reload_conf()");
+	qq{ALTER SYSTEM SET changestream.databases = 'db1, db2, db3, db4, nopub, "$odd"'; SELECT pg_reload_conf()});
 wait_streaming('db4', 'db4, added by a reload, streams while the others do');
+wait_streaming($odd, 'a database named with upper case and a dot streams');
+ok(-d "$dir/databases/%4Dy%2E%44%42/generations", "and its tree's name is written %XX");
 cs_pgbench($node, 'db4', '-c', '2', '-j', '1', '-t', '200', '-n');
 cs_poll_or_diag($node, 'db1',
 	q{SELECT state || ' ' || (last_error LIKE '%publication "changestream" does not exist%')
@@ -134,6 +147,14 @@ my %target;
 $target{$_} = wait_archived($_) for @dbs;
 compare($_, $target{$_}, 300, 'under load') for qw(db1 db2 db3);
 compare('db4', $target{db4}, 200, 'added by reload');
+$node->safe_psql($odd, 'INSERT INTO pgbench_history VALUES (3, 3, 3, 3, now())');
+my $t_odd = wait_archived($odd);
+compare($odd, $t_odd, 1, 'named My.DB');
+my $d = ad_decode($dir);
+is($d->{rc}, 0, 'cs_decode.py reads the root and every tree below databases/')
+  or diag($d->{err});
+is(scalar(() = $d->{out} =~ /^database (db1|db2|db3|db4|My\.DB), generation [0-9a-f]{16}$/mg),
+	5, 'each generation titled with its database');
 
 # A pg_monitor member reads another database's archive; anyone else not.
 $node->safe_psql('postgres', 'CREATE ROLE mon LOGIN IN ROLE pg_monitor; CREATE ROLE nobody LOGIN');

@@ -226,8 +226,10 @@ cs_archive_config_current(void)
 
 /*
  * cs_archive_config_select
- *	  cs_archive_config_for(database, dboid), and database's status entry,
- *	  if it has one, selected (cs_status_select()).
+ *	  cs_archive_config_for(database, dboid), and database's status entry
+ *	  selected (cs_status_select()), or when it has none the entry of no
+ *	  archived database (cs_status_select_none(): "not running"), so that
+ *	  nothing acts on another database's archiver.
  */
 CsArchiveConfig *
 cs_archive_config_select(const char *database, Oid dboid)
@@ -238,6 +240,8 @@ cs_archive_config_select(const char *database, Oid dboid)
 
 		if (index >= 0)
 			cs_status_select(index);
+		else
+			cs_status_select_none();
 	}
 	return cs_archive_config_for(database, dboid);
 }

@@ -35,7 +35,9 @@
  * launcher (launcher.c) claims an entry for each listed database and
  * passes its index to the archiver it starts.  cs_status is the entry this
  * process works on (cs_status_select()); the first entry until one is
- * selected, so a process that serves one archive needs no change.
+ * selected, so a process that serves one archive needs no change.  One
+ * more entry, never claimed, stands for a database no archiver serves
+ * (cs_status_select_none()): it always says "not running".
  */
 static CsStatus *cs_status_array = NULL;
 static CsStatus *cs_status = NULL;
@@ -70,7 +72,7 @@ static CsMaintenanceShared *cs_maintenance = NULL;
 void
 cs_shmem_request(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus) * CS_MAX_DATABASES));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus) * (CS_MAX_DATABASES + 1)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsMaintenanceShared)));
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
@@ -87,14 +89,14 @@ cs_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	cs_status_array = ShmemInitStruct("changestream status",
-									  sizeof(CsStatus) * CS_MAX_DATABASES,
+									  sizeof(CsStatus) * (CS_MAX_DATABASES + 1),
 									  &found);
 	if (!found)
 	{
 		int			i;
 
-		memset(cs_status_array, 0, sizeof(CsStatus) * CS_MAX_DATABASES);
-		for (i = 0; i < CS_MAX_DATABASES; i++)
+		memset(cs_status_array, 0, sizeof(CsStatus) * (CS_MAX_DATABASES + 1));
+		for (i = 0; i <= CS_MAX_DATABASES; i++)
 		{
 			CsStatus   *st = &cs_status_array[i];
 
@@ -221,6 +223,17 @@ cs_status_select(int index)
 {
 	Assert(index >= 0 && index < CS_MAX_DATABASES);
 	cs_status = &cs_status_array[index];
+}
+
+/*
+ * cs_status_select_none
+ *	  Select the entry of no archived database (state "not running"
+ *	  forever): for a backend whose database has no entry.
+ */
+void
+cs_status_select_none(void)
+{
+	cs_status = &cs_status_array[CS_MAX_DATABASES];
 }
 
 /*

@@ -120,6 +120,7 @@ extern void cs_status_copy(CsStatus *copy);
 extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
 /* one entry per archived database */
 extern void cs_status_select(int index);
+extern void cs_status_select_none(void);
 extern int	cs_status_selected(void);
 extern void cs_status_selected_database(char *database);
 extern int	cs_status_index_of(const char *database);

@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "libpq/pqsignal.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
@@ -223,8 +225,13 @@ reconcile(bool log_budget)
 			stop_archiver(i);
 		else
 		{
+			pid_t		pid;
+
 			cs_status_select(i);
-			if (cs_status_archiver_pid() == 0)
+			pid = cs_status_archiver_pid();
+			if (pid != 0)
+				(void) kill(pid, SIGTERM);	/* started before our restart */
+			else
 			{
 				cs_status_release(i);
 				launched[i].backoff_ms = BACKOFF_MIN_MS;
