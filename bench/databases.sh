@@ -16,7 +16,8 @@
 #   tps (live)  the load's transactions over its wall time, consumers running
 #   catch-up    seconds from the end of that load until every consumer has
 #               made durable (changestream: status().flushed_lsn; pg_recvlogical:
-#               the slot's confirmed_flush_lsn) a fence written after it
+#               the slot's confirmed_flush_lsn) a fence written after it in
+#               its own database
 #   drain       the same load written while the consumers are stopped
 #               (changestream.directory = '', or the processes ended; the
 #               slots keep the WAL), then the seconds from their start until
@@ -117,15 +118,16 @@ run_load() {
 	LOAD_T0=$t0
 }
 
-# Fence every database (a transactional message after the load) and
-# return the highest fence LSN.
+# Fence every database (a transactional message after the load): FENCES
+# is a VALUES list of (database, its fence LSN), FENCE the last fence.
 fence_all() {
-	local n=$1 i lsn max=0/0
+	local n=$1 i lsn
+	FENCES=""
 	for i in $(seq "$n"); do
 		lsn=$(psqld "d$i" -c "SELECT pg_logical_emit_message(true, 'bench', 'fence')")
-		max=$lsn
+		FENCES="$FENCES${FENCES:+,}('d$i','$lsn'::pg_lsn)"
+		FENCE=$lsn
 	done
-	FENCE=$max
 }
 
 # Wait until query (run in postgres) returns t; dies after TIMEOUT.
@@ -157,13 +159,15 @@ pss_mb() {
 	calc "$total / 1024" 1
 }
 
-# changestream: are all n archives durable past $FENCE?
+# changestream: is every database's archive durable past its own fence?
+# (Another database's later fence is not in its stream: it would reach it
+# only with a keepalive.)
 cs_durable() {
-	echo "SELECT count(*) FILTER (WHERE flushed_lsn >= '$FENCE') = $1 FROM changestream.status()"
+	echo "SELECT count(*) = $1 FROM changestream.status() s JOIN (VALUES $FENCES) f(db, lsn) ON s.database = f.db WHERE s.flushed_lsn >= f.lsn"
 }
-# pg_recvlogical: are all n slots confirmed past $FENCE?
+# pg_recvlogical: is every slot confirmed past its database's fence?
 recv_durable() {
-	echo "SELECT count(*) FILTER (WHERE confirmed_flush_lsn >= '$FENCE') = $1 FROM pg_replication_slots WHERE slot_name LIKE 'recv_%'"
+	echo "SELECT count(*) = $1 FROM pg_replication_slots s JOIN (VALUES $FENCES) f(db, lsn) ON s.database = f.db WHERE s.slot_name LIKE 'recv_%' AND s.confirmed_flush_lsn >= f.lsn"
 }
 
 # Start the n pg_recvlogical processes (slots made by the caller); each
