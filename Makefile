@@ -58,6 +58,8 @@ OBJS = \
 	src/worker/stream_pacing.o \
 	src/worker/generation_policy.o \
 	src/worker/archiver.o \
+	src/worker/launcher.o \
+	src/worker/dropdb_hook.o \
 	src/worker/snapshot.o \
 	src/worker/snapshot_worker.o \
 	src/worker/walsender_reap.o \

@@ -13,7 +13,10 @@ archive without changestream's code.
 
 A GENERATION_DIR is <changestream.directory>/generations/<16 hex digits>;
 a path to its wal/ subdirectory works too.  An ARCHIVE_DIR is the
-changestream.directory itself (it holds generations/).
+changestream.directory itself (it holds generations/, and databases/ with
+one archive tree per database other than changestream.database: every
+tree is read, each generation titled with its database), or one
+database's tree, <changestream.directory>/databases/<name>.
 
 Every segment header CRC and frame CRC is checked (CRC-32C, Castagnoli,
 reflected polynomial 0x82F63B78), every frame must be exactly filled by its
@@ -1149,6 +1152,32 @@ def summarize(title, results, problems, torn_notes=True):
                 r.unknown_kinds, os.path.basename(r.path)))
 
 
+def database_name(tree):
+    """The database name of a databases/<tree> directory: every byte other
+    than a-z, 0-9, _ and - is written %XX there (docs/databases.md)."""
+    raw = re.sub(rb"%([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                 tree.encode("utf-8", "surrogateescape"))
+    return raw.decode("utf-8", "replace")
+
+
+def read_archive(path, label, problems, show, values, sections):
+    """Every generation of the archive tree path (it holds generations/),
+    appended to sections with label before each title."""
+    gens_dir = os.path.join(path, "generations")
+    try:
+        names = sorted(n for n in os.listdir(gens_dir) if GENERATION_NAME.match(n))
+    except OSError as e:
+        problems.add(gens_dir, 0, "could not read directory: %s" % e.strerror)
+        names = []
+    for name in names:
+        g = os.path.join(gens_dir, name)
+        if not os.path.isdir(g):
+            problems.add(g, 0, "\"%s\" is not a directory" % g)
+            continue
+        gen_name, results = read_generation(g, problems, show, values)
+        sections.append(("%sgeneration %s" % (label, gen_name), results))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("path", help="a .wal or .wal.gz segment, a generation directory, "
@@ -1162,20 +1191,22 @@ def main():
     show = not args.summary
     sections = []
 
-    if os.path.isdir(path) and os.path.isdir(os.path.join(path, "generations")):
-        gens_dir = os.path.join(path, "generations")
-        try:
-            names = sorted(n for n in os.listdir(gens_dir) if GENERATION_NAME.match(n))
-        except OSError as e:
-            problems.add(gens_dir, 0, "could not read directory: %s" % e.strerror)
-            names = []
-        for name in names:
-            g = os.path.join(gens_dir, name)
-            if not os.path.isdir(g):
-                problems.add(g, 0, "\"%s\" is not a directory" % g)
-                continue
-            gen_name, results = read_generation(g, problems, show, args.values)
-            sections.append(("generation %s" % gen_name, results))
+    if os.path.isdir(path) and (os.path.isdir(os.path.join(path, "generations")) or
+                                os.path.isdir(os.path.join(path, "databases"))):
+        if os.path.isdir(os.path.join(path, "generations")):
+            read_archive(path, "", problems, show, args.values, sections)
+        dbs_dir = os.path.join(path, "databases")
+        if os.path.isdir(dbs_dir):
+            try:
+                trees = sorted(os.listdir(dbs_dir))
+            except OSError as e:
+                problems.add(dbs_dir, 0, "could not read directory: %s" % e.strerror)
+                trees = []
+            for tree in trees:
+                t = os.path.join(dbs_dir, tree)
+                if os.path.isdir(os.path.join(t, "generations")):
+                    read_archive(t, "database %s, " % database_name(tree),
+                                 problems, show, args.values, sections)
     elif os.path.isdir(path):
         gen_dir = path
         if os.path.basename(path) == "wal":

@@ -735,8 +735,10 @@ COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snaps
 DROP FUNCTION status();
 
 /*
- * status() -> record
- *   One row describing the archiver worker, read from shared memory.
+ * status() -> setof record
+ *   One row per archived database (changestream.databases, or
+ *   changestream.database alone; docs/databases.md) describing its
+ *   archiver, read from shared memory; database names it.
  *   lag_bytes: bytes of WAL the server has flushed that are not yet durable
  *   in the archive (local server), or received minus flushed (remote).
  *   compressor_pid .. last_compress_error_at: the compressor worker;
@@ -853,7 +855,7 @@ CREATE FUNCTION status(
 	OUT last_commit_time timestamptz,
 	OUT received_commit_time timestamptz,
 	OUT replica_lag_seconds double precision)
-RETURNS record
+RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
 
@@ -982,7 +984,8 @@ REVOKE ALL ON FUNCTION replica_check() FROM PUBLIC;
 REVOKE ALL ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) FROM PUBLIC;
 
 /*
- * stat_archiver: the archive's health at a glance, one row, in the style
+ * stat_archiver: the archive's health at a glance, one row per archived
+ * database (database names it: docs/databases.md), in the style
  * of pg_stat_archiver (docs/DESIGN.md section "SQL surface"), derived
  * from status() and the settings.
  *   healthy: state is streaming, no error is current, lag_bytes is below
@@ -1039,7 +1042,8 @@ SELECT s.state = 'streaming'
 	   g.retention_seconds,
 	   g.snapshot_interval_seconds,
 	   CASE WHEN g.retention_seconds > 0 THEN g.snapshot_interval_seconds > 0 END AS retention_effective,
-	   s.retention_held
+	   s.retention_held,
+	   s.database
   FROM @extschema@.status() s
  CROSS JOIN LATERAL (
 	SELECT s.state = 'error'
@@ -1112,7 +1116,7 @@ COMMENT ON FUNCTION generations() IS 'One row per archived generation: its range
 COMMENT ON FUNCTION generation_stats(text) IS 'The generations() row of one generation.';
 COMMENT ON FUNCTION wal_segments(text) IS 'The WAL segments of a generation in index order, with their LSN range, size and compression.';
 COMMENT ON FUNCTION wal_records(text, pg_lsn, pg_lsn) IS 'Every archived pgoutput message of a generation in stream order, optionally bounded by commit LSN.';
-COMMENT ON FUNCTION status() IS 'The archiver, compressor, uploader and slot as shared memory shows them now (one row).';
+COMMENT ON FUNCTION status() IS 'The archiver, compressor, uploader and slot as shared memory shows them now (one row per archived database).';
 COMMENT ON FUNCTION snapshots(text) IS 'The snapshots of a generation, oldest first, from their manifests.';
 COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables now; returns its consistent LSN once it is durable.';
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
@@ -1130,4 +1134,4 @@ COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger record
 COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables, and tables a publication stops publishing, in ddl_history.';
 COMMENT ON FUNCTION ddl_table_rewrite_trigger() IS 'Internal: event trigger recording table rewrites in ddl_history.';
 COMMENT ON TABLE ddl_history IS 'The schema history: one row per DDL command and table it affects, archived through the publication changestream_ddl.';
-COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row): healthy, current error, lag in bytes and seconds, replica, slot and retention.';
+COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row per archived database): healthy, current error, lag in bytes and seconds, replica, slot and retention.';

@@ -2,7 +2,9 @@
  *
  * changestream.c
  *	  Module entry point: _PG_init() defines the GUCs, asks for shared
- *	  memory and registers the archiver background worker.  The library
+ *	  memory, registers the launcher (which starts one archiver per
+ *	  archived database), the maintenance worker and the uploader, and
+ *	  installs the DROP DATABASE hook.  The library
  *	  must be in shared_preload_libraries; loaded any other way it does
  *	  nothing, and the SQL functions explain what is missing.
  *
@@ -12,7 +14,6 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 
 #include "archive/reader_pins.h"
@@ -20,6 +21,8 @@
 #include "base/shmem_status.h"
 #include "read/restore_progress.h"
 #include "worker/archiver.h"
+#include "worker/dropdb_hook.h"
+#include "worker/launcher.h"
 #include "worker/maintenance.h"
 #include "worker/uploader.h"
 #include "replica/replica_status.h"
@@ -55,18 +58,16 @@ changestream_shmem_startup(void)
 
 /*
  * _PG_init() -> void
- *	  Called when the library is loaded.  Registers one archiver worker
- *	  (BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION, started
- *	  once recovery has finished, restarted 5 s after an unexpected exit)
- *	  the maintenance worker (maintenance.c) and, when changestream.replica_url
- *	  is set at server start, the uploader (uploader.c).  Mirrors the registration in
- *	  contrib/worker_spi.
+ *	  Called when the library is loaded.  Registers the launcher
+ *	  (launcher.c: it starts one archiver per archived database as a
+ *	  dynamic background worker), the maintenance worker (maintenance.c)
+ *	  and, when changestream.replica_url is set at server start, the
+ *	  uploader (uploader.c); installs the DROP DATABASE hook
+ *	  (dropdb_hook.c).  Mirrors the registration in contrib/worker_spi.
  */
 void
 _PG_init(void)
 {
-	BackgroundWorker worker;
-
 	/*
 	 * Loaded any other way (CREATE EXTENSION, LOAD) the library defines
 	 * nothing: changestream.database is PGC_POSTMASTER and cannot be
@@ -84,22 +85,8 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = changestream_shmem_startup;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/*
-	 * On a hot standby the archiver starts too, to show state "standby" and
-	 * take over at promotion without a restart (archiver.c).
-	 */
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "changestream");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "changestream_archiver_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream archiver");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream archiver");
-	worker.bgw_notify_pid = 0;
-	RegisterBackgroundWorker(&worker);
-
+	cs_register_launcher();
 	cs_register_maintenance();
 	cs_register_uploader();
+	cs_install_dropdb_hook();
 }

@@ -376,10 +376,11 @@ sub cs_start_archiving
 # archiver's slot so that it covers everything the archive can hold.
 sub cs_create_oracle_slot
 {
-	my ($node, $db) = @_;
-	$db //= 'postgres';
+	my ($node, $db, $slot) = @_;
+	$db   //= 'postgres';
+	$slot //= 'oracle';
 	$node->safe_psql($db,
-		"SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')");
+		"SELECT pg_create_logical_replication_slot('$slot', 'pgoutput')");
 	return;
 }
 
@@ -609,13 +610,15 @@ sub cs_fetch_archive
 	return grep { $_ ne '' } split /\n/, $out;
 }
 
-# hex pgoutput messages of the oracle slot (peek: the slot does not move)
+# hex pgoutput messages of the oracle slot (peek: the slot does not move);
+# $slot defaults to 'oracle'
 sub cs_fetch_oracle
 {
-	my ($node, $db) = @_;
+	my ($node, $db, $slot) = @_;
+	$slot //= 'oracle';
 	my $out = $node->safe_psql($db // 'postgres',
 		"$ORACLE_SETTINGS SELECT encode(data, 'hex') FROM "
-		  . "pg_logical_slot_peek_binary_changes('oracle', NULL, NULL, $PGOUTPUT_OPTIONS)"
+		  . "pg_logical_slot_peek_binary_changes('$slot', NULL, NULL, $PGOUTPUT_OPTIONS)"
 	);
 	return grep { $_ ne '' } split /\n/, $out;
 }
@@ -696,7 +699,8 @@ sub _txn_text
 
 # cs_compare_with_oracle($node, %p) -> number of transactions compared
 #   gen, start_lsn (generation start), target (upper bound, inclusive),
-#   name, min_txns (the comparison must cover at least this many), db
+#   name, min_txns (the comparison must cover at least this many), db,
+#   slot (the oracle slot, default 'oracle')
 # Tests: archive well-formed; no commit LSN twice; all archived commits >=
 # start_lsn; oracle covers >= min_txns; archive == oracle over the range.
 sub cs_compare_with_oracle
@@ -708,7 +712,7 @@ sub cs_compare_with_oracle
 	my $lo    = cs_lsn_to_int($p{start_lsn});
 	my $hi    = cs_lsn_to_int($p{target});
 	my @arch  = cs_fetch_archive($node, $p{gen}, $db);
-	my @orcl  = cs_fetch_oracle($node, $db);
+	my @orcl  = cs_fetch_oracle($node, $db, $p{slot});
 	my ($atx, $aerr) = cs_group_txns(\@arch);
 	my ($otx, $oerr) = cs_group_txns(\@orcl);
 

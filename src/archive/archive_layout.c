@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "access/xact.h"
+#include "lib/stringinfo.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -44,6 +45,7 @@
 #define SPARE_FILE			"spare.wal"
 #define REPLICA_JOURNAL_FILE "replica.journal"
 #define SPARE_PART_FILE		"spare.wal.part"
+#define DATABASES_DIR		"databases"
 #define TMP_SUFFIX			".tmp"
 #define GZ_SUFFIX			".gz"
 #define COMPRESSOR_TMP_SUFFIX ".wal.gz.tmp"
@@ -286,6 +288,47 @@ char *
 cs_file_in(const char *dir, const char *name)
 {
 	return psprintf("%s/%s", dir, name);
+}
+
+/*
+ * cs_databases_dir_path
+ *	  Returns a palloc'd "<root>/databases", the directory that holds the
+ *	  archive tree of every database but changestream.database's
+ *	  (docs/databases.md).
+ */
+char *
+cs_databases_dir_path(const char *root)
+{
+	return psprintf("%s/" DATABASES_DIR, root);
+}
+
+/*
+ * cs_database_tree_path
+ *	  Returns a palloc'd "<root>/databases/<name>", the archive tree of
+ *	  database (a whole archive: generations, locks, spare, journal).  The
+ *	  name is the database's name with every byte other than a-z, 0-9, _
+ *	  and - written as %XX (upper case hex), so that any database name
+ *	  (dots, slashes, upper case on a case-insensitive file system, other
+ *	  encodings) gives one name of at most 189 bytes, and no two names the
+ *	  same.
+ */
+char *
+cs_database_tree_path(const char *root, const char *database)
+{
+	StringInfoData buf;
+	const unsigned char *p;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "%s/" DATABASES_DIR "/", root);
+	for (p = (const unsigned char *) database; *p; p++)
+	{
+		if ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			*p == '_' || *p == '-')
+			appendStringInfoChar(&buf, (char) *p);
+		else
+			appendStringInfo(&buf, "%%%02X", (unsigned int) *p);
+	}
+	return buf.data;
 }
 
 /*

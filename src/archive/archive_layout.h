@@ -56,6 +56,8 @@ extern char *cs_lock_file_path(const char *directory, bool maintenance);
 extern char *cs_spare_path(const char *directory);
 extern char *cs_spare_part_path(const char *directory);
 extern char *cs_file_in(const char *dir, const char *name);
+extern char *cs_databases_dir_path(const char *root);
+extern char *cs_database_tree_path(const char *root, const char *database);
 extern char *cs_tmp_path(const char *path);
 extern bool cs_is_tmp_name(const char *name);
 extern bool cs_is_maintenance_tmp_name(const char *name);

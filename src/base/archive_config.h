@@ -18,14 +18,23 @@
  */
 typedef struct CsArchiveConfig
 {
-	char	   *directory;		/* changestream.directory, "" = disabled */
+	char	   *directory;		/* the archive's tree, "" = disabled */
+	char	   *root;			/* changestream.directory, "" = disabled */
 	char	   *database;		/* changestream.database */
 	char	   *slot_name;		/* changestream.slot_name */
 	char	   *publication;	/* changestream.publication */
 	char	   *conninfo;		/* changestream.conninfo, "" = local server */
 } CsArchiveConfig;
 
+#include "nodes/pg_list.h"
+
 extern CsArchiveConfig *cs_archive_config_current(void);
+extern List *cs_archived_databases(void);
+extern bool cs_archive_config_is_archived(const char *database);
+extern CsArchiveConfig *cs_archive_config_for(const char *database, Oid dboid);
+extern CsArchiveConfig *cs_archive_config_select(const char *database,
+												 Oid dboid);
+extern void cs_archive_config_serve(const char *database);
 extern bool cs_archive_config_session_equal(const CsArchiveConfig *a,
 											const CsArchiveConfig *b);
 

@@ -313,4 +313,17 @@ cs_parse_type_string(const char *str, Oid *typid, int32 *typmod)
 }
 #endif
 
+/*
+ * cs_database_ownercheck(dboid) -> does the current user own the database
+ * (or is a superuser)?  16 replaced pg_database_ownercheck() by
+ * object_ownercheck() (utils/acl.h, catalog/pg_database.h).
+ */
+#if PG_VERSION_NUM >= 160000
+#define cs_database_ownercheck(dboid) \
+	object_ownercheck(DatabaseRelationId, (dboid), GetUserId())
+#else
+#define cs_database_ownercheck(dboid) \
+	pg_database_ownercheck((dboid), GetUserId())
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */

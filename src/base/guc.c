@@ -24,9 +24,12 @@
 #include "base/guc.h"
 #include "base/guc_rejected.h"
 #include "base/replica_url.h"
+#include "base/shmem_status.h"
 
 char	   *cs_directory = NULL;
 char	   *cs_database = NULL;
+char	   *cs_databases = NULL;
+char	   *cs_read_database = NULL;
 char	   *cs_slot_name = NULL;
 char	   *cs_publication = NULL;
 char	   *cs_conninfo = NULL;
@@ -191,6 +194,76 @@ check_database(char **newval, void **extra, GucSource source)
 	return cs_guc_checked("changestream.database",
 						  check_name("changestream.database", *newval),
 						  source, *newval, true);
+}
+
+/*
+ * databases_problem
+ *	  Check a value for changestream.databases.  Returns NULL when it is a
+ *	  valid list (empty, or 1 to CS_MAX_DATABASES distinct names of 1 to
+ *	  NAMEDATALEN - 1 bytes), else a sentence saying what is wrong (for
+ *	  GUC_check_errdetail).  Allocates in the current memory context.
+ */
+static const char *
+databases_problem(const char *value)
+{
+	char	   *copy;
+	List	   *items = NIL;
+	ListCell   *lc;
+
+	if (value == NULL || value[0] == '\0')
+		return NULL;
+	copy = pstrdup(value);
+	if (!SplitGUCList(copy, ',', &items))
+		return "The list syntax is invalid (an unterminated double quote?).";
+	if (list_length(items) > CS_MAX_DATABASES)
+		return psprintf("It lists %d databases; at most %d can be archived.",
+						list_length(items), CS_MAX_DATABASES);
+	foreach(lc, items)
+	{
+		const char *item = lfirst(lc);
+		ListCell   *other;
+
+		if (item[0] == '\0' || strlen(item) >= NAMEDATALEN)
+			return psprintf("A listed name is empty or longer than %d bytes.",
+							NAMEDATALEN - 1);
+		for_each_cell(other, items, lnext(items, lc))
+			if (strcmp(item, (const char *) lfirst(other)) == 0)
+				return psprintf("Database \"%s\" is listed twice.", item);
+	}
+	return NULL;
+}
+
+static bool
+check_databases_value(char **newval)
+{
+	const char *problem = databases_problem(*newval);
+
+	if (problem != NULL)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("changestream.databases is not a valid list of databases");
+		GUC_check_errdetail("%s", problem);
+		GUC_check_errhint("List database names separated by commas, for example 'app, billing'; double-quote a name with a comma or upper case letters in it.");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_databases(char **newval, void **extra, GucSource source)
+{
+	return cs_guc_checked("changestream.databases",
+						  check_databases_value(newval), source, *newval,
+						  false);
+}
+
+/* changestream.read_database: empty, or a database name */
+static bool
+check_read_database(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	return check_name("changestream.read_database", *newval);
 }
 
 static bool
@@ -421,11 +494,23 @@ cs_define_gucs(void)
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   check_directory, NULL, NULL);
 	DefineCustomStringVariable("changestream.database",
-							   "Database whose changes are archived.",
-							   NULL,
+							   "Database archived at the root of changestream.directory.",
+							   "Archived alone when changestream.databases is empty.",
 							   &cs_database, "postgres",
 							   PGC_POSTMASTER, 0,
 							   check_database, NULL, NULL);
+	DefineCustomStringVariable("changestream.databases",
+							   "Databases whose changes are archived, each in its own archive tree.",
+							   "A comma-separated list; empty archives changestream.database alone.  Databases other than changestream.database are archived in changestream.directory/databases/<name>.",
+							   &cs_databases, "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   check_databases, NULL, NULL);
+	DefineCustomStringVariable("changestream.read_database",
+							   "Database whose archive the archive functions read in this session.",
+							   "Empty reads the current database's archive.  Another database's needs superuser or pg_monitor.",
+							   &cs_read_database, "",
+							   PGC_USERSET, 0,
+							   check_read_database, NULL, NULL);
 	DefineCustomStringVariable("changestream.slot_name",
 							   "Logical replication slot the archiver consumes.",
 							   "Created by the archiver when it does not exist.",

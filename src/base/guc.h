@@ -11,6 +11,8 @@
 
 extern char *cs_directory;
 extern char *cs_database;
+extern char *cs_databases;
+extern char *cs_read_database;	/* "" = the current database's archive */		/* changestream.databases, "" = database alone */
 extern char *cs_slot_name;
 extern char *cs_publication;
 extern char *cs_conninfo;

@@ -30,7 +30,19 @@
 
 #define CS_LWLOCK_TRANCHE	"changestream status"
 
+/*
+ * One CsStatus per archived database (changestream.databases): the
+ * launcher (launcher.c) claims an entry for each listed database and
+ * passes its index to the archiver it starts.  cs_status is the entry this
+ * process works on (cs_status_select()); the first entry until one is
+ * selected, so a process that serves one archive needs no change.  One
+ * more entry, never claimed, stands for a database no archiver serves
+ * (cs_status_select_none()): it always says "not running".
+ */
+static CsStatus *cs_status_array = NULL;
 static CsStatus *cs_status = NULL;
+
+static void set_text(char *field, const char *value, size_t size);
 
 /*
  * The maintenance worker's status: scalars under its own spinlock, the error
@@ -60,7 +72,7 @@ static CsMaintenanceShared *cs_maintenance = NULL;
 void
 cs_shmem_request(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsStatus) * (CS_MAX_DATABASES + 1)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(CsMaintenanceShared)));
 	RequestNamedLWLockTranche(CS_LWLOCK_TRANCHE, 1);
 }
@@ -76,15 +88,25 @@ cs_shmem_startup(void)
 	bool		found;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	cs_status = ShmemInitStruct("changestream status", sizeof(CsStatus), &found);
+	cs_status_array = ShmemInitStruct("changestream status",
+									  sizeof(CsStatus) * (CS_MAX_DATABASES + 1),
+									  &found);
 	if (!found)
 	{
-		memset(cs_status, 0, sizeof(CsStatus));
-		SpinLockInit(&cs_status->mutex);
-		cs_status->state = CS_STATE_NOT_RUNNING;
-		cs_status->segment_index = -1;
-		cs_status->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
+		int			i;
+
+		memset(cs_status_array, 0, sizeof(CsStatus) * (CS_MAX_DATABASES + 1));
+		for (i = 0; i <= CS_MAX_DATABASES; i++)
+		{
+			CsStatus   *st = &cs_status_array[i];
+
+			SpinLockInit(&st->mutex);
+			st->state = CS_STATE_NOT_RUNNING;
+			st->segment_index = -1;
+			st->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
+		}
 	}
+	cs_status = &cs_status_array[0];
 	cs_maintenance = ShmemInitStruct("changestream maintenance status",
 									sizeof(CsMaintenanceShared), &found);
 	if (!found)
@@ -193,6 +215,220 @@ cs_status_flushed_lsn_of(uint64 generation)
 	return flushed;
 }
 
+/*
+ * cs_status_select
+ *	  Make entry index (0 .. CS_MAX_DATABASES - 1) the one this process's
+ *	  accessors read and write.
+ */
+void
+cs_status_select(int index)
+{
+	Assert(index >= 0 && index < CS_MAX_DATABASES);
+	cs_status = &cs_status_array[index];
+}
+
+/*
+ * cs_status_select_none
+ *	  Select the entry of no archived database (state "not running"
+ *	  forever): for a backend whose database has no entry.
+ */
+void
+cs_status_select_none(void)
+{
+	cs_status = &cs_status_array[CS_MAX_DATABASES];
+}
+
+/*
+ * cs_status_selected
+ *	  The index of the entry this process works on.
+ */
+int
+cs_status_selected(void)
+{
+	return (int) (cs_status - cs_status_array);
+}
+
+/*
+ * cs_status_selected_database
+ *	  The database name of the selected entry into database (NAMEDATALEN
+ *	  bytes; "" when it serves none).
+ */
+void
+cs_status_selected_database(char *database)
+{
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	strlcpy(database, cs_status->in_use ? cs_status->database : "", NAMEDATALEN);
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_index_of
+ *	  The index of the entry claimed for database, or -1 when there is
+ *	  none.
+ */
+int
+cs_status_index_of(const char *database)
+{
+	int			found = -1;
+	int			i;
+
+	LWLockAcquire(cs_status_array[0].lock, LW_SHARED);
+	for (i = 0; i < CS_MAX_DATABASES && found < 0; i++)
+		if (cs_status_array[i].in_use &&
+			strcmp(cs_status_array[i].database, database) == 0)
+			found = i;
+	LWLockRelease(cs_status_array[0].lock);
+	return found;
+}
+
+/*
+ * cs_status_claim
+ *	  The launcher's: the index of database's entry, claiming a free one
+ *	  (reset to "not running") when it has none; -1 when all
+ *	  CS_MAX_DATABASES are taken.
+ */
+int
+cs_status_claim(const char *database)
+{
+	int			found = cs_status_index_of(database);
+	int			i;
+
+	if (found >= 0)
+		return found;
+	LWLockAcquire(cs_status_array[0].lock, LW_EXCLUSIVE);
+	for (i = 0; i < CS_MAX_DATABASES && found < 0; i++)
+	{
+		CsStatus   *st = &cs_status_array[i];
+
+		if (st->in_use)
+			continue;
+		memset((char *) st + offsetof(CsStatus, pid), 0,
+			   offsetof(CsStatus, lock) - offsetof(CsStatus, pid));
+		memset((char *) st + CS_STATUS_TEXT_START, 0,
+			   sizeof(CsStatus) - CS_STATUS_TEXT_START);
+		st->state = CS_STATE_NOT_RUNNING;
+		st->segment_index = -1;
+		strlcpy(st->database, database, NAMEDATALEN);
+		st->in_use = true;
+		found = i;
+	}
+	LWLockRelease(cs_status_array[0].lock);
+	return found;
+}
+
+/*
+ * cs_status_release
+ *	  The launcher's: entry index no longer serves a database (it left
+ *	  changestream.databases and its archiver is gone).
+ */
+void
+cs_status_release(int index)
+{
+	LWLockAcquire(cs_status_array[0].lock, LW_EXCLUSIVE);
+	cs_status_array[index].in_use = false;
+	LWLockRelease(cs_status_array[0].lock);
+}
+
+/*
+ * cs_status_in_use
+ *	  Does entry index serve a database?  Its name into database
+ *	  (NAMEDATALEN bytes) when it does.
+ */
+bool
+cs_status_in_use(int index, char *database)
+{
+	bool		in_use;
+
+	LWLockAcquire(cs_status_array[0].lock, LW_SHARED);
+	in_use = cs_status_array[index].in_use;
+	if (in_use)
+		strlcpy(database, cs_status_array[index].database, NAMEDATALEN);
+	LWLockRelease(cs_status_array[0].lock);
+	return in_use;
+}
+
+/*
+ * cs_status_set_dropping
+ *	  DROP DATABASE of the selected entry's database is in progress (true)
+ *	  or over (false); dropped: it succeeded.  The archiver ends and the
+ *	  launcher starts none while dropping or dropped (dropdb_hook.c).
+ */
+void
+cs_status_set_dropping(bool dropping, bool dropped)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->dropping = dropping;
+	cs_status->dropped = dropped;
+	latch = cs_status->archiver_latch;
+	SpinLockRelease(&cs_status->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * cs_status_forget_dropped
+ *	  The launcher's, at a reload: a database dropped earlier may have been
+ *	  created again; its archiver is started again (and says so if not).
+ */
+void
+cs_status_forget_dropped(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	if (!cs_status->dropping)
+		cs_status->dropped = false;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_dropping
+ *	  Is the selected entry's database being dropped, or dropped?
+ */
+bool
+cs_status_dropping(void)
+{
+	bool		dropping;
+
+	SpinLockAcquire(&cs_status->mutex);
+	dropping = cs_status->dropping || cs_status->dropped;
+	SpinLockRelease(&cs_status->mutex);
+	return dropping;
+}
+
+/*
+ * cs_status_archiver_pid
+ *	  The PID of the selected entry's archiver, 0 when none runs.
+ */
+pid_t
+cs_status_archiver_pid(void)
+{
+	pid_t		pid;
+
+	SpinLockAcquire(&cs_status->mutex);
+	pid = cs_status->pid;
+	SpinLockRelease(&cs_status->mutex);
+	return pid;
+}
+
+/*
+ * cs_status_set_launch_error
+ *	  The launcher's: why entry's archiver does not run (a budget too
+ *	  small), shown in status() as last_error with state "error".
+ */
+void
+cs_status_set_launch_error(const char *message)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	set_text(cs_status->last_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->last_error_at = now;
+	if (cs_status->pid == 0)
+		cs_status->state = CS_STATE_ERROR;
+	SpinLockRelease(&cs_status->mutex);
+}
+
 /* Set a text field under the LWLock (truncated to size - 1 bytes). */
 static void
 set_text(char *field, const char *value, size_t size)
@@ -235,7 +471,7 @@ cs_status_archiver_startup_failed(const char *database)
 	bool		starting;
 
 	snprintf(message, sizeof(message),
-			 "the archiver could not connect to database \"%s\" (changestream.database); see the server log",
+			 "the archiver could not connect to database \"%s\" (changestream.database or changestream.databases); see the server log",
 			 database);
 	SpinLockAcquire(&cs_status->mutex);
 	starting = cs_status->pid == MyProcPid &&

@@ -28,6 +28,7 @@ typedef enum CsWorkerState
 } CsWorkerState;
 
 #define CS_ERROR_LEN 1024
+#define CS_MAX_DATABASES 64		/* entries: archived databases at most */
 
 typedef struct CsProgress
 {
@@ -76,6 +77,9 @@ typedef struct CsStatus
 	uint64		handoff_generation; /* that generation, when pending */
 	XLogRecPtr	handoff_lsn;	/* its start C, when pending */
 	Latch	   *archiver_latch;
+	bool		dropping;		/* DROP DATABASE of it runs */
+	bool		dropped;		/* DROP DATABASE of it succeeded */
+	bool		in_use;			/* claimed for database (under lock) */
 	struct LWLock *lock;		/* guards what follows */
 
 	/* text fields, under lock */
@@ -115,6 +119,20 @@ extern bool cs_status_attached(void);
 extern void cs_status_require_loaded(void);
 extern void cs_status_copy(CsStatus *copy);
 extern XLogRecPtr cs_status_flushed_lsn_of(uint64 generation);
+/* one entry per archived database */
+extern void cs_status_select(int index);
+extern void cs_status_select_none(void);
+extern int	cs_status_selected(void);
+extern void cs_status_selected_database(char *database);
+extern int	cs_status_index_of(const char *database);
+extern int	cs_status_claim(const char *database);
+extern void cs_status_release(int index);
+extern bool cs_status_in_use(int index, char *database);
+extern void cs_status_set_dropping(bool dropping, bool dropped);
+extern bool cs_status_dropping(void);
+extern void cs_status_forget_dropped(void);
+extern pid_t cs_status_archiver_pid(void);
+extern void cs_status_set_launch_error(const char *message);
 /* the archiver */
 extern void cs_status_archiver_started(Latch *latch, const char *database,
 									   const char *slot);

@@ -12,6 +12,8 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -152,73 +154,17 @@ replica_values(const CsStatus *s, Datum *values, bool *nulls)
 }
 
 /*
- * changestream.status(), returning a record (pid int, state text, database
- * text,
- *	  slot text, generation text, segment_index bigint, received_lsn,
- *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
- *	  last_message_at, last_flush_at timestamptz, messages, transactions, bytes
- *	  bigint, last_error text, last_error_at timestamptz, snapshot_table text,
- *	  snapshot_rows bigint, waiting_for text, tables_without_replica_identity
- *	  text, compressor_pid int, raw_sealed_segments, compressed_segments
- *	  bigint, last_compress_error text, last_compress_error_at timestamptz,
- *	  last_retention_at timestamptz, retention_freed_bytes bigint,
- *	  compression_deferred bool, commit_rate float8, group_commit_ms int,
- *	  retention_held bool, retention_held_since timestamptz,
- *	  retention_held_bytes bigint, retention_held_by_pid int,
- *	  handoff_pending bool, handoff_generation text, handoff_lsn pg_lsn)
- *	  flushed_lsn is
- *	  what the archiver has made durable and reported; confirmed_flush_lsn is
- *	  read from the local slot (NULL when the slot is on another server);
- *	  lag_bytes is the local WAL flush LSN minus flushed_lsn (received_lsn
- *	  minus flushed_lsn for a remote server). last_retention_at is the
- *	  archiver's last retention run (NULL: none since the server started),
- *	  retention_freed_bytes what retention deleted since then (bytes on disk).
- *	  compression_deferred: the maintenance worker waits while the archiver
- *	  catches up (maintenance.c). commit_rate: transactions archived a second
- *	  over the archiver's last period of measurement (at least 100 ms);
- *	  group_commit_ms: the group commit window it sizes, in ms (flush_interval
- *	  while catching up); both NULL until an archiving session has published
- *	  them (stream_pacing.c, cs_pacing_update_commit_rate(),
- *	  cs_pacing_group_commit_ms()).  retention_held: the last retention run
- *	  kept files the window would let go because a reader pinned them;
- *	  retention_held_since when that began (runs held back ever since),
- *	  retention_held_bytes what the last run could not free (bytes on disk),
- *	  retention_held_by_pid the backend whose pin kept the most (all three NULL
- *	  when not held).  handoff_pending: a requested new generation's
- *	  snapshot is taken and the archiver still writes the generation before
- *	  it, up to the new one's start (docs/DESIGN.md section 6);
- *	  handoff_generation and handoff_lsn name that generation and its start
- *	  (both NULL when none is pending); take_snapshot() and new_generation()
- *	  are refused meanwhile.  replica_state .. replica_bytes_sent: the
- *	  uploader's status (replica_values(), replica_status.c).
- *	  slot_wal_status .. slot_wal_limit_bytes: the WAL the local slot keeps
- *	  (slot_wal_values(), slot_wal.c).  last_commit_time: the commit time
- *	  of the newest transaction the archive holds durably (NULL: none since
- *	  the server started; stream.c, note_durable_commit());
- *	  received_commit_time: that of the newest transaction received (later
- *	  while one waits to be made durable).  replica_lag_seconds: the age of
- *	  the oldest local flush the bucket lacks (cs_replica_lag_seconds()).
- *	  The
- *	  extension's SQL of version 0.1 declares only the
- *	  first 31 columns: the row is built for as many columns as the declared
- *	  type has.
- *	  Errors: class 55 when the library was not preloaded.
+ * The values of the status() row of the selected status entry, whose
+ * archive is config, for a row type of natts columns.
  */
-Datum
-changestream_status(PG_FUNCTION_ARGS)
+static void
+status_values(const CsArchiveConfig *config, int natts, Datum *values,
+			  bool *nulls)
 {
 	CsStatus	s;
 	CsMaintenanceStatus c;
-	TupleDesc	tupdesc;
-	Datum		values[STATUS_COLS];
-	bool		nulls[STATUS_COLS];
-	CsArchiveConfig *config = cs_archive_config_current();
 	bool		local = cs_archive_config_local(config);
 	XLogRecPtr	confirmed = InvalidXLogRecPtr;
-
-	cs_status_require_loaded();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 
 	cs_status_copy(&s);
 	cs_maintenance_status_copy(&c);
@@ -226,7 +172,7 @@ changestream_status(PG_FUNCTION_ARGS)
 	if (local && s.slot[0] != '\0')
 		confirmed = local_confirmed_flush(s.slot);
 
-	memset(nulls, 0, sizeof(nulls));
+	memset(nulls, 0, sizeof(bool) * STATUS_COLS);
 	values[0] = Int32GetDatum(s.pid);
 	nulls[0] = s.pid == 0;
 	values[1] = CStringGetTextDatum(cs_state_name(s.state));
@@ -321,10 +267,119 @@ changestream_status(PG_FUNCTION_ARGS)
 		nulls[58] = !cs_replica_lag_seconds(GetCurrentTimestamp(), &lag);
 		values[58] = Float8GetDatum(lag);
 	}
-	if (tupdesc->natts > STATUS_COLS)
+	if (natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
-			 tupdesc->natts, STATUS_COLS);
+			 natts, STATUS_COLS);
+}
 
+/*
+ * The status() row of every archived database (one per status entry in
+ * use, in the order the launcher claimed them), into the materialized
+ * result; the current database's row when none is in use yet.
+ */
+static void
+status_rows(FunctionCallInfo fcinfo, const CsArchiveConfig *current)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[STATUS_COLS];
+	bool		nulls[STATUS_COLS];
+	char		database[NAMEDATALEN];
+	int			rows = 0;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < CS_MAX_DATABASES; i++)
+	{
+		if (!cs_status_in_use(i, database))
+			continue;
+		cs_status_select(i);
+		status_values(cs_archive_config_for(database,
+											get_database_oid(database, true)),
+					  rsinfo->setDesc->natts, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		rows++;
+	}
+	if (rows == 0)
+	{
+		(void) cs_archive_config_current();	/* selects its entry */
+		status_values(current, rsinfo->setDesc->natts, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/*
+ * changestream.status(), returning one record per archived database
+ *	  (docs/databases.md; version 0.1 declares a single record, that of the
+ *	  current database's archive: cs_archive_config_current()), of (pid
+ *	  int, state text, database text,
+ *	  slot text, generation text, segment_index bigint, received_lsn,
+ *	  flushed_lsn, confirmed_flush_lsn pg_lsn, lag_bytes bigint,
+ *	  last_message_at, last_flush_at timestamptz, messages, transactions, bytes
+ *	  bigint, last_error text, last_error_at timestamptz, snapshot_table text,
+ *	  snapshot_rows bigint, waiting_for text, tables_without_replica_identity
+ *	  text, compressor_pid int, raw_sealed_segments, compressed_segments
+ *	  bigint, last_compress_error text, last_compress_error_at timestamptz,
+ *	  last_retention_at timestamptz, retention_freed_bytes bigint,
+ *	  compression_deferred bool, commit_rate float8, group_commit_ms int,
+ *	  retention_held bool, retention_held_since timestamptz,
+ *	  retention_held_bytes bigint, retention_held_by_pid int,
+ *	  handoff_pending bool, handoff_generation text, handoff_lsn pg_lsn)
+ *	  flushed_lsn is
+ *	  what the archiver has made durable and reported; confirmed_flush_lsn is
+ *	  read from the local slot (NULL when the slot is on another server);
+ *	  lag_bytes is the local WAL flush LSN minus flushed_lsn (received_lsn
+ *	  minus flushed_lsn for a remote server). last_retention_at is the
+ *	  archiver's last retention run (NULL: none since the server started),
+ *	  retention_freed_bytes what retention deleted since then (bytes on disk).
+ *	  compression_deferred: the maintenance worker waits while the archiver
+ *	  catches up (maintenance.c). commit_rate: transactions archived a second
+ *	  over the archiver's last period of measurement (at least 100 ms);
+ *	  group_commit_ms: the group commit window it sizes, in ms (flush_interval
+ *	  while catching up); both NULL until an archiving session has published
+ *	  them (stream_pacing.c, cs_pacing_update_commit_rate(),
+ *	  cs_pacing_group_commit_ms()).  retention_held: the last retention run
+ *	  kept files the window would let go because a reader pinned them;
+ *	  retention_held_since when that began (runs held back ever since),
+ *	  retention_held_bytes what the last run could not free (bytes on disk),
+ *	  retention_held_by_pid the backend whose pin kept the most (all three NULL
+ *	  when not held).  handoff_pending: a requested new generation's
+ *	  snapshot is taken and the archiver still writes the generation before
+ *	  it, up to the new one's start (docs/DESIGN.md section 6);
+ *	  handoff_generation and handoff_lsn name that generation and its start
+ *	  (both NULL when none is pending); take_snapshot() and new_generation()
+ *	  are refused meanwhile.  replica_state .. replica_bytes_sent: the
+ *	  uploader's status (replica_values(), replica_status.c).
+ *	  slot_wal_status .. slot_wal_limit_bytes: the WAL the local slot keeps
+ *	  (slot_wal_values(), slot_wal.c).  last_commit_time: the commit time
+ *	  of the newest transaction the archive holds durably (NULL: none since
+ *	  the server started; stream.c, note_durable_commit());
+ *	  received_commit_time: that of the newest transaction received (later
+ *	  while one waits to be made durable).  replica_lag_seconds: the age of
+ *	  the oldest local flush the bucket lacks (cs_replica_lag_seconds()).
+ *	  The extension's SQL of version 0.1 declares only the
+ *	  first 31 columns: the row is built for as many columns as the declared
+ *	  type has.
+ *	  Errors: class 55 when the library was not preloaded.
+ */
+Datum
+changestream_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[STATUS_COLS];
+	bool		nulls[STATUS_COLS];
+	CsArchiveConfig *config;
+
+	cs_status_require_loaded();
+	config = cs_archive_config_current();
+	if (fcinfo->flinfo->fn_retset)
+	{
+		status_rows(fcinfo, config);
+		return (Datum) 0;
+	}
+	/* version 0.1 declares one row: the current database's */
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	status_values(config, tupdesc->natts, values, nulls);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));
 }
@@ -364,6 +419,7 @@ require_streaming(CsStatus *s, const char *fname, bool error_ok)
 				 errdetail("Creating the snapshot's replication slot waits for every running transaction, this one included."),
 				 errhint("Call it in a transaction of its own.")));
 	cs_status_require_loaded();
+	(void) cs_archive_config_current(); /* selects the database's entry */
 	cs_status_copy(s);
 	if (s->handoff_pending)
 		refuse_during_handoff(s, fname);

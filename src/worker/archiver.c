@@ -56,6 +56,7 @@
 #include "archive/schema_history.h"
 #include "archive/segment_recovery.h"
 #include "archive/segment_writer.h"
+#include "archive/storage.h"
 #include "base/archive_config.h"
 #include "base/guc.h"
 #include "base/guc_rejected.h"
@@ -548,6 +549,12 @@ session_connect(uint64 *sysid, uint32 *tli, CsSlotInfo *slot)
 				 errmsg("changestream.directory \"%s\" is inside the data directory",
 						directory),
 				 errhint("Put the archive outside the data directory: base backups would copy it and it would share the cluster's fate.")));
+	if (strcmp(sess_config->root, directory) != 0)
+	{
+		/* a database's tree below the root (docs/databases.md) */
+		cs_make_dir(sess_config->root);
+		cs_make_dir(cs_databases_dir_path(sess_config->root));
+	}
 	lock_fd = cs_lock_archive(directory);
 	cs_remove_tmp_files(directory);
 
@@ -1041,21 +1048,26 @@ wait_while_standby(void)
 
 /*
  * changestream_archiver_main
- *	  Entry point of the "changestream archiver" background worker,
- *	  registered by _PG_init() (main_arg is unused).  Connects to
- *	  changestream.database and runs archiving sessions until SIGTERM;
+ *	  Entry point of a "changestream archiver" background worker, started
+ *	  by the launcher (launcher.c) with its database's status entry index
+ *	  in main_arg and the database's name in bgw_extra.  Connects to that
+ *	  database and runs archiving sessions into its archive until SIGTERM;
  *	  never returns.
  */
 void
 changestream_archiver_main(Datum main_arg)
 {
 	sigjmp_buf	local_sigjmp_buf;
+	char		database[NAMEDATALEN];
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
 	MemoryContextSwitchTo(TopMemoryContext);
+	strlcpy(database, MyBgworkerEntry->bgw_extra, NAMEDATALEN);
+	cs_status_select(DatumGetInt32(main_arg));
+	cs_archive_config_serve(database);
 	start_config = cs_archive_config_current();
 	cs_status_archiver_started(MyLatch, start_config->database,
 							   start_config->slot_name);

@@ -32,6 +32,13 @@
  *	  error is caught here, logged once and dropped: it never stops
  *	  compression (docs/DESIGN.md section 11).
  *
+ *	  It serves the archive of every archived database (docs/databases.md)
+ *	  in turns: it stays with one archive until it has no work left, or
+ *	  until it has compressed TURN_SEGMENTS segments there, and then moves
+ *	  to the next, between two segments (never with a compression job, a
+ *	  spare or a retention run half done), so that a busy database does
+ *	  not starve the others.  It sleeps once a whole round found no work.
+ *
  *	  It holds its own lock file in the archive directory
  *	  (changestream.compressor.lock), as the archiver holds
  *	  changestream.lock, so that the maintenance worker of a second cluster
@@ -87,6 +94,7 @@
 #define BACKOFF_MAX_MS		30000
 #define SPARE_SLICE			(2 * 1024 * 1024)	/* zeros written per step */
 #define DEFER_MAX_RAW		4	/* see update_deferring() */
+#define TURN_SEGMENTS		4	/* segments compressed per turn when busy */
 
 /* A sealed raw segment to compress. */
 typedef struct Candidate
@@ -98,7 +106,10 @@ typedef struct Candidate
 static MemoryContext job_cxt = NULL;	/* the job in progress and its scan */
 static MemoryContext retention_scratch = NULL;	/* one retention step */
 static MemoryContext config_cxt = NULL; /* config */
-static CsArchiveConfig *config = NULL;	/* the archive's configuration */
+static List *configs = NIL;		/* every archive's configuration */
+static int	turn = 0;			/* the one served now, in configs */
+static int	turn_segments = 0;	/* segments compressed in this turn */
+static int	idle_archives = 0;	/* archives in a row found without work */
 static CsCompressJob *job = NULL;
 static int	lock_fd = -1;		/* changestream.compressor.lock */
 static char locked_dir[MAXPGPATH];	/* the directory it locks */
@@ -388,25 +399,86 @@ compression_failed(void)
 	RESUME_INTERRUPTS();
 
 	last_attempt_failed = true;
+	/* the next archive's turn: one that fails does not hold up the others */
+	if (list_length(configs) > 1)
+	{
+		release_lock();
+		cs_retention_reset();
+		turn = (turn + 1) % list_length(configs);
+		turn_segments = 0;
+	}
 	cs_latch_wait_ms(backoff_ms, true);
 	backoff_ms = Min(backoff_ms * 2, BACKOFF_MAX_MS);
 }
 
 /*
- * The archive's configuration from the current settings, in config_cxt
- * (the previous one is freed): taken at start and after each reload.
+ * Every archive's configuration from the current settings (one per
+ * archived database, cs_archived_databases()), in config_cxt (the
+ * previous ones are freed): taken at start and after each reload.
  */
-static CsArchiveConfig *
-take_config(void)
+static List *
+take_configs(void)
 {
 	MemoryContext old;
-	CsArchiveConfig *taken;
+	List	   *taken = NIL;
+	ListCell   *lc;
 
 	MemoryContextReset(config_cxt);
 	old = MemoryContextSwitchTo(config_cxt);
-	taken = cs_archive_config_current();
+	foreach(lc, cs_archived_databases())
+		taken = lappend(taken, cs_archive_config_for(lfirst(lc), InvalidOid));
 	MemoryContextSwitchTo(old);
 	return taken;
+}
+
+/* Is directory the tree of one of configs? */
+static bool
+served(List *list, const char *directory)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (strcmp(((CsArchiveConfig *) lfirst(lc))->directory, directory) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Leave the archive served now: nothing half done may stay (the caller
+ * switches only between segments), the lock is released and retention
+ * forgets its state.  With discard, the spare made there is removed too
+ * (no archiver takes it now).
+ */
+static void
+leave_archive(bool discard)
+{
+	if (job != NULL)
+	{
+		cs_compress_abort();
+		job = NULL;
+	}
+	if (discard && locked_dir[0] != '\0')
+		cs_spare_discard(locked_dir);
+	else
+		cs_spare_abort();
+	release_lock();
+	cs_retention_reset();
+}
+
+/*
+ * The archive to serve now: configs' entry turn, with its database's
+ * status entry selected (retention reads its last snapshot time there).
+ */
+static CsArchiveConfig *
+serve_turn(void)
+{
+	CsArchiveConfig *config;
+
+	if (turn >= list_length(configs))
+		turn = 0;
+	config = list_nth(configs, turn);
+	(void) cs_archive_config_select(config->database, InvalidOid);
+	return config;
 }
 
 /* before_shmem_exit callback: the worker is gone from status(). */
@@ -422,8 +494,8 @@ maintenance_exit(int code, Datum arg)
  * changestream_maintenance_main
  *	  Entry point of the "changestream maintenance" background worker
  *	  (main_arg is unused).  Needs no database connection.  Compresses
- *	  sealed segments of changestream.directory until SIGTERM; never
- *	  returns.
+ *	  sealed segments, prepares spares and applies retention in the archive
+ *	  of every archived database until SIGTERM; never returns.
  */
 void
 changestream_maintenance_main(Datum main_arg)
@@ -445,7 +517,7 @@ changestream_maintenance_main(Datum main_arg)
 	config_cxt = AllocSetContextCreate(TopMemoryContext,
 									   "changestream maintenance configuration",
 									   ALLOCSET_SMALL_SIZES);
-	config = take_config();
+	configs = take_configs();
 
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 		compression_failed();
@@ -453,6 +525,9 @@ changestream_maintenance_main(Datum main_arg)
 
 	for (;;)
 	{
+		CsArchiveConfig *config;
+		bool		compress_more;
+		bool		other_more = false;
 		bool		more;
 
 		CHECK_FOR_INTERRUPTS();
@@ -460,23 +535,19 @@ changestream_maintenance_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			config = take_config();
+			configs = take_configs();
 			if (job != NULL)
 			{
 				/* the directory may have changed: start over */
 				cs_compress_abort();
 				job = NULL;
 			}
-			if (strcmp(config->directory, locked_dir) != 0)
-			{
-				if (locked_dir[0] != '\0')
-					cs_spare_discard(locked_dir);	/* no archiver takes it now */
-				else
-					cs_spare_abort();
-				release_lock();
-				cs_retention_reset();	/* a run of another directory */
-			}
+			if (locked_dir[0] != '\0' && !served(configs, locked_dir))
+				leave_archive(true);
+			turn_segments = 0;
+			idle_archives = 0;
 		}
+		config = serve_turn();
 		cs_slot_wal_watch(config);	/* also while archiving is off */
 		if (!cs_archive_config_enabled(config))
 		{
@@ -485,14 +556,28 @@ changestream_maintenance_main(Datum main_arg)
 			cs_latch_wait_ms(RESCAN_MS, false);	/* the slot may still keep WAL */
 			continue;
 		}
-		more = compress_duty(config->directory);
-		if (!more && !deferring)
-			more = spare_duty(config->directory);
-		more = retention_duty(config->directory) || more;
-		if (!more)
+		if (strcmp(config->directory, locked_dir) != 0)
+			release_lock();
+		compress_more = compress_duty(config->directory);
+		if (!compress_more && !deferring)
+			other_more = spare_duty(config->directory);
+		other_more = retention_duty(config->directory) || other_more;
+		more = compress_more || other_more;
+		if (compress_more && job == NULL)
+			turn_segments++;
+		idle_archives = more ? 0 : idle_archives + 1;
+		if (list_length(configs) > 1 && job == NULL && !other_more &&
+			(!more || turn_segments >= TURN_SEGMENTS))
+		{
+			leave_archive(false);
+			turn = (turn + 1) % list_length(configs);
+			turn_segments = 0;
+		}
+		if (!more && idle_archives >= list_length(configs))
 		{
 			long		retry = cs_retention_retry_ms();
 
+			idle_archives = 0;
 			cs_latch_wait_ms(retry > 0 ? Min(retry, RESCAN_MS) : RESCAN_MS, false);
 		}
 	}

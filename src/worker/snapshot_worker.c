@@ -37,8 +37,9 @@
 
 /*
  * cs_launch_snapshot_worker
- *	  Claim the single snapshot slot in shared memory and register a
- *	  "changestream snapshot" worker for generation.  CS_LAUNCH_BUSY when a
+ *	  Claim the snapshot slot of the selected database's status entry
+ *	  (cs_status_select()) and register a "changestream snapshot" worker
+ *	  for generation of that database's archive.  CS_LAUNCH_BUSY when a
  *	  snapshot is already running, CS_LAUNCH_HANDOFF when a hand-off to a
  *	  new generation is pending (docs/DESIGN.md section 6),
  *	  CS_LAUNCH_NO_WORKER when no background worker slot is free (the claim
@@ -65,6 +66,9 @@ cs_launch_snapshot_worker(uint64 generation, pid_t notify_pid,
 	snprintf(worker.bgw_name, BGW_MAXLEN, "changestream snapshot");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "changestream snapshot");
 	memcpy(worker.bgw_extra, &generation, sizeof(generation));
+	/* the database whose archive it serves, and its status entry */
+	cs_status_selected_database(worker.bgw_extra + sizeof(generation));
+	worker.bgw_main_arg = Int32GetDatum(cs_status_selected());
 	worker.bgw_notify_pid = notify_pid;
 	if (!RegisterDynamicBackgroundWorker(&worker, handle))
 	{
@@ -108,7 +112,8 @@ snapshot_abandon(int code, Datum arg)
  * changestream_snapshot_main
  *	  Entry point of a "changestream snapshot" worker: takes one snapshot
  *	  with a temporary slot into generations/<gen>/snapshots/ (the generation
- *	  is in bgw_extra) and publishes its LSN or its error in shared memory.
+ *	  and the database are in bgw_extra, the database's status entry index
+ *	  in main_arg) and publishes its LSN or its error in shared memory.
  */
 void
 changestream_snapshot_main(Datum main_arg)
@@ -123,6 +128,8 @@ changestream_snapshot_main(Datum main_arg)
 	MemoryContext old;
 
 	memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+	cs_status_select(DatumGetInt32(main_arg));
+	cs_archive_config_serve(MyBgworkerEntry->bgw_extra + sizeof(generation));
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
@@ -131,6 +138,10 @@ changestream_snapshot_main(Datum main_arg)
 	config = cs_archive_config_current();
 	MemoryContextSwitchTo(old);
 	BackgroundWorkerInitializeConnection(config->database, NULL, 0);
+	/* now that the database's OID is known: its slot name */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	config = cs_archive_config_current();
+	MemoryContextSwitchTo(old);
 	load_file("libpqwalreceiver", false);
 	before_shmem_exit(snapshot_abandon, (Datum) 0);
 
