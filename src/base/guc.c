@@ -203,6 +203,20 @@ check_database(char **newval, void **extra, GucSource source)
  *	  NAMEDATALEN - 1 bytes), else a sentence saying what is wrong (for
  *	  GUC_check_errdetail).  Allocates in the current memory context.
  */
+/*
+ * Reject a list setting's value: errmsg names the setting, problem is the
+ * sentence its parser gave, hint shows a valid list.  Returns false.
+ */
+static bool
+list_rejected(const char *errmsg_text, const char *problem, const char *hint)
+{
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errmsg("%s", errmsg_text);
+	GUC_check_errdetail("%s", problem);
+	GUC_check_errhint("%s", hint);
+	return false;
+}
+
 static const char *
 databases_problem(const char *value)
 {
@@ -239,13 +253,9 @@ check_databases_value(char **newval)
 	const char *problem = databases_problem(*newval);
 
 	if (problem != NULL)
-	{
-		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-		GUC_check_errmsg("changestream.databases is not a valid list of databases");
-		GUC_check_errdetail("%s", problem);
-		GUC_check_errhint("List database names separated by commas, for example 'app, billing'; double-quote a name with a comma or upper case letters in it.");
-		return false;
-	}
+		return list_rejected("changestream.databases is not a valid list of databases",
+							 problem,
+							 "List database names separated by commas, for example 'app, billing'; double-quote a name with a comma or upper case letters in it.");
 	return true;
 }
 
@@ -313,13 +323,9 @@ check_message_prefixes_value(char **newval)
 	const char *problem = message_prefixes_problem(*newval);
 
 	if (problem != NULL)
-	{
-		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-		GUC_check_errmsg("changestream.message_prefixes is not a valid list of prefixes");
-		GUC_check_errdetail("%s", problem);
-		GUC_check_errhint("List prefixes separated by commas, for example 'audit, app.'; '*' archives every message, an empty list none.");
-		return false;
-	}
+		return list_rejected("changestream.message_prefixes is not a valid list of prefixes",
+							 problem,
+							 "List prefixes separated by commas, for example 'audit, app.'; '*' archives every message, an empty list none.");
 	return true;
 }
 
