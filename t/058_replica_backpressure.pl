@@ -80,21 +80,7 @@ sub local_files
 }
 
 # Objects under the prefix, as awscli lists them: name => size.
-sub bucket_objects
-{
-	my ($rc, $out, $err) = cs_aws($s3, 's3api', 'list-objects-v2',
-		'--bucket', $bucket, '--prefix', "$prefix/", '--query',
-		'Contents[].[Key,Size]', '--output', 'text');
-	die "list-objects-v2 failed: $err" if $rc != 0;
-	my %o;
-	for my $line (split /\n/, $out)
-	{
-		my ($key, $size) = split /\s+/, $line;
-		next unless defined $size && $key =~ s{^\Q$prefix\E/}{};
-		$o{$key} = $size;
-	}
-	return \%o;
-}
+sub bucket_objects { return cs_bucket_objects($s3, $bucket, $prefix); }
 
 # The local files missing from the bucket or there with another size.
 sub missing_from_bucket

@@ -79,7 +79,7 @@ our @EXPORT = qw(
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
   cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major
-  cs_object_store cs_s3_bucket cs_aws cs_s3_curl);
+  cs_object_store cs_s3_bucket cs_aws cs_s3_curl cs_bucket_objects);
 
 # "use ChangestreamTest;" also turns on strict and warnings and imports
 # Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
@@ -1035,6 +1035,26 @@ sub cs_aws
 	note("aws @args: exit " . ($? >> 8)
 		  . ($err ne '' ? '; stderr: ' . substr($err, -1000) : ''));
 	return ($? >> 8, $out, $err);
+}
+
+# cs_bucket_objects($s3, $bucket, $prefix) -> { key under "$prefix/" => size }
+#   The objects under the prefix, as awscli's ListObjectsV2 gives them (the
+#   oracle of the replica tests); dies if the listing fails.
+sub cs_bucket_objects
+{
+	my ($s3, $bucket, $prefix) = @_;
+	my ($rc, $out, $err) = cs_aws($s3, 's3api', 'list-objects-v2',
+		'--bucket', $bucket, '--prefix', "$prefix/", '--query',
+		'Contents[].[Key,Size]', '--output', 'text');
+	die "list-objects-v2 failed: $err" if $rc != 0;
+	my %o;
+	for my $line (split /\n/, $out)
+	{
+		my ($key, $size) = split /\s+/, $line;
+		next unless defined $size && $key =~ s{^\Q$prefix\E/}{};
+		$o{$key} = $size;
+	}
+	return \%o;
 }
 
 # cs_s3_bucket($s3, [$tag]) -> the name of a new, empty bucket
