@@ -576,6 +576,7 @@ CREATE VIEW restore_progress AS
 REVOKE ALL ON FUNCTION restore_progress_info() FROM PUBLIC;
 REVOKE ALL ON TABLE restore_progress FROM PUBLIC;
 GRANT SELECT ON TABLE restore_progress TO pg_monitor;
+GRANT EXECUTE ON FUNCTION restore_progress_info() TO pg_monitor;
 COMMENT ON FUNCTION restore_progress_info() IS 'Internal: the rows of the view restore_progress.';
 COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snapshot bytes read of the total, last applied LSN against the target, counts.';
 -- changes() returns row data like wal_records(): superusers only, or by
@@ -1230,6 +1231,7 @@ GRANT EXECUTE ON FUNCTION verify(text, text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
 GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
 GRANT SELECT ON TABLE restore_progress TO changestream_reader;
+GRANT EXECUTE ON FUNCTION restore_progress_info() TO changestream_reader;
 GRANT SELECT ON TABLE stat_archiver TO changestream_reader;
 GRANT EXECUTE ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) TO changestream_operator;
 GRANT EXECUTE ON FUNCTION take_snapshot() TO changestream_operator;

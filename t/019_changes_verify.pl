@@ -205,7 +205,7 @@ is($node->safe_psql($db, q{SELECT old_row::text FROM changestream.changes(relati
 	WHERE action = 'update'}), '{"x": "1", "y": "a"}', 'old_row is the whole old row under FULL');
 my (undef, undef, $nosuch) = $node->psql($db,
 	q{SELECT count(*) FROM changestream.changes(relations => '{nosuch}')});
-like($nosuch, qr/relations names "nosuch", which matches no table archived in generation/,
+like($nosuch, qr/table "nosuch" \(in relations\) matches no table archived in generation/,
 	'relations: a name matching no archived table is refused, not an empty result');
 
 # truncate and messages, ordinal within the transaction

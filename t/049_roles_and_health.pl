@@ -28,6 +28,7 @@ INSERT INTO t SELECT g, 'r' || g FROM generate_series(1, 10) g;
 CREATE ROLE reader_u LOGIN IN ROLE changestream_reader;
 CREATE ROLE operator_u LOGIN IN ROLE changestream_operator;
 CREATE ROLE plain_u LOGIN;
+CREATE ROLE monitor_u LOGIN IN ROLE pg_monitor;
 CREATE SCHEMA r_op AUTHORIZATION operator_u;
 CREATE SCHEMA r_dir AUTHORIZATION operator_u;
 });
@@ -116,7 +117,11 @@ my %reader_jobs = (
 	wal_records      => "SELECT count(*) FROM changestream.wal_records('$gen')",
 	verify           => "SELECT count(*) FROM changestream.verify('$gen')",
 	status           => 'SELECT count(*) FROM changestream.status()',
-	stat_archiver    => 'SELECT count(*) FROM changestream.stat_archiver',);
+	stat_archiver    => 'SELECT count(*) FROM changestream.stat_archiver',
+	restore_progress => 'SELECT count(*) FROM changestream.restore_progress',
+	tables           => "SELECT count(*) FROM changestream.tables('$gen')",);
+# what docs/monitoring.md and docs/roles.md promise pg_monitor
+my @monitor_jobs = qw(generations status stat_archiver restore_progress verify);
 my %operator_jobs = (
 	replica_check => 'SELECT count(*) FROM changestream.replica_check()',
 	restore =>
@@ -140,6 +145,10 @@ foreach my $job (sort keys %reader_jobs)
 {
 	is(run_as('plain_u', $reader_jobs{$job}), '42501', "no role: $job refused");
 	is(run_as('reader_u', $reader_jobs{$job}), '', "reader: $job");
+}
+foreach my $job (@monitor_jobs)
+{
+	is(run_as('monitor_u', $reader_jobs{$job}), '', "pg_monitor: $job");
 }
 foreach my $job (@operator_order)
 {

@@ -139,7 +139,7 @@ sub psql_error
 
 my $err = psql_error(
 	"SELECT * FROM changestream.restore('r1', tables => '{accc}')");
-like($err, qr/ERROR:  42P01: tables names "accc", which matches no table archived in generation $gen/,
+like($err, qr/ERROR:  42P01: table "accc" \(in tables\) matches no table archived in generation $gen/,
 	'restore(): an unmatched name is 42P01');
 like($err, qr/DETAIL:  Close names the generation holds: "public\.acc"/,
 	'restore(): the DETAIL names the close archived name');
@@ -155,7 +155,7 @@ is($node->safe_psql($db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'r1'
 	'0', 'restore(): nothing created by a refused name');
 $err = psql_error(
 	"SELECT count(*) FROM changestream.changes('$gen', relations => '{later}')");
-like($err, qr/42P01: relations names "later".*\n.*DETAIL:  Close names the generation holds: "public\.later_t"/,
+like($err, qr/42P01: table "later" \(in relations\).*\n.*DETAIL:  Close names the generation holds: "public\.later_t"/,
 	'changes(): an unmatched relation name is 42P01 with close names');
 is($node->safe_psql($db,
 		"SELECT count(*) FROM changestream.changes('$gen', relations => '{later_t, other}')
@@ -255,7 +255,8 @@ for my $bad (
 		'a parenthesis closing the expression' ],
 	[ q{aid IN (SELECT 1)}, qr/0A000: cannot use subquery/, 'a subquery' ],
 	[ q{random() < 0.5}, qr/0A000: row_filter must not call a volatile function/, 'a volatile function' ],
-	[ q{nosuch = 1}, qr/42703: column "nosuch" does not exist/, 'a column the table lacks' ],
+	[ q{nosuch = 1}, qr/42703: column "nosuch" does not exist(.|\n)*CONTEXT:  row_filter on table acc/,
+		'a column the table lacks (the error names the filter and the table)' ],
 	[ q{aid +}, qr/42601: syntax error/, 'a syntax error' ])
 {
 	my ($text, $re, $what) = @$bad;

@@ -324,16 +324,26 @@ cs_archived_tables(const char *directory, uint64 generation, List *names)
 	return cat.all;
 }
 
-/* Up to CLOSE_NAMES_MAX quoted qualified names close to given, or NULL. */
+/*
+ * Up to CLOSE_NAMES_MAX quoted qualified names close to given, or NULL:
+ * those at the smallest edit distance found (at most a third of given's
+ * length, at least 2), and those one edit further, nearest first.
+ */
 static char *
 close_names(const char *given, List *tables)
 {
 	int			max_d = Max(2, (int) strlen(given) / 3);
+	int			nearest = -1;	/* the distance of the first names found */
 	List	   *found = NIL;
 	StringInfoData out;
 	ListCell   *lc;
 
 	for (int d = 0; d <= max_d && list_length(found) < CLOSE_NAMES_MAX; d++)
+	{
+		if (found != NIL && nearest < 0)
+			nearest = d - 1;
+		if (nearest >= 0 && d > nearest + 1)
+			break;
 		foreach(lc, tables)
 		{
 			CsArchivedTable *t = lfirst(lc);
@@ -349,6 +359,7 @@ close_names(const char *given, List *tables)
 				list_length(found) < CLOSE_NAMES_MAX)
 				found = lappend(found, makeString(q));
 		}
+	}
 	if (found == NIL)
 		return NULL;
 	initStringInfo(&out);
@@ -392,8 +403,8 @@ cs_check_table_names(const char *directory, uint64 generation, List *names,
 		close = close_names(given, tables);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("%s names \"%s\", which matches no table archived in generation %016llx",
-						argument, given, (unsigned long long) generation),
+				 errmsg("table \"%s\" (in %s) matches no table archived in generation %016llx",
+						given, argument, (unsigned long long) generation),
 				 close != NULL ?
 				 errdetail("Close names the generation holds: %s.", close) :
 				 errdetail("None of the %d table names the generation holds is close to it.",

@@ -28,6 +28,7 @@
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
 #include "storage/lockdefs.h"
+#include "utils/rel.h"
 
 #include "read/restore_row_filter.h"
 
@@ -100,6 +101,13 @@ cs_row_filter_parse(const char *text)
 	return rt->val;
 }
 
+/* An error in the filter names the table it was applied to. */
+static void
+transform_error_context(void *arg)
+{
+	errcontext("row_filter on table %s", RelationGetRelationName((Relation) arg));
+}
+
 /*
  * cs_row_filter_transform
  *	  The boolean expression raw (cs_row_filter_parse()) over table rel,
@@ -115,8 +123,13 @@ cs_row_filter_transform(Node *raw, Relation rel)
 {
 	ParseState *pstate = make_parsestate(NULL);
 	ParseNamespaceItem *nsitem;
+	ErrorContextCallback callback;
 	Node	   *expr;
 
+	callback.callback = transform_error_context;
+	callback.arg = rel;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
 	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
 										   false, true);
 	addNSItemToQuery(pstate, nsitem, false, true, true);
@@ -129,6 +142,7 @@ cs_row_filter_transform(Node *raw, Relation rel)
 				 errmsg("row_filter must not call a volatile function"),
 				 errhint("The filter is asked of each row more than once (snapshot and changes); it must give the same answer each time.")));
 	expr = eval_const_expressions(NULL, expr);
+	error_context_stack = callback.previous;
 	free_parsestate(pstate);
 	return expr;
 }
