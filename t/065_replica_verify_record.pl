@@ -17,6 +17,9 @@
 #   call downloads every body again (B more GETs than the second), still
 #   finds no problem, and writes the record anew (the next call downloads
 #   no body).
+# - A server with only the replica settings keeps its record in its data
+#   directory: its second call sends one GET fewer for each segment and
+#   snapshot awscli lists.
 # - One segment object in the middle is damaged through awscli (its ETag
 #   changes): each following call sends exactly one more GET than the
 #   second (the damaged object only) and reports it as a differing and a
@@ -43,15 +46,17 @@ print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
 close($fh) or die "close $creds: $!";
 chmod(0600, $creds) or die "chmod $creds: $!";
 
-my $src = cs_setup('source', pgbench => 1, publish_pgbench => 1,
-	conf => qq{
-changestream.segment_size = '64kB'
-changestream.segment_timeout = '1s'
+my $replica_conf = qq{
 changestream.replica_url = 's3://$bucket/$prefix'
 changestream.replica_endpoint = '$s3->{endpoint}'
 changestream.replica_region = '$s3->{region}'
 changestream.replica_credentials = '$creds'
-});
+};
+my $src = cs_setup('source', pgbench => 1, publish_pgbench => 1,
+	conf => qq{
+changestream.segment_size = '64kB'
+changestream.segment_timeout = '1s'
+$replica_conf});
 cs_start_archiving($src);
 my $archive = cs_archive_dir($src);
 
@@ -89,14 +94,16 @@ ok(@segs >= 4, scalar(@segs) . " segment objects, $nb immutable objects in the b
 
 my $verify_sql = "SELECT file_name || ': ' || problem FROM changestream.verify(source => 'replica') ORDER BY 1";
 
-# one verify() call: (its rows, its NOTICEs, the GETs it sent)
+# one verify() call (on the source unless a node is given): (its rows,
+# its NOTICEs, the GETs it sent)
 sub verify_call
 {
-	my ($sql) = @_;
-	my $gets0 = $src->safe_psql($db, 'SELECT replica_get_requests FROM changestream.status()');
-	my ($rc, $out, $err) = $src->psql($db, $sql);
+	my ($sql, $node) = @_;
+	$node //= $src;
+	my $gets0 = $node->safe_psql($db, 'SELECT replica_get_requests FROM changestream.status()');
+	my ($rc, $out, $err) = $node->psql($db, $sql);
 	die "verify failed: $err" if $rc != 0;
-	my $gets1 = $src->safe_psql($db, 'SELECT replica_get_requests FROM changestream.status()');
+	my $gets1 = $node->safe_psql($db, 'SELECT replica_get_requests FROM changestream.status()');
 	return ($out, $err, $gets1 - $gets0);
 }
 
@@ -139,6 +146,26 @@ is($gets3 - $gets2, $nb, 'a damaged record: every object body is downloaded agai
 is($rows3, $rows1, 'a damaged record: the same verdict');
 my ($rows4, $notice4, $gets4) = verify_call($verify_sql);
 is($gets4, $gets2, 'the record written anew: the next call downloads no body');
+
+######################################################################
+# A server with nothing but the replica settings: the record is in its
+# data directory; it has no local archive, so no identity file is
+# downloaded whole for a comparison: the bodies are the segments and
+# snapshots
+
+my $fresh = cs_new_node('fresh', conf => $replica_conf);
+$fresh->start;
+$fresh->safe_psql($db, 'CREATE EXTENSION changestream');
+my $bodies = scalar(grep { /\.(wal|snapshot)\.gz$/ } keys %$before);
+my ($frows1, $fnotice1, $fgets1) = verify_call($verify_sql, $fresh);
+is($frows1, '', 'a server without a local archive: the bucket is sound');
+ok(-f $fresh->data_dir . '/changestream_replica.verified',
+	'a server without a local archive: the record is in its data directory');
+my ($frows2, $fnotice2, $fgets2) = verify_call($verify_sql, $fresh);
+is($frows2, $frows1, 'a server without a local archive, second call: the same verdict');
+is($fgets1 - $fgets2, $bodies,
+	"a server without a local archive, second call: $bodies fewer GETs, no segment or snapshot downloaded again");
+$fresh->stop;
 
 ######################################################################
 # One segment object damaged through the S3 API: a new ETag
