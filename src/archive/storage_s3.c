@@ -58,9 +58,9 @@
 
 #include "archive/storage.h"
 #include "base/compat.h"
+#include "replica/replica_status.h"
 #include "replica/s3_config.h"
 #include "replica/s3_credentials.h"
-#include "replica/replica_status.h"
 #include "replica/s3_ops.h"
 
 #define CS_S3_SCHEME		"s3://"

@@ -19,6 +19,10 @@
  *		position, first and last commit LSN, commit time range and count;
  *	  - a sealed segment skipped for the bounds still has its header
  *		checked, and its seal carries the chain on to the next segment;
+ *	  - a compressed segment the caller remembers as read whole and sound
+ *		before (verify()'s record of the replica: CsSegmentMemory) is
+ *		passed over unopened, its remembered header checked in the chain
+ *		as a skipped segment's is;
  *	  - only the newest raw segment may end in a torn tail, and of it only
  *		complete transactions are read;
  *	  - every message is checked to its last byte, and every change names
