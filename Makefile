@@ -74,6 +74,7 @@ OBJS = \
 	src/archive/snapshot_reader.o \
 	src/read/sql_changes.o \
 	src/read/sql_verify.o \
+	src/read/verify_record.o \
 	src/read/restore.o \
 	src/read/restore_apply.o \
 	src/read/restore_manifest.o \

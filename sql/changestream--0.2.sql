@@ -389,8 +389,8 @@ AS 'MODULE_PATHNAME', 'changestream_changes'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 /*
- * verify(generation text DEFAULT NULL, source text DEFAULT NULL)
- *   -> setof record
+ * verify(generation text DEFAULT NULL, source text DEFAULT NULL,
+ *        full boolean DEFAULT false) -> setof record
  *   Reads a generation (NULL: all of them) without trusting anything: every
  *   frame CRC, every message through the decoder, segment continuity and
  *   order, strictly increasing commit LSNs, each snapshot's gzip stream,
@@ -402,6 +402,12 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
  *   bucket of changestream.replica_url, read the same way, and compared
  *   with the local archive (the files both hold have the same size and
  *   CRC-32C; no local file is missing between files the bucket has).
+ *   Reading the bucket, an object an earlier call found sound is not
+ *   downloaded again while the listing shows it with the same size and
+ *   ETag (the record: replica.verified in changestream.directory, else
+ *   changestream_replica.verified in the data directory, rewritten at the
+ *   end; a NOTICE says how many objects were read and how many taken as
+ *   verified); full => true reads every object again.
  *   Errors: 22023 malformed generation or source; 42704 no such
  *           generation; 55000 changestream.directory not set (or, for
  *           'replica', changestream.replica_url); 08006, F0000 the bucket
@@ -410,6 +416,7 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 CREATE FUNCTION verify(
 	generation text DEFAULT NULL,
 	source text DEFAULT NULL,
+	full boolean DEFAULT false,
 	OUT generation text,
 	OUT file_name text,
 	OUT byte_offset bigint,
@@ -494,7 +501,7 @@ AS 'MODULE_PATHNAME', 'changestream_restore'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE;
 
 REVOKE ALL ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION verify(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION verify(text, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) FROM PUBLIC;
 
 /*
@@ -581,7 +588,7 @@ COMMENT ON FUNCTION restore_progress_info() IS 'Internal: the rows of the view r
 COMMENT ON VIEW restore_progress IS 'One row per running restore(): phase, snapshot bytes read of the total, last applied LSN against the target, counts.';
 -- changes() returns row data like wal_records(): superusers only, or by
 -- explicit GRANT.  verify() returns file names and problems only.
-GRANT EXECUTE ON FUNCTION verify(text, text) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION verify(text, text, boolean) TO pg_monitor;
 
 /*
  * The replica's client layer (docs/DESIGN.md section 14).
@@ -1227,7 +1234,7 @@ GRANT EXECUTE ON FUNCTION wal_segments(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION snapshots(text) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION wal_records(text, pg_lsn, pg_lsn) TO changestream_reader;
-GRANT EXECUTE ON FUNCTION verify(text, text) TO changestream_reader;
+GRANT EXECUTE ON FUNCTION verify(text, text, boolean) TO changestream_reader;
 GRANT EXECUTE ON FUNCTION status() TO changestream_reader;
 GRANT EXECUTE ON FUNCTION tables(text) TO changestream_reader;
 GRANT SELECT ON TABLE restore_progress TO changestream_reader;
@@ -1248,7 +1255,7 @@ COMMENT ON FUNCTION snapshots(text) IS 'The snapshots of a generation, oldest fi
 COMMENT ON FUNCTION take_snapshot() IS 'Take a snapshot of the published tables now; returns its consistent LSN once it is durable.';
 COMMENT ON FUNCTION new_generation() IS 'Close the current generation and open a new one with its opening snapshot; returns the new generation.';
 COMMENT ON FUNCTION changes(text, pg_lsn, pg_lsn, timestamptz, timestamptz, text[]) IS 'The archived changes of a generation as JSON rows in commit order, filtered by LSN, time and table.';
-COMMENT ON FUNCTION verify(text, text) IS 'Read a generation (NULL: all) end to end without trusting it, from the local archive or the replica''s bucket (compared with the local archive); one row per problem, none for a sound archive.';
+COMMENT ON FUNCTION verify(text, text, boolean) IS 'Read a generation (NULL: all) end to end without trusting it, from the local archive or the replica''s bucket (compared with the local archive; objects found sound before and unchanged in the listing are not downloaded again unless full); one row per problem, none for a sound archive.';
 COMMENT ON FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text, boolean, boolean, text) IS 'Rebuild the archived tables as of an LSN or time into an empty target schema (dry_run: report only; row_filter: only the rows satisfying it).';
 COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the replica uses (writes and deletes a test object).';
 COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';

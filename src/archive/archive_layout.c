@@ -44,6 +44,7 @@
 #define MAINTENANCE_LOCK_FILE "changestream.compressor.lock"
 #define SPARE_FILE			"spare.wal"
 #define REPLICA_JOURNAL_FILE "replica.journal"
+#define REPLICA_VERIFIED_FILE "replica.verified"
 #define SPARE_PART_FILE		"spare.wal.part"
 #define DATABASES_DIR		"databases"
 #define TMP_SUFFIX			".tmp"
@@ -213,6 +214,17 @@ char *
 cs_replica_journal_path(const char *directory)
 {
 	return psprintf("%s/" REPLICA_JOURNAL_FILE, directory);
+}
+
+/*
+ * cs_replica_verified_path
+ *	  Returns a palloc'd "<directory>/replica.verified", verify()'s record
+ *	  of the replica's objects it found sound (verify_record.c).
+ */
+char *
+cs_replica_verified_path(const char *directory)
+{
+	return psprintf("%s/" REPLICA_VERIFIED_FILE, directory);
 }
 
 /*

@@ -50,6 +50,7 @@ extern char *cs_horizon_path(const char *directory, uint64 generation);
 extern char *cs_schema_history_path(const char *directory, uint64 generation);
 extern char *cs_timelines_path(const char *directory, uint64 generation);
 extern char *cs_replica_journal_path(const char *directory);
+extern char *cs_replica_verified_path(const char *directory);
 extern char *cs_archive_relative_name(const char *directory,
 									  const char *path);
 extern char *cs_lock_file_path(const char *directory, bool maintenance);

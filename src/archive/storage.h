@@ -121,6 +121,8 @@ extern const CsStorageDriver cs_storage_s3;
 /* storage_s3.c: the replica's paths */
 extern char *cs_storage_s3_root(const char **problem);
 extern bool cs_storage_is_s3_path(const char *path);
+extern bool cs_storage_s3_listed(const char *path, int64 *size,
+								 const char **etag);
 
 /*
  * Damage found in a file of the archive: XX001 (data_corrupted) naming the

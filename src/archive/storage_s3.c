@@ -37,7 +37,8 @@
  *	  be reached, F0000 when a setting or the keys are wrong, 58P01 when a
  *	  listed object is gone (remote retention removed it: not damage),
  *	  58030 otherwise.  Requests run in the S3 client's wait loop, which
- *	  a cancel or SIGTERM interrupts within a second.
+ *	  a cancel or SIGTERM interrupts within a second.  Each request is
+ *	  counted in status()'s replica request counters, as the uploader's.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +58,7 @@
 
 #include "archive/storage.h"
 #include "base/compat.h"
+#include "replica/replica_status.h"
 #include "replica/s3_config.h"
 #include "replica/s3_credentials.h"
 #include "replica/s3_ops.h"
@@ -71,6 +73,7 @@ typedef struct Listed
 {
 	char	   *key;
 	int64		size;
+	char	   *etag;			/* NULL when the listing gave none */
 } Listed;
 
 /* one downloaded object in the cache */
@@ -306,6 +309,7 @@ ensure_listed(void)
 
 		list_free_deep(objects);
 		objects = NIL;
+		cs_replica_count(CS_REPLICA_LIST, 0);
 		if (cs_s3_list(state.client, prefix, NULL, 0, &objects, &resp, &bad))
 			break;
 		if (bad != NULL)
@@ -331,6 +335,7 @@ ensure_listed(void)
 							state.root, o->key)));
 		state.objects[n].key = o->key;
 		state.objects[n].size = o->size;
+		state.objects[n].etag = o->etag;
 		n++;
 	}
 	qsort(state.objects, n, sizeof(Listed), cmp_listed);
@@ -564,6 +569,7 @@ download(const char *path, const char *key, int64 size, int fd)
 					 errmsg("could not reset a temporary file for \"%s\": %m", path)));
 		cs_s3_get_to_file(state.client, key, fd,
 						  Min((size_t) size + 1, CS_S3_OBJECT_MAX), &resp);
+		cs_replica_count(CS_REPLICA_GET, 0);
 		if (cs_s3_classify(&resp, psprintf("GET of key \"%s\"", key),
 						   &failure) == CS_S3_OK)
 		{
@@ -681,6 +687,30 @@ s3_open_read(const char *path, bool missing_ok)
 	return fd;
 }
 
+/*
+ * cs_storage_s3_listed(path, size, etag) -> bool
+ *	  Whether the statement's listing of the replica holds an object at
+ *	  path (an "s3://" path of the configured replica); if so its size
+ *	  (bytes) into *size and its ETag (quotes removed, NULL when the
+ *	  listing gave none; valid until the statement ends) into *etag.  No
+ *	  request but the statement's one listing.  Errors: as the listing
+ *	  (see the file header); 22023 for a path outside the replica.
+ */
+bool
+cs_storage_s3_listed(const char *path, int64 *size, const char **etag)
+{
+	const char *key = path_key(path);
+	Listed	   *o;
+
+	ensure_listed();
+	o = find_object(key);
+	if (o == NULL)
+		return false;
+	*size = o->size;
+	*etag = o->etag;
+	return true;
+}
+
 /* A whole small object into out, from memory; never cached. */
 static bool
 s3_read_small(const char *path, Size max_bytes, StringInfo out,
@@ -700,6 +730,7 @@ s3_read_small(const char *path, Size max_bytes, StringInfo out,
 		CsS3Failure failure;
 
 		cs_s3_get(state.client, key, max_bytes, &resp);
+		cs_replica_count(CS_REPLICA_GET, 0);
 		if (cs_s3_classify(&resp, psprintf("GET of key \"%s\"", key),
 						   &failure) == CS_S3_OK)
 		{

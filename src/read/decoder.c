@@ -554,6 +554,18 @@ cs_decoder_set_stop_time(CsDecoder *d, TimestampTz stop_time)
 }
 
 /*
+ * cs_decoder_set_memory
+ *	  Lets the decoder pass over the segments the caller's memory knows,
+ *	  and tells it of those read whole (cs_genreader_set_memory()).
+ *	  Returns nothing.
+ */
+void
+cs_decoder_set_memory(CsDecoder *d, const CsSegmentMemory *memory)
+{
+	cs_genreader_set_memory(d->reader, memory);
+}
+
+/*
  * cs_decoder_stopped
  *	  Returns true when decoding ended before a sealed segment whose
  *	  transactions all committed after the stop time.

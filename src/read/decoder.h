@@ -75,6 +75,8 @@ extern void cs_decoder_set_time_bounds(CsDecoder *decoder, bool has_start,
 extern void cs_decoder_set_stop_time(CsDecoder *decoder,
 									 TimestampTz stop_time);
 extern bool cs_decoder_stopped(CsDecoder *decoder);
+extern void cs_decoder_set_memory(CsDecoder *decoder,
+								  const CsSegmentMemory *memory);
 extern void cs_decoder_reached(CsDecoder *decoder, XLogRecPtr *position,
 							   TimestampTz *send_time);
 extern void cs_decoder_close(CsDecoder *decoder);

@@ -19,6 +19,10 @@
  *		position, first and last commit LSN, commit time range and count;
  *	  - a sealed segment skipped for the bounds still has its header
  *		checked, and its seal carries the chain on to the next segment;
+ *	  - a compressed segment the caller remembers as read whole and sound
+ *		before (verify()'s record of the replica: CsSegmentMemory) is
+ *		passed over unopened, its remembered header checked in the chain
+ *		as a skipped segment's is;
  *	  - only the newest raw segment may end in a torn tail, and of it only
  *		complete transactions are read;
  *	  - every message is checked to its last byte, and every change names
@@ -86,6 +90,7 @@ struct CsGenerationReader
 	HTAB	   *rels;			/* relation OIDs with a Relation message so
 								 * far in the current segment */
 	bool		done;
+	const CsSegmentMemory *memory;	/* segments read before, or NULL */
 };
 
 /*
@@ -350,6 +355,30 @@ drop_current(CsGenerationReader *gr)
 	gr->reader = NULL;
 }
 
+/*
+ * Pass over the segment just listed, unopened, when the caller's memory
+ * knows it (cs_genreader_set_memory()): its remembered header has its
+ * start and seal checked as if it were read, and its seal carries the
+ * chain on.  Whether it was passed over.
+ */
+static bool
+pass_known(CsGenerationReader *gr)
+{
+	CsSegmentHeader h;
+
+	if (gr->memory == NULL || !gr->cur->compressed ||
+		!gr->memory->known(gr->memory->arg, gr->cur, &h) ||
+		h.seal_state != CS_SEAL_VALID)
+		return false;
+	check_start(gr, &h);
+	check_seal(gr, &h);
+	gr->track.position = h.seal.end_lsn;
+	if (h.seal.transactions > 0)
+		gr->track.last_commit_lsn = h.seal.last_commit_lsn;
+	gr->have_prev_end = true;
+	return true;
+}
+
 /* What open_next() does with a segment that has a successor. */
 typedef enum
 {
@@ -470,6 +499,8 @@ open_next(CsGenerationReader *gr)
 		gr->newest = (i == n - 1);
 		gr->reader = NULL;
 		memset(&gr->contents, 0, sizeof(gr->contents));
+		if (pass_known(gr))
+			continue;
 		if (!gr->newest)
 		{
 			SegmentVerdict verdict = judge_sealed(gr, i);
@@ -547,6 +578,9 @@ close_current(CsGenerationReader *gr)
 						  "The segment ends inside a transaction; segments are only sealed between transactions.");
 	if (!gr->newest || gr->cur->compressed)
 		check_contents(gr);
+	if (gr->memory != NULL && gr->cur->compressed && !gr->limited &&
+		cs_reader_header(gr->reader)->seal_state == CS_SEAL_VALID)
+		gr->memory->read(gr->memory->arg, gr->cur, cs_reader_header(gr->reader));
 	cs_reader_close(gr->reader);
 	gr->reader = NULL;
 	gr->have_prev_end = true;
@@ -709,6 +743,19 @@ cs_genreader_set_stop_time(CsGenerationReader *gr, TimestampTz stop_time)
 {
 	gr->has_stop_time = true;
 	gr->stop_time = stop_time;
+}
+
+/*
+ * cs_genreader_set_memory
+ *	  Lets the reader pass over the compressed segments the caller's memory
+ *	  knows, and tells it of those read whole now (CsSegmentMemory in
+ *	  generation_reader.h).  memory must live as long as the reader.  Call
+ *	  before the first cs_genreader_next().  Returns nothing.
+ */
+void
+cs_genreader_set_memory(CsGenerationReader *gr, const CsSegmentMemory *memory)
+{
+	gr->memory = memory;
 }
 
 /* cs_genreader_stopped: did reading end at a segment past the stop time? */

@@ -26,6 +26,25 @@ typedef struct CsReadItem
 	int64		frame_offset;	/* offset of the entry's frame */
 } CsReadItem;
 
+/*
+ * What a caller remembers of segments read before (verify(), with its
+ * record of the replica: verify_record.h).  known() says whether the
+ * compressed segment sf was read whole and found sound before and is
+ * unchanged since, and gives its header as read then; the reader then
+ * checks that header's continuity and seal against the segments around it
+ * and passes over the segment without opening it.  read() is told of each
+ * compressed, sealed segment read whole and found sound now, with its
+ * header.
+ */
+typedef struct CsSegmentMemory
+{
+	bool		(*known) (void *arg, const CsSegmentFile *sf,
+						  CsSegmentHeader *header);
+	void		(*read) (void *arg, const CsSegmentFile *sf,
+						 const CsSegmentHeader *header);
+	void	   *arg;
+} CsSegmentMemory;
+
 extern CsGenerationReader *cs_genreader_open(const char *directory,
 											 uint64 generation,
 											 XLogRecPtr start_bound,
@@ -37,6 +56,8 @@ extern void cs_genreader_set_time_bounds(CsGenerationReader *reader,
 extern void cs_genreader_set_stop_time(CsGenerationReader *reader,
 									   TimestampTz stop_time);
 extern bool cs_genreader_stopped(CsGenerationReader *reader);
+extern void cs_genreader_set_memory(CsGenerationReader *reader,
+									const CsSegmentMemory *memory);
 extern bool cs_genreader_next(CsGenerationReader *reader, CsReadItem *item);
 extern void cs_genreader_close(CsGenerationReader *reader);
 extern CsSegmentReader *cs_open_listed_segment(CsSegmentFile *sf);

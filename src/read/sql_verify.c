@@ -15,6 +15,12 @@
  *	  checked.  A damaged segment ends the reading of its generation's
  *	  segments: what follows it cannot be placed.
  *
+ *	  Reading the replica's bucket, what an earlier call found sound is
+ *	  not downloaded again while the listing shows the object unchanged
+ *	  (verify_record.c): its recorded CRC-32C is compared with the local
+ *	  file, a recorded segment's header takes its place in the chain of
+ *	  segments (generation_reader.c), a recorded snapshot is passed over.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -37,6 +43,7 @@
 #include "archive/snapshot_reader.h"
 #include "read/decoder.h"
 #include "read/read_source.h"
+#include "read/verify_record.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_verify);
@@ -54,6 +61,9 @@ typedef struct VerifyState
 	bool		local_has_generation;	/* the local archive holds it too */
 	bool		has_horizon;	/* the generation's retention horizon */
 	CsHorizon	horizon;
+	CsVerifyRecord *record;		/* reading the bucket: what was found sound
+								 * before; NULL for the local archive */
+	CsSegmentMemory memory;		/* the record, for the decoder */
 } VerifyState;
 
 static void
@@ -139,6 +149,41 @@ run_check(VerifyState *vs, CheckFn fn, const char *file)
 	return sound;
 }
 
+/*
+ * The decoder asks whether a segment was found sound before and is
+ * unchanged (CsSegmentMemory): then it takes the recorded header; else
+ * it downloads the segment now.
+ */
+static bool
+segment_known(void *arg, const CsSegmentFile *sf, CsSegmentHeader *header)
+{
+	VerifyState *vs = (VerifyState *) arg;
+	CsVerifiedObject *o = cs_verify_record_known(vs->record, sf->path);
+
+	if (o == NULL || o->kind != CS_VERIFIED_SEGMENT)
+	{
+		(void) cs_verify_record_reading(vs->record, sf->path);
+		return false;
+	}
+	o->skipped_now = true;
+	*header = o->header;
+	return true;
+}
+
+/* The decoder read a segment whole and found it sound: record it. */
+static void
+segment_read(void *arg, const CsSegmentFile *sf, const CsSegmentHeader *header)
+{
+	VerifyState *vs = (VerifyState *) arg;
+	CsVerifiedObject *o = cs_verify_record_reading(vs->record, sf->path);
+
+	if (o == NULL)
+		return;
+	o->kind = CS_VERIFIED_SEGMENT;
+	o->header = *header;
+	cs_verify_record_found(o);
+}
+
 /* Every segment of the generation, through the decoder. */
 static void
 check_segments(VerifyState *vs, const char *file)
@@ -146,6 +191,9 @@ check_segments(VerifyState *vs, const char *file)
 	CsDecoder  *d = cs_decoder_open(vs->directory, vs->generation,
 									InvalidXLogRecPtr, InvalidXLogRecPtr);
 	CsChange	c;
+
+	if (vs->record != NULL)
+		cs_decoder_set_memory(d, &vs->memory);
 
 	while (cs_decoder_next(d, &c))
 		;
@@ -334,6 +382,39 @@ file_crc(const char *path, int64 *size, pg_crc32c *crc)
 	pfree(buf);
 }
 
+/*
+ * The size and CRC-32C of the bucket's object at path: recorded by an
+ * earlier call if the listing shows it unchanged, else read now (and
+ * recorded).
+ */
+static void
+remote_crc(VerifyState *vs, const char *path, int64 *size, pg_crc32c *crc)
+{
+	CsVerifiedObject *o = NULL;
+
+	if (vs->record == NULL)
+	{
+		file_crc(path, size, crc);
+		return;
+	}
+	o = cs_verify_record_known(vs->record, path);
+	if (o != NULL && o->has_crc)
+	{
+		o->skipped_now = true;
+		*size = o->size;
+		*crc = o->crc;
+		return;
+	}
+	o = cs_verify_record_reading(vs->record, path);
+	file_crc(path, size, crc);
+	if (o != NULL && *size == o->size)
+	{
+		o->has_crc = true;
+		o->crc = *crc;
+		cs_verify_record_found(o);
+	}
+}
+
 /* Whether names holds name. */
 static bool
 has_name(List *names, const char *name)
@@ -403,7 +484,7 @@ check_against_local(VerifyState *vs, const char *file)
 			continue;
 		}
 		file_crc(cs_file_in(local_gen, name), &lsize, &lcrc);
-		file_crc(cs_file_in(vs->gen_path, name), &rsize, &rcrc);
+		remote_crc(vs, cs_file_in(vs->gen_path, name), &rsize, &rcrc);
 		if (rsize != lsize || rcrc != lcrc)
 			add_problem(vs, name, 0,
 						psprintf("The bucket's object \"%s\" (%lld bytes, CRC-32C %08x) differs from the local file (%lld bytes, CRC-32C %08x).",
@@ -435,8 +516,23 @@ verify_generation(VerifyState *vs)
 	foreach(lc, names)
 	{
 		char	   *path = cs_file_in(dir, (char *) lfirst(lc));
+		CsVerifiedObject *o = NULL;
 
-		(void) run_check(vs, check_snapshot, path);
+		if (vs->record != NULL)
+		{
+			o = cs_verify_record_known(vs->record, path);
+			if (o != NULL && o->kind == CS_VERIFIED_SNAPSHOT)
+			{
+				o->skipped_now = true;
+				continue;
+			}
+			o = cs_verify_record_reading(vs->record, path);
+		}
+		if (run_check(vs, check_snapshot, path) && o != NULL)
+		{
+			o->kind = CS_VERIFIED_SNAPSHOT;
+			cs_verify_record_found(o);
+		}
 	}
 	if (cs_read_identity(vs->directory, vs->generation, &identity))
 	{
@@ -461,17 +557,39 @@ verify_generation(VerifyState *vs)
 	}
 }
 
+/* The record's NOTICE: what this call read of the bucket, what not. */
+static void
+report_record(VerifyState *vs)
+{
+	int64		read;
+	int64		skipped;
+
+	cs_verify_record_counts(vs->record, &read, &skipped);
+	ereport(NOTICE,
+			(errmsg("changestream verify read " INT64_FORMAT " objects of the replica, and took " INT64_FORMAT " as verified by an earlier call",
+					read, skipped),
+			 skipped > 0 ?
+			 errdetail("An object is taken as verified while the bucket's listing shows it with the size and ETag it had when it was found sound.") : 0,
+			 skipped > 0 ?
+			 errhint("Call verify(full => true) to read every object again.") : 0));
+}
+
 /*
- * changestream.verify(generation text DEFAULT NULL)
+ * changestream.verify(generation text DEFAULT NULL, source text DEFAULT
+ *					   NULL, full boolean DEFAULT false)
  *	  Returns setof (generation text, file_name text, byte_offset bigint,
  *	  problem text): one row per problem found reading the generation (NULL:
  *	  every generation) without trusting anything; no row for a sound
  *	  archive.  file_name is relative to the generation's directory;
  *	  byte_offset is in the uncompressed stream.  A torn tail of the newest
- *	  raw segment is not a problem (docs/FORMAT.md section 11.3).
- *	  Errors: 22023 for a malformed generation, 42704 when it does not
- *	  exist, 55000 when changestream.directory is not set; file access
- *	  SQLSTATEs for errors other than damage.
+ *	  raw segment is not a problem (docs/FORMAT.md section 11.3).  source
+ *	  chooses the archive (read_source.c).  Reading the replica's bucket,
+ *	  objects found sound by an earlier call and unchanged since are not
+ *	  downloaded again unless full (verify_record.c; a NOTICE counts them),
+ *	  and the record is written at the end.
+ *	  Errors: 22023 for a malformed generation or source, 42704 when it
+ *	  does not exist, 55000 when the archive chosen is not configured;
+ *	  file access SQLSTATEs for errors other than damage.
  */
 Datum
 changestream_verify(PG_FUNCTION_ARGS)
@@ -489,6 +607,15 @@ changestream_verify(PG_FUNCTION_ARGS)
 	vs.directory = cs_reader_directory(source, gen_text);
 	if (source == CS_READ_REPLICA)
 		vs.local = cs_local_directory();
+	if (cs_storage_is_s3_path(vs.directory))
+	{
+		vs.record = cs_verify_record_open(vs.directory, cs_local_directory(),
+										  PG_NARGS() > 2 && !PG_ARGISNULL(2) &&
+										  PG_GETARG_BOOL(2));
+		vs.memory.known = segment_known;
+		vs.memory.read = segment_read;
+		vs.memory.arg = &vs;
+	}
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	cs_pin_call_begin();
 	if (gen_text == NULL)
@@ -511,5 +638,10 @@ changestream_verify(PG_FUNCTION_ARGS)
 		verify_generation(&vs);
 	}
 	cs_pin_call_end();
+	if (vs.record != NULL)
+	{
+		cs_verify_record_save(vs.record);
+		report_record(&vs);
+	}
 	return (Datum) 0;
 }

@@ -228,11 +228,14 @@ cs_replica_set_error(CsReplicaState state, const char *message)
 /*
  * cs_replica_count(kind, bytes_sent)
  *	  Count one request of kind sent to the bucket, with bytes_sent bytes
- *	  of body.
+ *	  of body (by the uploader, or by a backend reading the replica;
+ *	  nothing without the shared memory).
  */
 void
 cs_replica_count(CsReplicaRequest kind, uint64 bytes_sent)
 {
+	if (shared == NULL)
+		return;
 	SpinLockAcquire(&shared->mutex);
 	switch (kind)
 	{

@@ -324,6 +324,32 @@ cs_s3_delete(CsS3Client *client, const char *key, CsS3Response *resp)
 }
 
 /*
+ * The ETag of a listing's Contents entry, its quotes removed (S3 sends
+ * "&quot;...&quot;"); NULL when there is none, or it is empty, too long
+ * or holds white space: such an object is simply not known by its ETag.
+ */
+static char *
+listed_etag(CsXmlSpan entry)
+{
+	CsXmlSpan	field;
+	char	   *etag;
+	size_t		len;
+
+	if (!cs_xml_find(entry.start, entry.len, "ETag", &field) ||
+		(etag = cs_xml_text(field, 256)) == NULL)
+		return NULL;
+	len = strlen(etag);
+	if (len >= 2 && etag[0] == '"' && etag[len - 1] == '"')
+	{
+		etag[len - 1] = '\0';
+		etag++;
+	}
+	if (etag[0] == '\0' || strpbrk(etag, " \t\r\n") != NULL)
+		return NULL;
+	return etag;
+}
+
+/*
  * Append the objects of one ListObjectsV2 page to *objects; *truncated
  * from IsTruncated.  NULL, or a sentence saying what is wrong with it.
  */
@@ -363,6 +389,7 @@ parse_list_page(const CsS3Response *resp, List **objects, bool *truncated)
 		obj->size = strtoll(text, &endptr, 10);
 		if (errno != 0 || *endptr != '\0')
 			return psprintf("the Size of key \"%s\" is not a number", obj->key);
+		obj->etag = listed_etag(span);
 		*objects = lappend(*objects, obj);
 		p = span.start + span.len;
 	}

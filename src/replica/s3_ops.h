@@ -34,6 +34,7 @@ typedef struct CsS3Object
 {
 	char	   *key;
 	int64		size;
+	char	   *etag;			/* its ETag, quotes removed; NULL if none */
 } CsS3Object;
 
 /* the longest response body accepted for a listing or a small request */
