@@ -599,8 +599,9 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
  *   no table of the whole generation (tables()) is refused before any
  *   work (42P01, close names in DETAIL).  dry_run reads the archive to
  *   the target and reports what the restore would do (snapshot, tables,
- *   transactions, changes; snapshot_rows NULL) without creating or
- *   changing anything.  row_filter (tables required) is one SQL
+ *   snapshot_rows: the rows it would load, with row_filter those that
+ *   satisfy it; transactions, changes; following the schema history's
+ *   drops, renames and refusals) without creating or changing anything.  row_filter (tables required) is one SQL
  *   expression over the table's columns: only rows satisfying it are
  *   loaded from the snapshot and kept through the changes
  *   (docs/restore.md).  snapshot_bytes is the snapshot file's size,
