@@ -81,6 +81,7 @@ OBJS = \
 	src/read/restore_key.o \
 	src/read/restore_filter.o \
 	src/read/archived_tables.o \
+	src/read/restore_dry_count.o \
 	src/read/restore_row_filter.o \
 	src/read/restore_progress.o \
 	src/read/restore_sequences.o \

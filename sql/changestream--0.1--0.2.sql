@@ -606,8 +606,9 @@ DROP FUNCTION restore(text, text, pg_lsn, timestamptz, text[], text);
  *   no table of the whole generation (tables()) is refused before any
  *   work (42P01, close names in DETAIL).  dry_run reads the archive to
  *   the target and reports what the restore would do (snapshot, tables,
- *   transactions, changes; snapshot_rows NULL) without creating or
- *   changing anything.  row_filter (tables required) is one SQL
+ *   snapshot_rows: the rows it would load, with row_filter those that
+ *   satisfy it; transactions, changes; following the schema history's
+ *   drops, renames and refusals) without creating or changing anything.  row_filter (tables required) is one SQL
  *   expression over the table's columns: only rows satisfying it are
  *   loaded from the snapshot and kept through the changes
  *   (docs/restore.md).  snapshot_bytes is the snapshot file's size,
@@ -802,6 +803,15 @@ DROP FUNCTION status();
  *   holds everything flushed; NULL without a running uploader or before
  *   the first flush); docs/replica.md.  state is waiting_for_replica
  *   while changestream.replica_max_backlog holds the archiver back.
+ *   archiver_failures: the archiver's sessions that ended in an error
+ *   (each is retried after a backoff), and its starts that could not
+ *   connect to the database; snapshot_failures: snapshot workers
+ *   (take_snapshot(), snapshot_interval) that ended without a durable
+ *   snapshot; replica_failures: the uploader's failed passes (state
+ *   backoff or error; the server's one uploader, NULL without a replica).
+ *   They count in shared memory from failures_since: the server's start
+ *   (a crash restart included) or when the database joined
+ *   changestream.databases; they are not kept across a restart.
  */
 CREATE FUNCTION status(
 	OUT pid int,
@@ -862,7 +872,11 @@ CREATE FUNCTION status(
 	OUT slot_wal_limit_bytes bigint,
 	OUT last_commit_time timestamptz,
 	OUT received_commit_time timestamptz,
-	OUT replica_lag_seconds double precision)
+	OUT replica_lag_seconds double precision,
+	OUT archiver_failures bigint,
+	OUT snapshot_failures bigint,
+	OUT replica_failures bigint,
+	OUT failures_since timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'changestream_status'
 LANGUAGE C STRICT VOLATILE;
@@ -1019,7 +1033,11 @@ REVOKE ALL ON FUNCTION sigv4_authorization(text, text, text, text[], text, text,
  *   retention_effective: changestream.retention can delete history: true
  *     when it and changestream.snapshot_interval are both set, false when
  *     retention is set without snapshot_interval (it then deletes
- *     nothing), NULL when retention is 0 (everything is kept).
+ *     nothing), NULL when retention is 0 (everything is kept). *   archiver_failures, snapshot_failures, replica_failures, failures_since:
+ *     status()'s failure counters (sessions, snapshots and upload passes
+ *     that failed since failures_since, in shared memory: reset when the
+ *     server starts), as pg_stat_archiver's failed_count and stats_reset;
+ *     an alert watches their increase.
  */
 CREATE VIEW stat_archiver AS
 SELECT s.state = 'streaming'
@@ -1051,7 +1069,11 @@ SELECT s.state = 'streaming'
 	   g.snapshot_interval_seconds,
 	   CASE WHEN g.retention_seconds > 0 THEN g.snapshot_interval_seconds > 0 END AS retention_effective,
 	   s.retention_held,
-	   s.database
+	   s.database,
+	   s.archiver_failures,
+	   s.snapshot_failures,
+	   s.replica_failures,
+	   s.failures_since
   FROM @extschema@.status() s
  CROSS JOIN LATERAL (
 	SELECT s.state = 'error'
@@ -1143,4 +1165,4 @@ COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger record
 COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables, and tables a publication stops publishing, in ddl_history.';
 COMMENT ON FUNCTION ddl_table_rewrite_trigger() IS 'Internal: event trigger recording table rewrites in ddl_history.';
 COMMENT ON TABLE ddl_history IS 'The schema history: one row per DDL command and table it affects, archived through the publication changestream_ddl.';
-COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row per archived database): healthy, current error, lag in bytes and seconds, replica, slot and retention.';
+COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row per archived database): healthy, current error, lag in bytes and seconds, replica, slot, retention and failure counts since the server started.';

@@ -17,8 +17,10 @@
 # matches nothing in the generation is 42P01 with close names in DETAIL
 # (restore() and changes()); a name created after the target still
 # restores (nothing of it).  The dry run reports what the real restore
-# then does (same snapshot, transactions, changes, tables) and creates
-# and changes nothing.  The row filter restores exactly the oracle's rows
+# then does (same snapshot, snapshot rows, transactions, changes, tables;
+# with each row filter too, the snapshot rows that satisfy it; across the
+# schema history: a rename, a dropped table) and creates and changes
+# nothing.  The row filter restores exactly the oracle's rows
 # that satisfy it, at P1 and at the end, on the key and on a non-key
 # column that updates move across; SQL other than one expression over the
 # table's columns is refused.  The recipe (INSERT ... SELECT ... ON
@@ -182,7 +184,7 @@ my $cols = 'generation, snapshot_lsn, restored_lsn, restored_commit_time, tables
 $node->safe_psql($db, 'CREATE SCHEMA dx; CREATE TABLE dx.acc (LIKE public.acc INCLUDING ALL)');
 my $dry = $node->safe_psql($db, qq{
 BEGIN;
-SELECT $cols, dry_run, snapshot_rows IS NULL
+SELECT $cols, dry_run, snapshot_rows
   FROM changestream.restore('dx', target_lsn => '$p1', tables => '{acc}', dry_run => true);
 SELECT pg_current_xact_id_if_assigned() IS NULL;
 COMMIT;});
@@ -200,16 +202,18 @@ is($node->safe_psql($db, "SELECT count(*) FROM dx.acc") . ' '
 my $real = $node->safe_psql($db,
 	"SELECT $cols, dry_run, snapshot_rows FROM changestream.restore('dx', target_lsn => '$p1', tables => '{acc}')");
 my ($dry_row) = $dry[0];
-$dry_row =~ s/\|t\|t$//;
-like($dry[0], qr/\|t\|t$/, 'dry run: dry_run true, snapshot_rows NULL');
+$dry_row =~ s/\|t\|(\d+)$//;
+my $dry_snapshot_rows = $1;
+like($dry[0], qr/\|t\|\d+$/, 'dry run: dry_run true');
 my $real_row = $real;
 $real_row =~ s/\|f\|(\d+)$//;
 is($dry_row, $real_row,
 	'dry run: the same snapshot, restored LSN and time, tables, transactions, changes and sizes as the restore then');
 is($1, 3000, 'restore: snapshot_rows is the rows acc had at the snapshot');
+is($dry_snapshot_rows, 3000, 'dry run: snapshot_rows is the rows the restore loads');
 like($dry_row, qr/\|1\|\d+\|$changes_p1{acc}\|t\|\d+\|\{public\.acc\}$/,
 	'dry run: one table, the changes made to acc from the snapshot to P1');
-is($dry_new, $dry[0] =~ s/\|t\|t$//r . "\nt",
+is($dry_new, $dry[0] =~ s/\|t\|\d+$//r . "\nt",
 	'dry run: a table created after the target is not counted');
 
 # ---------- the row filter ----------
@@ -230,20 +234,47 @@ sub oracle_count
 	return "$n $n 0 0";
 }
 
-my $f1 = $node->safe_psql($db,
-	"SELECT snapshot_rows FROM changestream.restore('f1', target_lsn => '$p1', tables => '{acc}', row_filter => 'aid < 1000')");
+# A dry run, then the restore with the same arguments: the dry run's
+# tables, snapshot rows, transactions, changes, restored LSN and tables are
+# the restore's (or its error is).  Returns the restore's row.
+my $dry_cols = 'tables, snapshot_rows, transactions, changes, restored_lsn, restored_tables';
+sub dry_then_real
+{
+	my ($schema, $args, $what) = @_;
+	my $q = "SELECT $dry_cols FROM changestream.restore('$schema', $args";
+	my $dry = psql_error("$q, dry_run => true)");
+	my $real = psql_error("$q)");
+	s/\b$schema\./TARGET./g for ($dry, $real);
+	is($dry, $real, "dry run $what: what the restore then does ($real)");
+	return $real;
+}
+
+my $f1 = dry_then_real('f1', "target_lsn => '$p1', tables => '{acc}', row_filter => 'aid < 1000'",
+	'with a row filter on the key');
+$f1 = (split /\|/, $f1)[1];
 is($f1, $node->safe_psql($db, 'SELECT count(*) FROM generate_series(1, 3000) i WHERE i < 1000'),
 	'row filter: the snapshot load keeps only the rows that satisfy it');
 is(same_rows('f1.acc', '(SELECT * FROM o1 WHERE aid < 1000) o'),
 	oracle_count('(SELECT * FROM o1 WHERE aid < 1000) o'),
 	'row filter on the key at P1: exactly the oracle rows with aid < 1000 (keys moved in and out)');
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('f2', target_lsn => '$p1', tables => '{acc}', row_filter => 'abalance % 2 = 0')");
+dry_then_real('f2', "target_lsn => '$p1', tables => '{acc}', row_filter => 'abalance % 2 = 0'",
+	'with a row filter on a non-key column');
 is(same_rows('f2.acc', '(SELECT * FROM o1 WHERE abalance % 2 = 0) o'),
 	oracle_count('(SELECT * FROM o1 WHERE abalance % 2 = 0) o'),
 	'row filter on a column updates move across: exactly the oracle rows');
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('f3', tables => '{acc}', row_filter => \$\$aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%'\$\$)");
+dry_then_real('f3', "tables => '{acc}', row_filter => \$\$aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%'\$\$",
+	'to the end with a row filter on a text column');
+# restored to its snapshot alone: the table holds what the dry run counts
+my $fs_lsn = $node->safe_psql($db,
+	"SELECT snapshot_lsn FROM changestream.restore('fs', target_lsn => '$p1', tables => '{acc}', dry_run => true)");
+my $fs = dry_then_real('fs', "target_lsn => '$fs_lsn', tables => '{acc}', row_filter => \$\$abalance % 2 = 0 AND filler LIKE 'f1%'\$\$",
+	'to the snapshot with a row filter');
+is((split /\|/, $fs)[1] . ' ' . (split /\|/, $fs)[2],
+	$node->safe_psql($db, 'SELECT count(*) FROM fs.acc') . ' 0',
+	'restored to its snapshot: the table holds the rows the dry run counted, no transaction applied');
+is($node->safe_psql($db, 'SELECT count(*) FROM fs.acc'),
+	$node->safe_psql($db, q{SELECT count(*) FROM generate_series(1, 3000) i WHERE (i * 3) % 2 = 0 AND ('f' || i) LIKE 'f1%'}),
+	'restored to its snapshot with the filter: the rows of the source that satisfy it');
 is(same_rows('f3.acc', q{(SELECT * FROM acc WHERE aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%') o}),
 	oracle_count(q{(SELECT * FROM acc WHERE aid BETWEEN 1000 AND 1600 OR filler LIKE 'n%') o}),
 	'row filter at the end of the archive: exactly the live rows that satisfy it');
@@ -272,26 +303,26 @@ is($node->safe_psql($db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fx'
 
 # unchanged TOASTed values: rows outside the filter are skipped, rows moved
 # out deleted; a row moving in without its payload is refused
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('g1', target_lsn => '$p1', tables => '{x.big}', row_filter => 'id > 10')");
+dry_then_real('g1', "target_lsn => '$p1', tables => '{x.big}', row_filter => 'id > 10'",
+	'over TOASTed values');
 is(same_rows('g1.big', '(SELECT * FROM ob WHERE id > 10) o'),
 	oracle_count('(SELECT * FROM ob WHERE id > 10) o'),
 	'row filter: updates without their TOASTed payload, outside the filter, are skipped');
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('g3', target_lsn => '$p1', tables => '{x.big}', row_filter => 'grp > 3 AND grp < 8')");
+dry_then_real('g3', "target_lsn => '$p1', tables => '{x.big}', row_filter => 'grp > 3 AND grp < 8'",
+	'over rows moved out');
 is(same_rows('g3.big', '(SELECT * FROM ob WHERE grp > 3 AND grp < 8) o'),
 	oracle_count('(SELECT * FROM ob WHERE grp > 3 AND grp < 8) o'),
 	'row filter: rows moved out by updates without their TOASTed payload are removed');
 like(psql_error("SELECT * FROM changestream.restore('g2', target_lsn => '$p1', tables => '{x.big}', row_filter => 'grp >= 100')"),
 	qr/0A000: row_filter cannot be applied to an update of "g2\.big": the row may enter the filter/,
 	'row filter: a row moving in without its unchanged TOASTed value is refused');
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('g4', target_lsn => '$p1', tables => '{x.fullt}', row_filter => 'a % 2 = 0')");
+dry_then_real('g4', "target_lsn => '$p1', tables => '{x.fullt}', row_filter => 'a % 2 = 0'",
+	'under REPLICA IDENTITY FULL');
 is(same_rows('g4.fullt', '(SELECT * FROM of WHERE a % 2 = 0) o'),
 	oracle_count('(SELECT * FROM of WHERE a % 2 = 0) o'),
 	'row filter under REPLICA IDENTITY FULL: exactly the oracle rows');
-$node->safe_psql($db,
-	"SELECT * FROM changestream.restore('g5', target_lsn => '$p1', tables => '{x.ddlt}', row_filter => 'v < 40')");
+dry_then_real('g5', "target_lsn => '$p1', tables => '{x.ddlt}', row_filter => 'v < 40'",
+	'across an added column');
 is(same_rows('g5.ddlt', '(SELECT * FROM od WHERE v < 40) o'),
 	oracle_count('(SELECT * FROM od WHERE v < 40) o'),
 	'row filter across an added column: exactly the oracle rows');
@@ -313,6 +344,16 @@ is(same_rows('acc',
 		'(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
 	oracle_count('(SELECT * FROM live_before UNION ALL SELECT * FROM o1 WHERE aid < 1000) o'),
 	'recipe: the live table holds its later changes and the deleted rows as they were');
+
+# ---------- the dry run across the schema history ----------
+
+# a rename (other to other2) and a table created after P1, to the end
+dry_then_real('h1', "tables => '{acc, other2, later_t}'", 'across a rename and a new table');
+# a dropped table: counted up to its drop, then not restored
+$node->safe_psql($db, q{UPDATE x.fullt SET b = b || 'd' WHERE a < 10; DROP TABLE x.fullt});
+cs_wait_archived($node, name => 'drop');
+like(dry_then_real('h2', "tables => '{x.fullt, x.ddlt}'", 'across a dropped table'),
+	qr/\|\{x\.ddlt\}$/, 'the dropped table is not restored');
 
 # ---------- restore_progress ----------
 

@@ -94,6 +94,7 @@ cs_shmem_startup(void)
 	if (!found)
 	{
 		int			i;
+		TimestampTz now = GetCurrentTimestamp();
 
 		memset(cs_status_array, 0, sizeof(CsStatus) * (CS_MAX_DATABASES + 1));
 		for (i = 0; i <= CS_MAX_DATABASES; i++)
@@ -103,6 +104,7 @@ cs_shmem_startup(void)
 			SpinLockInit(&st->mutex);
 			st->state = CS_STATE_NOT_RUNNING;
 			st->segment_index = -1;
+			st->failures_since = now;
 			st->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
 		}
 	}
@@ -284,14 +286,15 @@ cs_status_index_of(const char *database)
 /*
  * cs_status_claim
  *	  The launcher's: the index of database's entry, claiming a free one
- *	  (reset to "not running") when it has none; -1 when all
- *	  CS_MAX_DATABASES are taken.
+ *	  (reset to "not running", its failure counters to 0 from now) when it
+ *	  has none; -1 when all CS_MAX_DATABASES are taken.
  */
 int
 cs_status_claim(const char *database)
 {
 	int			found = cs_status_index_of(database);
 	int			i;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (found >= 0)
 		return found;
@@ -308,6 +311,7 @@ cs_status_claim(const char *database)
 			   sizeof(CsStatus) - CS_STATUS_TEXT_START);
 		st->state = CS_STATE_NOT_RUNNING;
 		st->segment_index = -1;
+		st->failures_since = now;
 		strlcpy(st->database, database, NAMEDATALEN);
 		st->in_use = true;
 		found = i;
@@ -481,6 +485,7 @@ cs_status_archiver_startup_failed(const char *database)
 		cs_status->last_error_at = now;
 		cs_status->state = CS_STATE_NOT_RUNNING;
 		cs_status->pid = 0;
+		cs_status->archiver_failures++;
 	}
 	SpinLockRelease(&cs_status->mutex);
 	if (starting)
@@ -523,7 +528,8 @@ cs_status_set_state(CsWorkerState state)
  * cs_status_set_error
  *	  Record the archiver's last error (truncated to CS_ERROR_LEN - 1
  *	  bytes) and when, and enter state "error".  Errors stay visible until
- *	  the next one.
+ *	  the next one.  Called once per session that ended in an error: it
+ *	  counts one more in archiver_failures.
  */
 void
 cs_status_set_error(const char *message)
@@ -534,6 +540,7 @@ cs_status_set_error(const char *message)
 	SpinLockAcquire(&cs_status->mutex);
 	cs_status->last_error_at = now;
 	cs_status->state = CS_STATE_ERROR;
+	cs_status->archiver_failures++;
 	SpinLockRelease(&cs_status->mutex);
 }
 
@@ -762,7 +769,8 @@ cs_status_snapshot_failed(int sqlerrcode, const char *message)
 /*
  * cs_status_snapshot_worker_exited
  *	  The snapshot worker exits (before_shmem_exit): the slot is free, its
- *	  progress is cleared, and an exit without a result becomes an error.
+ *	  progress is cleared, and an exit without a result becomes an error
+ *	  and counts one more in snapshot_failures.
  */
 void
 cs_status_snapshot_worker_exited(void)
@@ -774,6 +782,8 @@ cs_status_snapshot_worker_exited(void)
 	SpinLockAcquire(&cs_status->mutex);
 	no_result = cs_status->snapshot_result_lsn == InvalidXLogRecPtr;
 	cs_status->snapshot_running = false;
+	if (no_result)
+		cs_status->snapshot_failures++;
 	SpinLockRelease(&cs_status->mutex);
 	if (no_result && cs_status->snapshot_result_error[0] == '\0')
 		strlcpy(cs_status->snapshot_result_error,

@@ -80,6 +80,10 @@ typedef struct CsStatus
 	bool		dropping;		/* DROP DATABASE of it runs */
 	bool		dropped;		/* DROP DATABASE of it succeeded */
 	bool		in_use;			/* claimed for database (under lock) */
+	/* failure counters, since failures_since (shared memory initialised) */
+	uint64		archiver_failures;	/* sessions ended in an error */
+	uint64		snapshot_failures;	/* snapshot workers without a result */
+	TimestampTz failures_since;
 	struct LWLock *lock;		/* guards what follows */
 
 	/* text fields, under lock */

@@ -69,6 +69,7 @@
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
 #include "read/restore_progress.h"
+#include "read/restore_dry_count.h"
 #include "read/restore_row_filter.h"
 #include "read/restore_sequences.h"
 #include "base/compat.h"
@@ -592,6 +593,8 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 static void refuse_pending(RestoreState *rs, CsRestoreTable *t,
 						   LogicalRepRelation *rel);
 static bool past_target(RestoreState *rs, const CsChange *c);
+static Oid	target_column_type(RestoreState *rs, const CsRestoreTable *t,
+							   const char *name);
 
 /* The target of an archived relation seen in the stream, or NULL. */
 static CsRestoreTable *
@@ -872,11 +875,14 @@ table_by_oid(RestoreState *rs, Oid oid)
 /*
  * Stop restoring t: drop the target restore() created (an existing one
  * was empty and is emptied again), and never take t's changes again.
+ * The dry run only stops counting it.
  */
 static void
 drop_target(RestoreState *rs, CsRestoreTable *t)
 {
-	if (t->created)
+	if (rs->dry_run)
+		;
+	else if (t->created)
 		run_sql(psprintf("DROP TABLE %s", qualified_target(t)));
 	else
 		run_sql(psprintf("TRUNCATE ONLY %s", qualified_target(t)));
@@ -969,7 +975,7 @@ refuse_as(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 					   LSN_FORMAT_ARGS(rs->snapshot_lsn), effect,
 					   rec->event),
 			 errhint("%s", hint)));
-	if (OidIsValid(t->relid))
+	if (OidIsValid(t->relid) || (rs->dry_run && t->target_schema != NULL))
 		drop_target(rs, t);
 	else
 		t->target_schema = NULL;
@@ -1120,7 +1126,8 @@ cast_is_exact(Oid from, Oid to)
  * Relation message of t changes the target's column types.
  */
 static bool
-retype_is_exact(const CsRestoreTable *t, const CsDdlRecord *rec)
+retype_is_exact(RestoreState *rs, const CsRestoreTable *t,
+				const CsDdlRecord *rec)
 {
 	Datum	   *cols;
 	Datum	   *names;
@@ -1129,7 +1136,7 @@ retype_is_exact(const CsRestoreTable *t, const CsDdlRecord *rec)
 	int			n;
 
 	if (rec->columns == NULL || rec->retyped == NULL ||
-		rec->retyped_to == NULL || !OidIsValid(t->relid))
+		rec->retyped_to == NULL || (!rs->dry_run && !OidIsValid(t->relid)))
 		return false;
 	ncols = array_elements(rec->columns, TEXTOID, &cols);
 	n = array_elements(rec->retyped, TEXTOID, &names);
@@ -1138,13 +1145,57 @@ retype_is_exact(const CsRestoreTable *t, const CsDdlRecord *rec)
 	for (int i = 0; i < n; i++)
 	{
 		char	   *name = TextDatumGetCString(names[i]);
-		AttrNumber	attnum = get_attnum(t->relid, name);
+		Oid			type = target_column_type(rs, t, name);
 
-		if (attnum == InvalidAttrNumber ||
-			!cast_is_exact(get_atttype(t->relid, attnum), DatumGetObjectId(types[i])))
+		if (!OidIsValid(type) ||
+			!cast_is_exact(type, DatumGetObjectId(types[i])))
 			return false;
 	}
 	return true;
+}
+
+/*
+ * The type of t's target column name, or InvalidOid when it has none.  The
+ * dry run has no target: the type restore() would give it, that of the
+ * last Relation of t it counted a change under (t->synced), else the
+ * snapshot manifest's.
+ */
+static Oid
+target_column_type(RestoreState *rs, const CsRestoreTable *t, const char *name)
+{
+	ListCell   *lc1,
+			   *lc2;
+	AttrNumber	attnum;
+	int			i;
+
+	if (!rs->dry_run)
+	{
+		attnum = get_attnum(t->relid, name);
+		return attnum == InvalidAttrNumber ? InvalidOid : get_atttype(t->relid, attnum);
+	}
+	if (t->synced != NULL)
+	{
+		i = rel_index(t->synced, name);
+		return i < 0 ? InvalidOid : t->synced->atttyps[i];
+	}
+	forboth(lc1, rs->tables, lc2, rs->manifest)
+	{
+		ListCell   *lc;
+
+		if (lfirst(lc1) != t)
+			continue;
+		foreach(lc, cs_manifest_column_types(lfirst(lc2)))
+		{
+			List	   *pair = lfirst(lc);
+			Oid			typid;
+			int32		typmod;
+
+			if (strcmp(linitial(pair), name) == 0 &&
+				cs_parse_type_string(lsecond(pair), &typid, &typmod))
+				return typid;
+		}
+	}
+	return InvalidOid;
 }
 
 /* A copy of rec in the current memory context. */
@@ -1231,8 +1282,9 @@ follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
 
 	if (strcmp(t->name, rec->table_name) != 0)
 	{
-		run_sql(psprintf("ALTER TABLE %s RENAME TO %s", target,
-						 quote_identifier(rec->table_name)));
+		if (!rs->dry_run)
+			run_sql(psprintf("ALTER TABLE %s RENAME TO %s", target,
+							 quote_identifier(rec->table_name)));
 		t->name = pstrdup(rec->table_name);
 	}
 	if (strcmp(t->schema, rec->schema_name) != 0)
@@ -1240,14 +1292,17 @@ follow_name(RestoreState *rs, CsRestoreTable *t, const CsDdlRecord *rec)
 		t->schema = pstrdup(rec->schema_name);
 		if (rs->target_schema == NULL)
 		{
-			if (!OidIsValid(get_namespace_oid(t->schema, true)))
+			if (!rs->dry_run &&
+				!OidIsValid(get_namespace_oid(t->schema, true)))
 				run_sql(psprintf("CREATE SCHEMA %s", quote_identifier(t->schema)));
-			run_sql(psprintf("ALTER TABLE %s SET SCHEMA %s", qualified_target(t),
-							 quote_identifier(t->schema)));
+			if (!rs->dry_run)
+				run_sql(psprintf("ALTER TABLE %s SET SCHEMA %s", qualified_target(t),
+								 quote_identifier(t->schema)));
 			t->target_schema = t->schema;
 		}
 	}
-	check_distinct_targets(rs, t);
+	if (!rs->dry_run)
+		check_distinct_targets(rs, t);
 }
 
 /*
@@ -1307,12 +1362,13 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 		rs->tables = lappend(rs->tables, t);
 		return;
 	}
-	if (t->target_schema == NULL || !OidIsValid(t->relid))
+	/* the dry run: a wanted table has no target, and is not created */
+	if (t->target_schema == NULL || (!rs->dry_run && !OidIsValid(t->relid)))
 		return;
 	if (t->created)
 		forget_key(t);
 	if (publication ||
-		(rec.rows_changed && !retype_is_exact(t, &rec)))
+		(rec.rows_changed && !retype_is_exact(rs, t, &rec)))
 		refuse_table(rs, t, c->commit_lsn, &rec);
 	else if (strcmp(rec.event, "sql_drop") == 0)
 		drop_target(rs, t);
@@ -1677,7 +1733,8 @@ see_relation(RestoreState *rs, LogicalRepRelation *rel)
 	ListCell   *lc;
 	bool		every_name = true;
 
-	if (t == NULL || t->target_schema == NULL || !OidIsValid(t->relid))
+	if (t == NULL || t->target_schema == NULL ||
+		(!rs->dry_run && !OidIsValid(t->relid)))
 		return;
 	if (t->renamed != NULL)
 	{
@@ -1710,7 +1767,7 @@ refuse_stale(RestoreState *rs)
 		CsRestoreTable *t = lfirst(lc);
 
 		if (t->stale != NULL && t->target_schema != NULL &&
-			OidIsValid(t->relid))
+			(rs->dry_run || OidIsValid(t->relid)))
 			refuse_definition(rs, t, t->stale_lsn, t->stale, false);
 	}
 }
@@ -1791,37 +1848,92 @@ apply_archive(RestoreState *rs)
 /* ---------- the dry run ---------- */
 
 /*
- * Dry run: is the archived relation rel restored?  A table first met in
- * the stream is noted once, as table_for() would create its target.
+ * Dry run: the rows the snapshot's sections of the wanted tables hold, of
+ * those that satisfy the row filter with one (restore_dry_count.c), as
+ * load_snapshot() would load them, into rs->snapshot_rows.
  */
-static bool
-dry_wanted(RestoreState *rs, const LogicalRepRelation *rel)
+static void
+dry_count_snapshot(RestoreState *rs)
+{
+	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
+	char	   *scratch = palloc(64 * 1024);
+	ListCell   *lc = list_head(rs->tables);
+	int			sections = 0;
+
+	while (cs_snapreader_next_table(r) != NULL)
+	{
+		CsRestoreTable *t;
+
+		if (lc == NULL || sections >= list_length(rs->manifest))
+			cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+						   "The file holds more table sections than its manifest lists.");
+		t = lfirst(lc);
+		lc = lnext(rs->tables, lc);
+		if (t->target_schema != NULL)
+			rs->snapshot_rows +=
+				cs_dry_count_section(r, rs->snapshot_path, t->name,
+									 psprintf("%s.%s", t->target_schema, t->name),
+									 rs->row_filter == NULL ? NIL :
+									 cs_manifest_column_types(list_nth(rs->manifest, sections)),
+									 rs->row_filter);
+		else
+			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
+				;
+		sections++;
+	}
+	if (sections != list_length(rs->manifest))
+		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+					   "The file holds %d table sections; its manifest lists %d.",
+					   sections, list_length(rs->manifest));
+	cs_snapreader_close(r);
+	pfree(scratch);
+}
+
+/*
+ * Dry run: the archived table of relation rel if it is restored, else
+ * NULL.  A table first met in the stream is noted once, as table_for()
+ * would create its target; one the schema history refused before it was
+ * seen is refused now, as table_for() refuses it.
+ */
+static CsRestoreTable *
+dry_wanted(RestoreState *rs, LogicalRepRelation *rel)
 {
 	CsRestoreTable *t;
 
 	if (cs_ddl_is_history(rel, rs->ddl_trusted))
-		return false;
+		return NULL;
 	t = table_by_oid(rs, rel->remoteid);
+	if (t != NULL && t->pending != NULL)
+	{
+		refuse_pending(rs, t, rel);
+		return NULL;
+	}
 	if (t != NULL)
-		return t->target_schema != NULL;
+		return t->target_schema != NULL ? t : NULL;
 	t = palloc0(sizeof(CsRestoreTable));
 	t->remote_oid = rel->remoteid;
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
 	rs->tables = lappend(rs->tables, t);
 	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
-		return false;
+		return NULL;
 	t->target_schema = rs->target_schema ? pstrdup(rs->target_schema) : t->schema;
 	rs->restored_tables++;
-	return true;
+	return t;
 }
 
 /*
  * dry_run => true: the archive is read as apply_archive() reads it, from
  * the chosen snapshot to the target (checked as it checks it), and the
  * transactions and the changes of the wanted tables it would apply are
- * counted; nothing is created, loaded or changed, and the schema history
- * is not replayed (a table it drops or refuses on the way still counts).
+ * counted; nothing is created, loaded or changed.  The schema history is
+ * followed as apply_archive() follows it, without the SQL: a table it
+ * drops is counted up to the drop and is not in restored_tables, a
+ * rename or move gives the table its new name, and a table it refuses is
+ * refused (0A000, or a WARNING and left out under skip_inexact).  Where
+ * an existing target's column types differ from the archived ones, a
+ * retyped column is judged with the archived types (the real run judges
+ * with the target's).
  */
 static pg_noinline void
 dry_run(RestoreState *rs)
@@ -1833,6 +1945,7 @@ dry_run(RestoreState *rs)
 	bool		skip = true;
 	bool		reached = false;
 	ListCell   *lc;
+	CsRestoreTable *t;
 
 	foreach(lc, rs->tables)
 		if (((CsRestoreTable *) lfirst(lc))->target_schema != NULL)
@@ -1860,15 +1973,29 @@ dry_run(RestoreState *rs)
 			case CS_CHANGE_INSERT:
 			case CS_CHANGE_UPDATE:
 			case CS_CHANGE_DELETE:
-				if (!skip && c.rel != NULL && dry_wanted(rs, c.rel))
-					rs->changes++;
+				if (skip || c.rel == NULL)
+					break;
+				if (cs_ddl_is_history(c.rel, rs->ddl_trusted))
+				{
+					if (c.kind == CS_CHANGE_INSERT)
+						apply_ddl(rs, &c);
+					break;
+				}
+				if ((t = dry_wanted(rs, c.rel)) == NULL)
+					break;
+				t->synced = c.rel;
+				rs->changes++;
 				break;
 			case CS_CHANGE_TRUNCATE:
 				if (skip)
 					break;
 				foreach(lc, c.truncated)
-					if (dry_wanted(rs, lfirst(lc)))
+					if (dry_wanted(rs, lfirst(lc)) != NULL)
 						rs->changes++;
+				break;
+			case CS_CHANGE_RELATION:
+				if (!skip && c.rel != NULL)
+					see_relation(rs, c.rel);
 				break;
 			default:
 				break;
@@ -1877,6 +2004,7 @@ dry_run(RestoreState *rs)
 	if (!reached && !cs_decoder_stopped(d))
 		check_reached(rs, d);
 	cs_decoder_close(d);
+	refuse_stale(rs);
 }
 
 /* ---------- keys and sequences from the manifest ---------- */
@@ -2090,7 +2218,6 @@ result_row(RestoreState *rs, TupleDesc tupdesc)
 	nulls[3] = (rs->transactions == 0);
 	values[4] = Int32GetDatum(rs->restored_tables);
 	values[5] = Int64GetDatum(rs->snapshot_rows);
-	nulls[5] = rs->dry_run;
 	values[6] = Int64GetDatum(rs->transactions);
 	values[7] = Int64GetDatum(rs->changes);
 	values[8] = BoolGetDatum(rs->dry_run);
@@ -2172,6 +2299,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	if (rs.dry_run)
 	{
 		cs_progress_phase(CS_RESTORE_DRY_RUN);
+		dry_count_snapshot(&rs);
 		dry_run(&rs);
 		cs_progress_end();
 		PG_RETURN_DATUM(result_row(&rs, tupdesc));

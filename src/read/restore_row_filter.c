@@ -12,7 +12,9 @@
  *	  function, so that the filter gives the same answer for a row each
  *	  time it is asked (restore.c asks it of the snapshot's rows in COPY
  *	  and of each archived change's new row, restore_apply.c).  It runs
- *	  with the caller's privileges, as any query of theirs.
+ *	  with the caller's privileges, as any query of theirs.  The dry run
+ *	  transforms it against the archived columns alone (no table exists),
+ *	  as an ephemeral named relation of their types.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,9 +30,12 @@
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
 #include "storage/lockdefs.h"
+#include "utils/queryenvironment.h"
 #include "utils/rel.h"
 
 #include "read/restore_row_filter.h"
+
+static Node *transform_in(ParseState *pstate, Node *raw, const char *table);
 
 static void
 not_one_expression(const char *text)
@@ -101,13 +106,6 @@ cs_row_filter_parse(const char *text)
 	return rt->val;
 }
 
-/* An error in the filter names the table it was applied to. */
-static void
-transform_error_context(void *arg)
-{
-	errcontext("row_filter on table %s", RelationGetRelationName((Relation) arg));
-}
-
 /*
  * cs_row_filter_transform
  *	  The boolean expression raw (cs_row_filter_parse()) over table rel,
@@ -123,16 +121,61 @@ cs_row_filter_transform(Node *raw, Relation rel)
 {
 	ParseState *pstate = make_parsestate(NULL);
 	ParseNamespaceItem *nsitem;
+
+	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
+										   false, true);
+	addNSItemToQuery(pstate, nsitem, false, true, true);
+	return transform_in(pstate, raw, RelationGetRelationName(rel));
+}
+
+/*
+ * cs_row_filter_transform_desc
+ *	  As cs_row_filter_transform(), over a table that does not exist here:
+ *	  rows of descriptor desc under the name name (an ephemeral named
+ *	  relation, as a trigger's transition table is), for restore()'s dry
+ *	  run, which creates nothing.  The same errors.
+ */
+Node *
+cs_row_filter_transform_desc(Node *raw, const char *name, TupleDesc desc)
+{
+	ParseState *pstate = make_parsestate(NULL);
+	EphemeralNamedRelation enr = palloc0(sizeof(EphemeralNamedRelationData));
+	ParseNamespaceItem *nsitem;
+
+	enr->md.name = pstrdup(name);
+	enr->md.reliddesc = InvalidOid;
+	enr->md.tupdesc = desc;
+	enr->md.enrtype = ENR_NAMED_TUPLESTORE;
+	enr->md.enrtuples = -1;
+	pstate->p_queryEnv = create_queryEnv();
+	register_ENR(pstate->p_queryEnv, enr);
+	nsitem = addRangeTableEntryForENR(pstate, makeRangeVar(NULL, enr->md.name, -1),
+									  true);
+	addNSItemToQuery(pstate, nsitem, false, true, true);
+	return transform_in(pstate, raw, name);
+}
+
+/* An error in the filter names the table it was applied to. */
+static void
+transform_error_context(void *arg)
+{
+	errcontext("row_filter on table %s", (const char *) arg);
+}
+
+/*
+ * The boolean expression raw in pstate, whose namespace holds the one
+ * table (range table index 1), named table in errors; pstate is freed.
+ */
+static Node *
+transform_in(ParseState *pstate, Node *raw, const char *table)
+{
 	ErrorContextCallback callback;
 	Node	   *expr;
 
 	callback.callback = transform_error_context;
-	callback.arg = rel;
+	callback.arg = (void *) table;
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
-	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL,
-										   false, true);
-	addNSItemToQuery(pstate, nsitem, false, true, true);
 	expr = transformExpr(pstate, copyObject(raw), EXPR_KIND_COPY_WHERE);
 	expr = coerce_to_boolean(pstate, expr, "row_filter");
 	assign_expr_collations(pstate, expr);

@@ -208,7 +208,8 @@ cs_replica_set_state(CsReplicaState state)
 /*
  * cs_replica_set_error(state, message)
  *	  Publish a failure: the state (backoff or error), the message
- *	  (truncated to 1023 bytes) and the time.
+ *	  (truncated to 1023 bytes) and the time; one more failure counted
+ *	  (status().replica_failures, since the server started).
  */
 void
 cs_replica_set_error(CsReplicaState state, const char *message)
@@ -221,6 +222,7 @@ cs_replica_set_error(CsReplicaState state, const char *message)
 	SpinLockAcquire(&shared->mutex);
 	shared->status.state = state;
 	shared->status.last_error_at = now;
+	shared->status.failures++;
 	SpinLockRelease(&shared->mutex);
 	LWLockRelease(shared->lock);
 }

@@ -37,6 +37,7 @@ typedef struct CsReplicaStatus
 	uint64		lists;
 	uint64		deletes;
 	uint64		bytes_sent;		/* request bodies */
+	uint64		failures;		/* failed passes (cs_replica_set_error()) */
 	char		last_error[1024];
 } CsReplicaStatus;
 

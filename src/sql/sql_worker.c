@@ -38,7 +38,7 @@ PG_FUNCTION_INFO_V1(changestream_status);
 PG_FUNCTION_INFO_V1(changestream_take_snapshot);
 PG_FUNCTION_INFO_V1(changestream_new_generation);
 
-#define STATUS_COLS		59
+#define STATUS_COLS		63
 
 static void require_streaming(CsStatus *s, const char *fname,
 							  bool error_ok);
@@ -151,6 +151,29 @@ replica_values(const CsStatus *s, Datum *values, bool *nulls)
 	values[11] = Int64GetDatum((int64) r.lists);
 	values[12] = Int64GetDatum((int64) r.deletes);
 	values[13] = Int64GetDatum((int64) r.bytes_sent);
+}
+
+/*
+ * The failure counters of status(): archiver_failures, snapshot_failures,
+ * replica_failures, failures_since (four values and nulls).  The
+ * uploader's count is the server's (one uploader serves every archive);
+ * NULL without a replica, as replica_state.
+ */
+static void
+failure_values(const CsStatus *s, Datum *values, bool *nulls)
+{
+	CsReplicaStatus r;
+
+	cs_replica_status_copy(&r);
+	values[0] = Int64GetDatum((int64) s->archiver_failures);
+	nulls[0] = false;
+	values[1] = Int64GetDatum((int64) s->snapshot_failures);
+	nulls[1] = false;
+	values[2] = Int64GetDatum((int64) r.failures);
+	nulls[2] = r.pid == 0 && r.failures == 0 &&
+		(cs_replica_url == NULL || cs_replica_url[0] == '\0');
+	values[3] = TimestampTzGetDatum(s->failures_since);
+	nulls[3] = s->failures_since == 0;
 }
 
 /*
@@ -267,6 +290,7 @@ status_values(const CsArchiveConfig *config, int natts, Datum *values,
 		nulls[58] = !cs_replica_lag_seconds(GetCurrentTimestamp(), &lag);
 		values[58] = Float8GetDatum(lag);
 	}
+	failure_values(&s, values + 59, nulls + 59);
 	if (natts > STATUS_COLS)
 		elog(ERROR, "status() declares %d columns, at most %d are known",
 			 natts, STATUS_COLS);
@@ -323,7 +347,10 @@ status_rows(FunctionCallInfo fcinfo, const CsArchiveConfig *current)
  *	  compression_deferred bool, commit_rate float8, group_commit_ms int,
  *	  retention_held bool, retention_held_since timestamptz,
  *	  retention_held_bytes bigint, retention_held_by_pid int,
- *	  handoff_pending bool, handoff_generation text, handoff_lsn pg_lsn)
+ *	  handoff_pending bool, handoff_generation text, handoff_lsn pg_lsn,
+ *	  the replica's, slot WAL and commit time columns (see the SQL
+ *	  script), archiver_failures, snapshot_failures, replica_failures
+ *	  bigint, failures_since timestamptz)
  *	  flushed_lsn is
  *	  what the archiver has made durable and reported; confirmed_flush_lsn is
  *	  read from the local slot (NULL when the slot is on another server);
