@@ -66,10 +66,16 @@ cs_pgbench($src, $db, '-T', '2', '-c', '2', '-n');
 my $last = $src->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 
 # quiet: everything up to the last write sealed and in the bucket, and
-# nothing left to upload
+# nothing left to upload.  replica_flushed_lsn counts the active segment's
+# tail objects too, so the last commit must also lie before the newest
+# (active) segment: sealed, compressed and up as an immutable object.
 cs_poll_or_diag($src, $db,
-	"SELECT replica_flushed_lsn >= '$last'::pg_lsn AND replica_state = 'idle' AND replica_backlog_files = 0 FROM changestream.status()",
-	't', 120, 'the bucket holds the archive past the last write');
+	"SELECT replica_flushed_lsn >= '$last'::pg_lsn AND replica_state = 'idle' AND replica_backlog_files = 0
+	    AND raw_sealed_segments = 0
+	    AND (SELECT start_lsn FROM changestream.wal_segments((SELECT max(generation) FROM changestream.generations())) ORDER BY segment_index DESC LIMIT 1)
+	        > (SELECT max(commit_lsn) FROM changestream.changes())
+	   FROM changestream.status()",
+	't', 120, 'the bucket holds the archive past the last write, every commit in a sealed segment');
 
 # the immutable objects of the bucket (awscli), with their ETags
 sub immutable_objects
@@ -87,7 +93,18 @@ sub immutable_objects
 	}
 	return \%o;
 }
-my $before = immutable_objects();
+# and the bucket lists every compressed segment of the local archive (the
+# uploader's backlog count is taken at its passes)
+my $compressed = $src->safe_psql($db, 'SELECT count(*) FROM changestream.wal_segments((SELECT max(generation) FROM changestream.generations())) WHERE compressed');
+my $before;
+foreach my $try (1 .. 60)
+{
+	$before = immutable_objects();
+	last if scalar(grep { /\.wal\.gz$/ } keys %$before) == $compressed;
+	sleep(1);
+}
+is(scalar(grep { /\.wal\.gz$/ } keys %$before), $compressed,
+	'the bucket lists every compressed segment of the local archive');
 my $nb = scalar(keys %$before);
 my @segs = sort grep { /\.wal\.gz$/ } keys %$before;
 ok(@segs >= 4, scalar(@segs) . " segment objects, $nb immutable objects in the bucket");
