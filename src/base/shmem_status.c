@@ -760,6 +760,34 @@ cs_status_snapshot_failed(int sqlerrcode, const char *message)
 }
 
 /*
+ * cs_status_snapshot_worker_started
+ *	  The snapshot worker of the selected entry runs: its PID, which
+ *	  DROP DATABASE of its database ends (dropdb_hook.c).
+ */
+void
+cs_status_snapshot_worker_started(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_pid = MyProcPid;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_snapshot_pid
+ *	  The PID of the selected entry's snapshot worker, 0 when none runs.
+ */
+pid_t
+cs_status_snapshot_pid(void)
+{
+	pid_t		pid;
+
+	SpinLockAcquire(&cs_status->mutex);
+	pid = cs_status->snapshot_pid;
+	SpinLockRelease(&cs_status->mutex);
+	return pid;
+}
+
+/*
  * cs_status_snapshot_worker_exited
  *	  The snapshot worker exits (before_shmem_exit): the slot is free, its
  *	  progress is cleared, and an exit without a result becomes an error.
@@ -774,6 +802,7 @@ cs_status_snapshot_worker_exited(void)
 	SpinLockAcquire(&cs_status->mutex);
 	no_result = cs_status->snapshot_result_lsn == InvalidXLogRecPtr;
 	cs_status->snapshot_running = false;
+	cs_status->snapshot_pid = 0;
 	SpinLockRelease(&cs_status->mutex);
 	if (no_result && cs_status->snapshot_result_error[0] == '\0')
 		strlcpy(cs_status->snapshot_result_error,

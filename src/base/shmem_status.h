@@ -67,6 +67,7 @@ typedef struct CsStatus
 	int			group_commit_ms;	/* 0: no session has published */
 	TimestampTz last_error_at;
 	bool		snapshot_running;	/* a snapshot worker is active */
+	pid_t		snapshot_pid;	/* its PID once it runs, else 0 */
 	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
 	int			snapshot_result_code;	/* its SQLSTATE when it failed */
 	TimestampTz last_snapshot_at;
@@ -167,6 +168,8 @@ extern void cs_status_snapshot_worker_exited(void);
 extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
 											bool worker_gone);
 extern bool cs_status_snapshot_running(void);
+extern void cs_status_snapshot_worker_started(void);
+extern pid_t cs_status_snapshot_pid(void);
 extern void cs_status_set_progress(int which, const char *table, int64 rows,
 								   const char *waiting_for);
 extern void cs_status_clear_progress(int which);
