@@ -81,6 +81,10 @@ typedef struct CsStatus
 	bool		dropping;		/* DROP DATABASE of it runs */
 	bool		dropped;		/* DROP DATABASE of it succeeded */
 	bool		in_use;			/* claimed for database (under lock) */
+	/* the maintenance worker's work in this archive's tree */
+	int64		maint_raw_sealed;	/* found at its last look, -1: unknown */
+	uint64		maint_compressed;	/* segments, since the server started */
+	TimestampTz maint_error_at;
 	struct LWLock *lock;		/* guards what follows */
 
 	/* text fields, under lock */
@@ -91,6 +95,7 @@ typedef struct CsStatus
 	CsProgress	progress[2];
 	char		no_replica_identity[512];	/* published tables lacking one */
 	char		snapshot_result_error[CS_ERROR_LEN];
+	char		maint_error[CS_ERROR_LEN];	/* maintenance, in this tree */
 } CsStatus;
 
 #define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
@@ -142,6 +147,7 @@ extern void cs_status_archiver_exited(void);
 extern void cs_status_set_state(CsWorkerState state);
 extern void cs_status_set_error(const char *message);
 extern void cs_status_set_slot(const char *slot);
+extern void cs_status_slot(char *slot);
 extern void cs_status_set_generation(uint64 generation);
 extern void cs_status_set_segment(int64 index);
 extern void cs_status_publish_progress(const CsStreamCounters *counters);
