@@ -9,7 +9,8 @@
 #   <prefix>/databases/app/ for app (each with its own marker object),
 #   "aws s3 sync" of each prefix (awscli, the oracle) gives files equal
 #   byte for byte to the local ones; the root's journal holds none of
-#   app's objects; each status() row shows its own tree's replica columns.
+#   app's objects; each status() row shows its own tree's replica columns
+#   and the maintenance worker's compressed segments of its own tree.
 # - A fresh server with nothing but the replica settings reads app's
 #   archive from the bucket (changestream.read_database = 'app'):
 #   generations() lists app's generations (not postgres's), changes() up to
@@ -164,6 +165,22 @@ my %row = map {
 	"SELECT database, replica_flushed_lsn, replica_put_requests FROM changestream.status() ORDER BY database");
 ok($row{app} && $row{postgres} && $row{app}[1] > 0 && $row{postgres}[1] > 0,
 	'status(): each database row counts its own tree\'s PUT requests');
+# each row shows the maintenance worker's work in its own tree: the
+# segments it compressed there, between two counts of the tree's files
+sub gz_count
+{
+	my ($root) = @_;
+	return scalar(grep { m{/wal/[0-9a-f]+\.wal\.gz$} } keys %{ local_files($root) });
+}
+for my $db ('postgres', 'app')
+{
+	my $before = gz_count($tree{$db});
+	my $n = $node->safe_psql('postgres',
+		"SELECT compressed_segments FROM changestream.status() WHERE database = '$db'");
+	my $after = gz_count($tree{$db});
+	ok($n >= $before && $n <= $after && $n > 0,
+		"$db: its row's compressed_segments ($n) counts its own tree's compressed segments ($before to $after)");
+}
 my $gen_app = $node->safe_psql('app', 'SELECT generation FROM changestream.generations() ORDER BY 1 DESC LIMIT 1');
 my $gen_pg = $node->safe_psql('postgres', 'SELECT generation FROM changestream.generations() ORDER BY 1 DESC LIMIT 1');
 isnt($gen_app, $gen_pg, 'the two trees have generations of their own');
