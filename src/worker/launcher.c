@@ -32,6 +32,7 @@
 #include "replication/walsender_private.h"
 #include "storage/spin.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -39,6 +40,7 @@
 #include "utils/wait_event.h"
 
 #include "base/archive_config.h"
+#include "base/compat.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
 #include "worker/launcher.h"
@@ -113,7 +115,7 @@ count_others(int *slots, int *senders)
 		if (!slot->in_use)
 			continue;
 		SpinLockAcquire(&slot->mutex);
-		active = slot->active_pid;
+		active = cs_slot_active_pid(slot);
 		SpinLockRelease(&slot->mutex);
 		if (!our_slot(NameStr(slot->data.name)))
 			(*slots)++;
