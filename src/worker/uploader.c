@@ -46,6 +46,13 @@
  *	  once it is up compressed.  The backlog it counts (finished files not
  *	  up) is what changestream.replica_max_backlog compares.
  *
+ *	  Several databases (docs/databases.md): every archive tree is
+ *	  uploaded, the root under "<prefix>/" and databases/<name> under
+ *	  "<prefix>/databases/<name>/", each with its own marker, journal,
+ *	  uploaded position, tail sync and backoff (serve_tree(), Tree), in
+ *	  turns of at most TURN_SEGMENTS segments, so that a busy tree does not
+ *	  starve the others and a failing one does not stop them.
+ *
  *	  Failures: a retryable one (the network, 5xx, 429, SlowDown, an
  *	  expired token) waits a jittered delay doubling from 1 s to 60 s and
  *	  tries again, forever; the credentials are read again at each try.  A
@@ -1250,7 +1257,8 @@ tail_look(int index, TimestampTz now, bool *synced, bool *gap, long *wait_ms)
  * sync each live tree's active segment's tail when it is due, waiting on
  * the latch, which an archiver sets after each flush with
  * replica_durability = remote.  Returns early, for a pass, when a commit
- * waits for a sealed segment still to go up, or on a reload.
+ * waits for a sealed segment still to go up, when a tree's backoff delay
+ * is over, or on a reload.
  */
 static void
 tail_phase(void)
@@ -1268,8 +1276,14 @@ tail_phase(void)
 		if (ConfigReloadPending)
 			return;
 		for (int i = 0; i < CS_MAX_DATABASES; i++)
+		{
 			if (trees[i].live)
 				tail_look(i, now, &synced, &gap, &wait_ms);
+			else if (trees[i].next_try != 0 && trees[i].next_try <= now)
+				return;			/* a tree's backoff delay is over */
+			else if (trees[i].next_try != 0)
+				wait_ms = Min(wait_ms, TimestampDifferenceMilliseconds(now, trees[i].next_try));
+		}
 		if (synced)
 			continue;
 		if (gap)
@@ -1828,7 +1842,10 @@ serve_tree(int index)
 
 	t->live = false;
 	if (!cs_status_in_use(index, database))
+	{
+		t->next_try = 0;
 		return;
+	}
 	config = cs_archive_config_for(database, InvalidOid);
 	enter_tree(index, database);
 	memset(&t->pass, 0, sizeof(Pass));
@@ -1862,6 +1879,7 @@ serve_tree(int index)
 		backoff_ms = BACKOFF_MIN_MS;
 		cs_replica_set_state(CS_REPLICA_IDLE);
 		t->live = true;
+		t->next_try = 0;
 	}
 	leave_tree();
 }
