@@ -11,6 +11,9 @@
 #   byte for byte to the local ones; the root's journal holds none of
 #   app's objects; each status() row shows its own tree's replica columns
 #   and the maintenance worker's compressed segments of its own tree.
+# - A third database, other, finds another cluster's marker under its
+#   prefix: its row shows replica_state error naming it, and the two other
+#   trees are uploaded all the same.
 # - A fresh server with nothing but the replica settings reads app's
 #   archive from the bucket (changestream.read_database = 'app'):
 #   generations() lists app's generations (not postgres's), changes() up to
@@ -50,16 +53,25 @@ changestream.replica_credentials = '$creds'
 my $node = cs_new_node('multi', conf => qq{
 changestream.segment_size = '64kB'
 changestream.segment_timeout = '1s'
-changestream.databases = 'postgres, app'
+changestream.databases = 'postgres, app, other'
 $replica_conf});
 $node->start;
 my $dir = cs_archive_dir($node);
 my %tree = (postgres => $dir, app => "$dir/databases/app");
 my %key_prefix = (postgres => $prefix, app => "$prefix/databases/app");
 
-for my $db ('postgres', 'app')
+# another cluster's marker under the prefix of the tree of "other"
+my $foreign = "$tmp/foreign";
+open($fh, '>', $foreign) or die "open $foreign: $!";
+print $fh "changestream cluster\nsystem_identifier 1\ndatabase other\ntree databases/other\n";
+close($fh) or die "close $foreign: $!";
+my ($prc, $pout, $perr) = cs_aws($s3, 's3', 'cp', '--only-show-errors', $foreign,
+	"s3://$bucket/$prefix/databases/other/changestream.cluster");
+die "aws s3 cp failed: $perr" if $prc != 0;
+
+for my $db ('postgres', 'app', 'other')
 {
-	$node->safe_psql('postgres', 'CREATE DATABASE app') if $db eq 'app';
+	$node->safe_psql('postgres', qq{CREATE DATABASE "$db"}) if $db ne 'postgres';
 	cs_pgbench($node, $db, '-i', '-s', '1', '-q');
 	$node->safe_psql($db, 'CREATE EXTENSION changestream; '
 		  . 'CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, '
@@ -67,12 +79,19 @@ for my $db ('postgres', 'app')
 }
 $node->append_conf('postgresql.conf', "changestream.directory = '$dir'");
 $node->reload;
-for my $db ('postgres', 'app')
+for my $db ('postgres', 'app', 'other')
 {
 	cs_poll_or_diag($node, $db,
 		"SELECT state FROM changestream.status() WHERE database = '$db'",
 		'streaming', 90, "$db: its archiver streams");
 }
+cs_poll_or_diag($node, 'postgres',
+	"SELECT replica_state FROM changestream.status() WHERE database = 'other'",
+	'error', 60, "other: its tree's upload is refused");
+like($node->safe_psql('postgres',
+		"SELECT replica_last_error FROM changestream.status() WHERE database = 'other'"),
+	qr{the replica prefix "\Q$prefix\E/databases/other" of bucket "\Q$bucket\E" belongs to another cluster: Its marker object .*system_identifier 1}s,
+	'other: its row names the foreign marker under its prefix');
 
 # md5 of a table's rows in order
 sub digest
