@@ -869,7 +869,9 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 static char *
 marker_content(Pass *pass)
 {
-	CsArchiveConfig *config = cs_archive_config_current();
+	/* not cs_archive_config_current(): it would select another entry */
+	CsArchiveConfig *config = cs_archive_config_for(pass->database,
+													InvalidOid);
 
 	if (pass->subtree != NULL)
 		return psprintf("changestream cluster\nsystem_identifier %llu\ndatabase %s\ntree %s\n",
