@@ -5,11 +5,13 @@
 # oracle).  Then: a fourth database is added by a reload while the others
 # stream, and a fifth whose publication is missing, which stays in error
 # without disturbing the others; one is removed from the list by a reload
-# (its archive stays readable); DROP DATABASE of an archived one works and
-# its archive stays readable from another database; CREATE DATABASE ...
+# (its archive stays readable); DROP DATABASE of an archived one works, also
+# while a snapshot worker runs there, and its archive stays readable from
+# another database; CREATE DATABASE ...
 # TEMPLATE of an archived one works and its archive goes on; a kill -9 of the
 # postmaster in the middle of the load leaves every archive equal to its
-# oracle; a budget too small names the setting to raise.
+# oracle; a budget too small names the setting to raise, counting the
+# replication slots of other software (the oracle slots).
 use ChangestreamTest;
 use ArchiveDamage;
 
@@ -204,7 +206,24 @@ is(state_of('db1'), 'streaming', 'db1 streams on');
 my $db2_gen = $node->safe_psql('db2', 'SELECT max(generation) FROM changestream.generations()');
 my $db2_records = $node->safe_psql('db2',
 	"SELECT count(*) FROM changestream.wal_records('$db2_gen')");
-$node->safe_psql('postgres', 'DROP DATABASE db2');
+# a snapshot worker of db2 held up by a running transaction (in postgres)
+# at the time of the drop: the drop ends it too
+my $holder = $node->background_psql('postgres');
+$holder->query_safe('BEGIN; SELECT pg_current_xact_id();');
+my ($tout, $terr) = ('', '');
+my $taker = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node->connstr('db2'), '-c',
+		'SELECT changestream.take_snapshot()' ],
+	'>', \$tout, '2>', \$terr);
+cs_poll_or_diag($node, 'postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'changestream snapshot' AND datname = 'db2'",
+	'1', 60, 'a snapshot worker of db2 runs, held up by a running transaction');
+my ($drc, $dout, $derr) = $node->psql('postgres', 'DROP DATABASE db2');
+is($drc, 0, 'DROP DATABASE of an archived database whose snapshot worker runs succeeds at once')
+  or diag($derr);
+$taker->finish;
+$holder->query_safe('COMMIT');
+$holder->quit;
 is($node->safe_psql('postgres', "SELECT count(*) FROM pg_database WHERE datname = 'db2'"),
 	'0', 'DROP DATABASE of an archived database succeeds');
 is($node->safe_psql('postgres',
@@ -234,15 +253,21 @@ compare('db1', $t1, 300, 'after the copy of db1');
 
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET changestream.databases = 'db1, db4, db3, nopub, gone'; SELECT pg_reload_conf()");
-$node->append_conf('postgresql.conf', "max_wal_senders = 4\n");
+$node->append_conf('postgresql.conf', "max_wal_senders = 4\nmax_replication_slots = 10\n");
 my $log = cs_log_offset($node);
 $node->restart;
+# the oracle slots are other software's: they count against the budget
+my $others = $node->safe_psql('postgres',
+	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'oracle%'");
 cs_poll_or_diag($node, 'db1',
 	"SELECT count(*) FROM changestream.status() WHERE last_error LIKE '%raise max_wal_senders to at least 6%'",
 	'2', 60, 'the databases past the slot budget say which setting to raise');
 like(cs_log_since($node, $log),
 	qr/changestream\.databases lists 5 databases, which need 6 WAL senders .*max_wal_senders is 4/,
 	'the log says it too');
+like(cs_log_since($node, $log),
+	qr/changestream\.databases lists 5 databases, which need 6 replication slots .*max_replication_slots is 10 and other software uses $others\n(?:.*\n)*?.*HINT:  Raise max_replication_slots to at least @{[6 + $others]} /,
+	"the replication slots other software uses ($others oracle slots) count against the budget, named in the log");
 wait_streaming($_) for qw(db1 db4 db3);
 
 done_testing();

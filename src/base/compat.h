@@ -326,4 +326,18 @@ cs_parse_type_string(const char *str, Oid *typid, int32 *typmod)
 	pg_database_ownercheck((dboid), GetUserId())
 #endif
 
+/*
+ * cs_slot_active_pid(slot) -> the PID of the process using the
+ * replication slot (its mutex held), 0 when none.  19 replaced the slot's
+ * active_pid by active_proc, a ProcNumber (replication/slot.h,
+ * storage/proc.h).
+ */
+#if PG_VERSION_NUM >= 190000
+#define cs_slot_active_pid(slot) \
+	((slot)->active_proc == INVALID_PROC_NUMBER ? 0 : \
+	 GetPGProcByNumber((slot)->active_proc)->pid)
+#else
+#define cs_slot_active_pid(slot) ((slot)->active_pid)
+#endif
+
 #endif							/* CHANGESTREAM_COMPAT_H */

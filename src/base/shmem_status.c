@@ -45,21 +45,19 @@ static CsStatus *cs_status = NULL;
 static void set_text(char *field, const char *value, size_t size);
 
 /*
- * The maintenance worker's status: scalars under its own spinlock, the error
- * text under the status LWLock.
+ * The maintenance worker's status: scalars under its own spinlock.  What
+ * it found and did in each archive tree (sealed raw segments, segments
+ * compressed, its last error there) is in that tree's status entry
+ * (maint_* of CsStatus), so that status() shows it in the database's row.
  */
 typedef struct CsMaintenanceShared
 {
 	slock_t		mutex;
 	pid_t		pid;
 	Latch	   *latch;			/* set by the archiver after sealing */
-	int64		raw_sealed_segments;
-	uint64		segments_compressed;
 	/* compression may wait: see cs_maintenance_status_set_catching_up() */
 	bool		archiver_catching_up;
 	bool		deferring;		/* it waits for the archiver */
-	TimestampTz last_error_at;
-	char		last_error[CS_ERROR_LEN];	/* under cs_status->lock */
 } CsMaintenanceShared;
 
 static CsMaintenanceShared *cs_maintenance = NULL;
@@ -105,6 +103,7 @@ cs_shmem_startup(void)
 			st->state = CS_STATE_NOT_RUNNING;
 			st->segment_index = -1;
 			st->failures_since = now;
+			st->maint_raw_sealed = -1;
 			st->lock = &(GetNamedLWLockTranche(CS_LWLOCK_TRANCHE))->lock;
 		}
 	}
@@ -115,7 +114,6 @@ cs_shmem_startup(void)
 	{
 		memset(cs_maintenance, 0, sizeof(CsMaintenanceShared));
 		SpinLockInit(&cs_maintenance->mutex);
-		cs_maintenance->raw_sealed_segments = -1;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -312,6 +310,7 @@ cs_status_claim(const char *database)
 		st->state = CS_STATE_NOT_RUNNING;
 		st->segment_index = -1;
 		st->failures_since = now;
+		st->maint_raw_sealed = -1;
 		strlcpy(st->database, database, NAMEDATALEN);
 		st->in_use = true;
 		found = i;
@@ -767,6 +766,47 @@ cs_status_snapshot_failed(int sqlerrcode, const char *message)
 }
 
 /*
+ * cs_status_slot
+ *	  The slot the selected entry's archiver published (cs_status_set_slot())
+ *	  into slot (NAMEDATALEN bytes; "" before its first session).
+ */
+void
+cs_status_slot(char *slot)
+{
+	LWLockAcquire(cs_status->lock, LW_SHARED);
+	strlcpy(slot, cs_status->slot, NAMEDATALEN);
+	LWLockRelease(cs_status->lock);
+}
+
+/*
+ * cs_status_snapshot_worker_started
+ *	  The snapshot worker of the selected entry runs: its PID, which
+ *	  DROP DATABASE of its database ends (dropdb_hook.c).
+ */
+void
+cs_status_snapshot_worker_started(void)
+{
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->snapshot_pid = MyProcPid;
+	SpinLockRelease(&cs_status->mutex);
+}
+
+/*
+ * cs_status_snapshot_pid
+ *	  The PID of the selected entry's snapshot worker, 0 when none runs.
+ */
+pid_t
+cs_status_snapshot_pid(void)
+{
+	pid_t		pid;
+
+	SpinLockAcquire(&cs_status->mutex);
+	pid = cs_status->snapshot_pid;
+	SpinLockRelease(&cs_status->mutex);
+	return pid;
+}
+
+/*
  * cs_status_snapshot_worker_exited
  *	  The snapshot worker exits (before_shmem_exit): the slot is free, its
  *	  progress is cleared, and an exit without a result becomes an error
@@ -784,6 +824,7 @@ cs_status_snapshot_worker_exited(void)
 	cs_status->snapshot_running = false;
 	if (no_result)
 		cs_status->snapshot_failures++;
+	cs_status->snapshot_pid = 0;
 	SpinLockRelease(&cs_status->mutex);
 	if (no_result && cs_status->snapshot_result_error[0] == '\0')
 		strlcpy(cs_status->snapshot_result_error,
@@ -877,20 +918,23 @@ cs_status_set_no_replica_identity(const char *tables)
 /*
  * cs_maintenance_status_copy
  *	  Copy the maintenance worker's status into *copy (pid 0 when it does not
- *	  run; raw_sealed_segments -1 before its first look at the archive).
+ *	  run; raw_sealed_segments -1 before its first look at the archive):
+ *	  its figures and last error in the selected entry's tree.
  */
 void
 cs_maintenance_status_copy(CsMaintenanceStatus *copy)
 {
 	SpinLockAcquire(&cs_maintenance->mutex);
 	copy->pid = cs_maintenance->pid;
-	copy->raw_sealed_segments = cs_maintenance->raw_sealed_segments;
-	copy->segments_compressed = cs_maintenance->segments_compressed;
 	copy->deferring = cs_maintenance->deferring;
-	copy->last_error_at = cs_maintenance->last_error_at;
 	SpinLockRelease(&cs_maintenance->mutex);
+	SpinLockAcquire(&cs_status->mutex);
+	copy->raw_sealed_segments = cs_status->maint_raw_sealed;
+	copy->segments_compressed = cs_status->maint_compressed;
+	copy->last_error_at = cs_status->maint_error_at;
+	SpinLockRelease(&cs_status->mutex);
 	LWLockAcquire(cs_status->lock, LW_SHARED);
-	strlcpy(copy->last_error, cs_maintenance->last_error,
+	strlcpy(copy->last_error, cs_status->maint_error,
 			sizeof(copy->last_error));
 	LWLockRelease(cs_status->lock);
 }
@@ -925,45 +969,47 @@ cs_maintenance_status_exited(void)
 
 /*
  * cs_maintenance_status_set_backlog
- *	  The number of sealed raw segments the maintenance worker found (-1: it
- *	  has no archive to look at).
+ *	  The number of sealed raw segments the maintenance worker found in the
+ *	  selected entry's tree (-1: it has no archive to look at).
  */
 void
 cs_maintenance_status_set_backlog(int64 raw_sealed_segments)
 {
-	SpinLockAcquire(&cs_maintenance->mutex);
-	cs_maintenance->raw_sealed_segments = raw_sealed_segments;
-	SpinLockRelease(&cs_maintenance->mutex);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->maint_raw_sealed = raw_sealed_segments;
+	SpinLockRelease(&cs_status->mutex);
 }
 
 /*
  * cs_maintenance_status_compressed
- *	  One more segment compressed; the backlog found is one smaller.
+ *	  One more segment compressed in the selected entry's tree; the backlog
+ *	  found there is one smaller.
  */
 void
 cs_maintenance_status_compressed(void)
 {
-	SpinLockAcquire(&cs_maintenance->mutex);
-	cs_maintenance->segments_compressed++;
-	if (cs_maintenance->raw_sealed_segments > 0)
-		cs_maintenance->raw_sealed_segments--;
-	SpinLockRelease(&cs_maintenance->mutex);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->maint_compressed++;
+	if (cs_status->maint_raw_sealed > 0)
+		cs_status->maint_raw_sealed--;
+	SpinLockRelease(&cs_status->mutex);
 }
 
 /*
  * cs_maintenance_status_set_error
- *	  Record the maintenance worker's last error (truncated to CS_ERROR_LEN - 1
- *	  bytes) and when.  It stays visible until the next one.
+ *	  Record the maintenance worker's last error in the selected entry's tree
+ *	  (truncated to CS_ERROR_LEN - 1 bytes) and when.  It stays visible
+ *	  until the next one there.
  */
 void
 cs_maintenance_status_set_error(const char *message)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	set_text(cs_maintenance->last_error, message, CS_ERROR_LEN);
-	SpinLockAcquire(&cs_maintenance->mutex);
-	cs_maintenance->last_error_at = now;
-	SpinLockRelease(&cs_maintenance->mutex);
+	set_text(cs_status->maint_error, message, CS_ERROR_LEN);
+	SpinLockAcquire(&cs_status->mutex);
+	cs_status->maint_error_at = now;
+	SpinLockRelease(&cs_status->mutex);
 }
 
 /*

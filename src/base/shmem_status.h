@@ -67,6 +67,7 @@ typedef struct CsStatus
 	int			group_commit_ms;	/* 0: no session has published */
 	TimestampTz last_error_at;
 	bool		snapshot_running;	/* a snapshot worker is active */
+	pid_t		snapshot_pid;	/* its PID once it runs, else 0 */
 	XLogRecPtr	snapshot_result_lsn;	/* last snapshot worker's result */
 	int			snapshot_result_code;	/* its SQLSTATE when it failed */
 	TimestampTz last_snapshot_at;
@@ -84,6 +85,10 @@ typedef struct CsStatus
 	uint64		archiver_failures;	/* sessions ended in an error */
 	uint64		snapshot_failures;	/* snapshot workers without a result */
 	TimestampTz failures_since;
+	/* the maintenance worker's work in this archive's tree */
+	int64		maint_raw_sealed;	/* found at its last look, -1: unknown */
+	uint64		maint_compressed;	/* segments, since the server started */
+	TimestampTz maint_error_at;
 	struct LWLock *lock;		/* guards what follows */
 
 	/* text fields, under lock */
@@ -94,6 +99,7 @@ typedef struct CsStatus
 	CsProgress	progress[2];
 	char		no_replica_identity[512];	/* published tables lacking one */
 	char		snapshot_result_error[CS_ERROR_LEN];
+	char		maint_error[CS_ERROR_LEN];	/* maintenance, in this tree */
 } CsStatus;
 
 #define CS_STATUS_TEXT_START	offsetof(CsStatus, database)
@@ -145,6 +151,7 @@ extern void cs_status_archiver_exited(void);
 extern void cs_status_set_state(CsWorkerState state);
 extern void cs_status_set_error(const char *message);
 extern void cs_status_set_slot(const char *slot);
+extern void cs_status_slot(char *slot);
 extern void cs_status_set_generation(uint64 generation);
 extern void cs_status_set_segment(int64 index);
 extern void cs_status_publish_progress(const CsStreamCounters *counters);
@@ -171,6 +178,8 @@ extern void cs_status_snapshot_worker_exited(void);
 extern XLogRecPtr cs_status_snapshot_result(int *sqlerrcode, char *error,
 											bool worker_gone);
 extern bool cs_status_snapshot_running(void);
+extern void cs_status_snapshot_worker_started(void);
+extern pid_t cs_status_snapshot_pid(void);
 extern void cs_status_set_progress(int which, const char *table, int64 rows,
 								   const char *waiting_for);
 extern void cs_status_clear_progress(int which);

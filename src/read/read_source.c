@@ -21,6 +21,7 @@
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
 #include "base/archive_config.h"
+#include "base/guc.h"
 #include "base/shmem_status.h"
 #include "read/read_source.h"
 
@@ -59,19 +60,30 @@ cs_local_directory(void)
 	return cs_archive_config_enabled(config) ? config->directory : NULL;
 }
 
-/* The replica's root; 55000 naming the problem when none is configured. */
+/*
+ * The replica's copy of the archive read (cs_archive_config_current(): the
+ * current database's, or changestream.read_database's): the replica's
+ * root for changestream.database, "<root>/databases/<name>" for another
+ * database, as the uploader mirrors the local layout (docs/databases.md).
+ * 55000 naming the problem when no replica is configured.
+ */
 static const char *
 replica_root(void)
 {
 	const char *problem;
 	char	   *root = cs_storage_s3_root(&problem);
+	CsArchiveConfig *config;
 
 	if (root == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the replica cannot be read: %s", problem),
 				 errhint("Set changestream.replica_url, changestream.replica_endpoint (for a store other than AWS) and changestream.replica_credentials, then reload.")));
-	return root;
+	/* by name: also without a local directory (a server for recovery) */
+	config = cs_archive_config_current();
+	if (strcmp(config->database, cs_database ? cs_database : "") == 0)
+		return root;
+	return cs_database_tree_path(root, config->database);
 }
 
 /* Whether the local archive in directory holds the generation asked for. */

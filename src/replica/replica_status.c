@@ -2,7 +2,10 @@
  *
  * replica_status.c
  *	  The uploader's status in shared memory (worker/uploader.c writes it,
- *	  changestream.status() reads it), and the uploaded position that local
+ *	  changestream.status() reads it), one entry per archive tree (the
+ *	  status entry selected, shmem_status.c: the archiver's own, the tree
+ *	  the uploader or the maintenance worker serves now, the row status()
+ *	  shows), and the uploaded position that local
  *	  retention (retention.c) honours: with a replica configured, nothing
  *	  is deleted locally before it is in the bucket (docs/DESIGN.md
  *	  section 15).
@@ -35,6 +38,7 @@
 #include "utils/timestamp.h"
 
 #include "base/guc.h"
+#include "base/shmem_status.h"
 #include "replica/replica_status.h"
 #include "worker/uploader.h"
 
@@ -76,7 +80,18 @@ typedef struct CsReplicaShared
 	LWLock	   *lock;
 } CsReplicaShared;
 
-static CsReplicaShared *shared = NULL;
+static CsReplicaShared *entries = NULL;	/* CS_MAX_DATABASES + 1 */
+
+/*
+ * The entry of the archive this process works on: one per status entry
+ * (shmem_status.c), i.e. per archived database's tree, the one selected
+ * there (cs_status_select()); the first one when none is attached.
+ */
+static CsReplicaShared *
+entry(void)
+{
+	return &entries[cs_status_attached() ? cs_status_selected() : 0];
+}
 
 /*
  * cs_replica_shmem_request
@@ -86,7 +101,8 @@ static CsReplicaShared *shared = NULL;
 void
 cs_replica_shmem_request(void)
 {
-	RequestAddinShmemSpace(MAXALIGN(sizeof(CsReplicaShared)));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(CsReplicaShared) *
+									(CS_MAX_DATABASES + 1)));
 	RequestNamedLWLockTranche(CS_REPLICA_TRANCHE, 1);
 }
 
@@ -101,16 +117,22 @@ cs_replica_shmem_startup(void)
 	bool		found;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = ShmemInitStruct("changestream replica status",
-							 sizeof(CsReplicaShared), &found);
+	entries = ShmemInitStruct("changestream replica status",
+							  sizeof(CsReplicaShared) * (CS_MAX_DATABASES + 1),
+							  &found);
 	if (!found)
 	{
-		memset(shared, 0, sizeof(CsReplicaShared));
-		SpinLockInit(&shared->mutex);
-		shared->status.backlog_files = -1;
-		shared->status.backlog_bytes = -1;
-		shared->lag_step_ms = LAG_STEP_MS;
-		shared->lock = &(GetNamedLWLockTranche(CS_REPLICA_TRANCHE))->lock;
+		memset(entries, 0, sizeof(CsReplicaShared) * (CS_MAX_DATABASES + 1));
+		for (int i = 0; i <= CS_MAX_DATABASES; i++)
+		{
+			CsReplicaShared *shared = &entries[i];
+
+			SpinLockInit(&shared->mutex);
+			shared->status.backlog_files = -1;
+			shared->status.backlog_bytes = -1;
+			shared->lag_step_ms = LAG_STEP_MS;
+			shared->lock = &(GetNamedLWLockTranche(CS_REPLICA_TRANCHE))->lock;
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -150,6 +172,8 @@ cs_replica_state_name(CsReplicaState state)
 void
 cs_replica_status_copy(CsReplicaStatus *copy)
 {
+	CsReplicaShared *shared = entry();
+
 	LWLockAcquire(shared->lock, LW_SHARED);
 	SpinLockAcquire(&shared->mutex);
 	*copy = shared->status;
@@ -165,16 +189,22 @@ cs_replica_status_copy(CsReplicaStatus *copy)
 
 /*
  * cs_replica_status_started()
- *	  The uploader process starts: its PID, state idle.
+ *	  The uploader process starts: its PID and state idle in every tree's
+ *	  entry (it serves them all).
  */
 void
 cs_replica_status_started(void)
 {
-	SpinLockAcquire(&shared->mutex);
-	shared->status.pid = MyProcPid;
-	shared->status.state = CS_REPLICA_IDLE;
-	shared->uploader_latch = MyLatch;
-	SpinLockRelease(&shared->mutex);
+	for (int i = 0; i <= CS_MAX_DATABASES; i++)
+	{
+		CsReplicaShared *shared = &entries[i];
+
+		SpinLockAcquire(&shared->mutex);
+		shared->status.pid = MyProcPid;
+		shared->status.state = CS_REPLICA_IDLE;
+		shared->uploader_latch = MyLatch;
+		SpinLockRelease(&shared->mutex);
+	}
 }
 
 /*
@@ -185,12 +215,17 @@ cs_replica_status_started(void)
 void
 cs_replica_status_exited(void)
 {
-	SpinLockAcquire(&shared->mutex);
-	shared->status.pid = 0;
-	shared->status.state = CS_REPLICA_OFF;
-	shared->position_known = false;
-	shared->uploader_latch = NULL;
-	SpinLockRelease(&shared->mutex);
+	for (int i = 0; i <= CS_MAX_DATABASES; i++)
+	{
+		CsReplicaShared *shared = &entries[i];
+
+		SpinLockAcquire(&shared->mutex);
+		shared->status.pid = 0;
+		shared->status.state = CS_REPLICA_OFF;
+		shared->position_known = false;
+		shared->uploader_latch = NULL;
+		SpinLockRelease(&shared->mutex);
+	}
 }
 
 /*
@@ -200,6 +235,8 @@ cs_replica_status_exited(void)
 void
 cs_replica_set_state(CsReplicaState state)
 {
+	CsReplicaShared *shared = entry();
+
 	SpinLockAcquire(&shared->mutex);
 	shared->status.state = state;
 	SpinLockRelease(&shared->mutex);
@@ -214,6 +251,7 @@ cs_replica_set_state(CsReplicaState state)
 void
 cs_replica_set_error(CsReplicaState state, const char *message)
 {
+	CsReplicaShared *shared = entry();
 	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -236,8 +274,11 @@ cs_replica_set_error(CsReplicaState state, const char *message)
 void
 cs_replica_count(CsReplicaRequest kind, uint64 bytes_sent)
 {
-	if (shared == NULL)
+	CsReplicaShared *shared;
+
+	if (entries == NULL)
 		return;
+	shared = entry();
 	SpinLockAcquire(&shared->mutex);
 	switch (kind)
 	{
@@ -265,6 +306,8 @@ cs_replica_count(CsReplicaRequest kind, uint64 bytes_sent)
 void
 cs_replica_set_backlog(int64 files, int64 bytes)
 {
+	CsReplicaShared *shared = entry();
+
 	SpinLockAcquire(&shared->mutex);
 	shared->status.backlog_files = files;
 	shared->status.backlog_bytes = bytes;
@@ -279,6 +322,7 @@ cs_replica_set_backlog(int64 files, int64 bytes)
 void
 cs_replica_uploaded(uint64 bytes, bool one_file_less)
 {
+	CsReplicaShared *shared = entry();
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&shared->mutex);
@@ -296,6 +340,7 @@ cs_replica_uploaded(uint64 bytes, bool one_file_less)
 static void
 drop_covered_flushes(void)
 {
+	CsReplicaShared *shared = entry();
 	int			n = 0;
 
 	while (n < shared->nflushes &&
@@ -324,6 +369,7 @@ drop_covered_flushes(void)
 void
 cs_replica_set_flushed(uint64 generation, XLogRecPtr lsn)
 {
+	CsReplicaShared *shared = entry();
 	Latch	   *latch;
 
 	SpinLockAcquire(&shared->mutex);
@@ -353,6 +399,7 @@ cs_replica_set_flushed(uint64 generation, XLogRecPtr lsn)
 XLogRecPtr
 cs_replica_remote_durable(uint64 generation)
 {
+	CsReplicaShared *shared = entry();
 	uint64		g;
 	XLogRecPtr	lsn;
 
@@ -376,6 +423,7 @@ cs_replica_remote_durable(uint64 generation)
 static void
 note_flush(uint64 generation, XLogRecPtr position, TimestampTz now)
 {
+	CsReplicaShared *shared = entry();
 	LocalFlush *last = shared->nflushes > 0 ?
 		&shared->flushes[shared->nflushes - 1] : NULL;
 
@@ -418,11 +466,13 @@ note_flush(uint64 generation, XLogRecPtr position, TimestampTz now)
 void
 cs_replica_note_local_durable(const CsLocalDurable *local)
 {
+	CsReplicaShared *shared;
 	Latch	   *latch;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (shared == NULL)
+	if (entries == NULL)
 		return;
+	shared = entry();
 	SpinLockAcquire(&shared->mutex);
 	shared->archiver_latch = MyLatch;
 	shared->local = *local;
@@ -442,6 +492,8 @@ cs_replica_note_local_durable(const CsLocalDurable *local)
 bool
 cs_replica_local_durable(CsLocalDurable *local)
 {
+	CsReplicaShared *shared = entry();
+
 	SpinLockAcquire(&shared->mutex);
 	*local = shared->local;
 	SpinLockRelease(&shared->mutex);
@@ -459,6 +511,7 @@ cs_replica_local_durable(CsLocalDurable *local)
 bool
 cs_replica_lag_seconds(TimestampTz now, double *lag)
 {
+	CsReplicaShared *shared = entry();
 	bool		known;
 	TimestampTz oldest = 0;
 
@@ -485,6 +538,7 @@ cs_replica_lag_seconds(TimestampTz now, double *lag)
 bool
 cs_replica_backlog_exceeded(bool waiting)
 {
+	CsReplicaShared *shared = entry();
 	int64		bytes;
 	int64		limit = (int64) cs_replica_max_backlog_kb * 1024;
 
@@ -506,6 +560,8 @@ void
 cs_replica_set_position(uint64 generation, int64 next_segment,
 						XLogRecPtr snapshot_lsn)
 {
+	CsReplicaShared *shared = entry();
+
 	SpinLockAcquire(&shared->mutex);
 	shared->position_known = true;
 	shared->generation = generation;
@@ -523,6 +579,8 @@ cs_replica_set_position(uint64 generation, int64 next_segment,
 void
 cs_replica_forget_position(void)
 {
+	CsReplicaShared *shared = entry();
+
 	SpinLockAcquire(&shared->mutex);
 	shared->position_known = false;
 	shared->status.flushed_generation = 0;
@@ -538,7 +596,7 @@ cs_replica_forget_position(void)
 bool
 cs_replica_configured(void)
 {
-	return cs_uploader_registered && shared != NULL &&
+	return cs_uploader_registered && entries != NULL &&
 		cs_replica_url != NULL && cs_replica_url[0] != '\0';
 }
 
@@ -546,6 +604,7 @@ cs_replica_configured(void)
 static bool
 position(uint64 *generation, int64 *next_segment, XLogRecPtr *snapshot_lsn)
 {
+	CsReplicaShared *shared = entry();
 	bool		known;
 
 	SpinLockAcquire(&shared->mutex);

@@ -106,6 +106,26 @@ cs_s3_config_current(CsS3Config *out)
 }
 
 /*
+ * cs_s3_config_under(config, sub)
+ *	  Move config (filled by cs_s3_config_current()) to the prefix of sub
+ *	  (a relative path, "databases/<name>": an archive tree under the
+ *	  directory root, docs/databases.md) under the configured prefix, so
+ *	  that the bucket mirrors the local layout; config->store names the
+ *	  new prefix, with the same store.
+ */
+void
+cs_s3_config_under(CsS3Config *config, const char *sub)
+{
+	/* store is "s3://<bucket>/<prefix>" followed by the store's name */
+	const char *rest = config->store + strlen("s3://") +
+		strlen(config->bucket) + 1 + strlen(config->prefix);
+
+	config->prefix = cs_s3_object_key(config, sub);
+	config->store = psprintf("s3://%s/%s%s", config->bucket, config->prefix,
+							 rest);
+}
+
+/*
  * cs_s3_object_key(config, name) -> palloc'd key
  *	  The object key of name (a path relative to the archive, no leading
  *	  '/') under the configured prefix: "<prefix>/<name>", or name when

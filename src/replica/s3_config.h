@@ -24,6 +24,7 @@ typedef struct CsS3Config
 } CsS3Config;
 
 extern const char *cs_s3_config_current(CsS3Config *out);
+extern void cs_s3_config_under(CsS3Config *config, const char *sub);
 extern char *cs_s3_object_key(const CsS3Config *config, const char *name);
 
 #endif							/* CS_S3_CONFIG_H */

@@ -7,9 +7,10 @@
  *	  and DROP DATABASE refuses both.  Before the command runs, a
  *	  ProcessUtility hook marks the database's status entry "dropping"
  *	  (the launcher starts no archiver for it), ends its archiver (SIGTERM:
- *	  it makes what it received durable, as at any stop) and waits, at
- *	  most DROP_WAIT_MS, until the archiver is gone and no slot of the
- *	  database is active.  DROP DATABASE then drops the inactive slot
+ *	  it makes what it received durable, as at any stop) and its snapshot
+ *	  worker, if one runs (the snapshot is abandoned: its temporary slot
+ *	  goes with its walsender), and waits, at most DROP_WAIT_MS, until both
+ *	  are gone and no slot of the database is active.  DROP DATABASE then drops the inactive slot
  *	  itself.  When the command fails the mark is cleared and the launcher
  *	  starts the archiver again; when it succeeds the entry stays
  *	  "dropped" until the database leaves changestream.databases.  The
@@ -53,10 +54,10 @@
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /*
- * End the archiver of status entry index (its database dboid is about to
- * be dropped) and wait until it and the database's active slots are gone,
- * or DROP_WAIT_MS have passed (DROP DATABASE then says what is still
- * there).  Cancellable.
+ * End the archiver and the snapshot worker of status entry index (its
+ * database dboid is about to be dropped) and wait until they and the
+ * database's active slots are gone, or DROP_WAIT_MS have passed (DROP
+ * DATABASE then says what is still there).  Cancellable.
  */
 static void
 release_database(int index, Oid dboid)
@@ -68,12 +69,16 @@ release_database(int index, Oid dboid)
 	for (;;)
 	{
 		pid_t		pid = cs_status_archiver_pid();
+		pid_t		snapshot_pid = cs_status_snapshot_pid();
 		int			nslots = 0;
 		int			nactive = 0;
 
+		/* a snapshot worker holds a connection and a slot too */
+		if (snapshot_pid != 0)
+			(void) kill(snapshot_pid, SIGTERM);
 		if (pid != 0)
 			(void) kill(pid, SIGTERM);
-		else
+		else if (snapshot_pid == 0)
 		{
 			(void) ReplicationSlotsCountDBSlots(dboid, &nslots, &nactive);
 			if (nactive == 0)

@@ -29,7 +29,10 @@
 #include "postmaster/interrupt.h"
 #include "replication/slot.h"
 #include "replication/walsender.h"
+#include "replication/walsender_private.h"
+#include "storage/spin.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -37,6 +40,7 @@
 #include "utils/wait_event.h"
 
 #include "base/archive_config.h"
+#include "base/compat.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
 #include "worker/launcher.h"
@@ -60,8 +64,85 @@ typedef struct Launched
 static Launched launched[CS_MAX_DATABASES];
 
 /*
+ * Is the slot name one of changestream's: changestream.slot_name, it
+ * followed by "_<database OID>" (cs_archive_config_for(), the prefix
+ * shortened to fit), or a snapshot worker's temporary
+ * "changestream_snapshot_<pid>"?
+ */
+static bool
+our_slot(const char *name)
+{
+	size_t		len = strlen(name);
+	size_t		digits = 0;
+	size_t		base;
+
+	if (strncmp(name, "changestream_snapshot_", strlen("changestream_snapshot_")) == 0 ||
+		strcmp(name, cs_slot_name) == 0)
+		return true;
+	while (digits < len && name[len - 1 - digits] >= '0' &&
+		   name[len - 1 - digits] <= '9')
+		digits++;
+	if (digits == 0 || digits + 1 >= len || name[len - 1 - digits] != '_')
+		return false;
+	base = len - 1 - digits;
+	/* the prefix is shortened only to fit NAMEDATALEN */
+	return base <= strlen(cs_slot_name) &&
+		strncmp(name, cs_slot_name, base) == 0 &&
+		(base == strlen(cs_slot_name) || len == NAMEDATALEN - 1);
+}
+
+/*
+ * What other software uses of the local server's replication slots (the
+ * slots in use that are not ours, our_slot()) and WAL senders (those
+ * running that serve none of our slots: physical standbys, other
+ * subscriptions, pg_basebackup), into *slots and *senders: read from
+ * shared memory, as pg_replication_slots and pg_stat_replication do.
+ */
+static void
+count_others(int *slots, int *senders)
+{
+	pid_t		ours[CS_MAX_DATABASES * 2];
+	int			nours = 0;
+
+	*slots = 0;
+	*senders = 0;
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	for (int i = 0; i < max_replication_slots; i++)
+	{
+		ReplicationSlot *slot = &ReplicationSlotCtl->replication_slots[i];
+		pid_t		active;
+
+		if (!slot->in_use)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		active = cs_slot_active_pid(slot);
+		SpinLockRelease(&slot->mutex);
+		if (!our_slot(NameStr(slot->data.name)))
+			(*slots)++;
+		else if (active != 0 && nours < lengthof(ours))
+			ours[nours++] = active;
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	for (int i = 0; WalSndCtl != NULL && i < max_wal_senders; i++)
+	{
+		WalSnd	   *walsnd = &WalSndCtl->walsnds[i];
+		pid_t		pid;
+		bool		mine = false;
+
+		SpinLockAcquire(&walsnd->mutex);
+		pid = walsnd->pid;
+		SpinLockRelease(&walsnd->mutex);
+		for (int j = 0; j < nours && !mine; j++)
+			mine = ours[j] == pid;
+		if (pid != 0 && !mine)
+			(*senders)++;
+	}
+}
+
+/*
  * The budget's verdict for n databases: how many of them (in list order)
- * can be archived, logging one message for each setting that is too small
+ * can be archived, beside what other software uses of the local server's
+ * WAL senders and replication slots (count_others()), logging one message for each setting that is too small
  * when log is set, and putting the first in *message (palloc'd, NULL when
  * the budget suffices).
  */
@@ -85,33 +166,39 @@ budget_allowed(int n, bool log, char **message)
 		"replication slots (one per database and one for a snapshot)"},
 	};
 	int			allowed = n;
+	int			others[3] = {0, 0, 0};
 	int			i;
 
 	*message = NULL;
+	if (local)
+		count_others(&others[2], &others[1]);
 	for (i = 0; i < 3; i++)
 	{
-		int			fit = checks[i].value - checks[i].reserved;
+		int			need = n + checks[i].reserved;
+		int			fit = checks[i].value - checks[i].reserved - others[i];
+		char	   *used = others[i] == 0 ? pstrdup("") :
+			psprintf(" and other software uses %d", others[i]);
 
 		if (i > 0 && !local)
 			break;				/* walsenders and slots are on the other server */
-		if (n + checks[i].reserved <= checks[i].value)
+		if (need + others[i] <= checks[i].value)
 			continue;
 		allowed = Min(allowed, Max(fit, 0));
 		if (*message == NULL)
-			*message = psprintf("changestream.databases lists %d databases, which need %d %s, but %s is %d: raise %s to at least %d and restart the server",
-								n, n + checks[i].reserved, checks[i].what,
-								checks[i].setting, checks[i].value,
-								checks[i].setting, n + checks[i].reserved);
+			*message = psprintf("changestream.databases lists %d databases, which need %d %s, but %s is %d%s: raise %s to at least %d and restart the server",
+								n, need, checks[i].what,
+								checks[i].setting, checks[i].value, used,
+								checks[i].setting, need + others[i]);
 		if (log)
 			ereport(WARNING,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("changestream.databases lists %d databases, which need %d %s, but %s is %d",
-							n, n + checks[i].reserved, checks[i].what,
-							checks[i].setting, checks[i].value),
+					 errmsg("changestream.databases lists %d databases, which need %d %s, but %s is %d%s",
+							n, need, checks[i].what,
+							checks[i].setting, checks[i].value, used),
 					 errdetail("Only the first %d databases of the list are archived.",
 							   Max(fit, 0)),
 					 errhint("Raise %s to at least %d and restart the server.",
-							 checks[i].setting, n + checks[i].reserved)));
+							 checks[i].setting, need + others[i])));
 	}
 	return allowed;
 }

@@ -133,6 +133,7 @@ changestream_snapshot_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	before_shmem_exit(snapshot_exit, (Datum) 0);
+	cs_status_snapshot_worker_started();
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	config = cs_archive_config_current();

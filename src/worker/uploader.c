@@ -46,6 +46,13 @@
  *	  once it is up compressed.  The backlog it counts (finished files not
  *	  up) is what changestream.replica_max_backlog compares.
  *
+ *	  Several databases (docs/databases.md): every archive tree is
+ *	  uploaded, the root under "<prefix>/" and databases/<name> under
+ *	  "<prefix>/databases/<name>/", each with its own marker, journal,
+ *	  uploaded position, tail sync and backoff (serve_tree(), Tree), in
+ *	  turns of at most TURN_SEGMENTS segments, so that a busy tree does not
+ *	  starve the others and a failing one does not stop them.
+ *
  *	  Failures: a retryable one (the network, 5xx, 429, SlowDown, an
  *	  expired token) waits a jittered delay doubling from 1 s to 60 s and
  *	  tries again, forever; the credentials are read again at each try.  A
@@ -91,6 +98,7 @@
 #include "base/guc.h"
 #include "base/latch_wait.h"
 #include "base/log_once.h"
+#include "base/shmem_status.h"
 #include "replica/replica_journal.h"
 #include "replica/replica_status.h"
 #include "replica/s3_config.h"
@@ -106,6 +114,7 @@
 #define TAIL_DIR		"tail/"	/* the active segment's synced bytes */
 #define TAIL_GAP_MS		50		/* remote durability: a pass this soon */
 #define TAIL_POLL_MS	100		/* the interval has passed: look this often */
+#define TURN_SEGMENTS	8		/* segments put per tree per pass at most */
 
 /* what a pass, or a step of it, came to */
 typedef enum Outcome
@@ -122,6 +131,8 @@ typedef struct Pass
 	CsS3Config	config;
 	CsS3Client *client;
 	char	   *directory;
+	char	   *database;		/* the tree's */
+	char	   *subtree;		/* "databases/<name>", NULL for the root */
 	int			sqlerrcode;		/* of the failure, for log_once */
 	char	   *message;
 	char	   *detail;
@@ -197,6 +208,106 @@ typedef struct ListedObject
 	char	   *name;
 	int64		size;
 } ListedObject;
+
+/*
+ * Several archive trees (docs/databases.md): one per status entry in use,
+ * each with its own key prefix, marker, journal, listing, uploaded
+ * position, tail sync and backoff.  While the uploader serves a tree
+ * (enter_tree() .. leave_tree()) that state is in the static variables
+ * above, which the rest of this file uses as with a single archive; the
+ * tree's status entry is selected, so that replica_status.c publishes in
+ * its row.
+ */
+#define TREE_STATE(X) \
+	X(bucket_cxt) X(bucket_url) X(journal) X(listing_cxt) X(listed) \
+	X(nlisted) X(listing_done) X(marker_ok) X(marker_created) X(log_once) \
+	X(backoff_ms) X(last_pass_failed) X(pub_valid) X(pub_generation) \
+	X(pub_next_segment) X(pub_snapshot) X(tail_generation) X(tail_index) \
+	X(tail_synced) X(tail_published) X(tail_gone) X(tail_synced_at) \
+	X(tail_objects) X(tail_ready) X(tail_ready_generation)
+
+typedef struct Tree
+{
+	char		database[NAMEDATALEN];	/* "": the entry was never served */
+	bool		live;			/* served in this round */
+	TimestampTz next_try;		/* after a failure: not before */
+	Pass		pass;			/* this round's */
+	/* the state of the statics of the same names */
+	MemoryContext bucket_cxt;
+	char	   *bucket_url;
+	CsJournal  *journal;
+	MemoryContext listing_cxt;
+	ListedObject *listed;
+	int			nlisted;
+	bool		listing_done;
+	bool		marker_ok;
+	bool		marker_created;
+	CsLogOnce	log_once;
+	long		backoff_ms;
+	bool		last_pass_failed;
+	bool		pub_valid;
+	uint64		pub_generation;
+	int64		pub_next_segment;
+	XLogRecPtr	pub_snapshot;
+	uint64		tail_generation;
+	int64		tail_index;
+	int64		tail_synced;
+	XLogRecPtr	tail_published;
+	bool		tail_gone;
+	TimestampTz tail_synced_at;
+	List	   *tail_objects;
+	bool		tail_ready;
+	uint64		tail_ready_generation;
+} Tree;
+
+static Tree trees[CS_MAX_DATABASES];
+static int	current_tree = -1;	/* the one entered, -1: none */
+static int	round_start = 0;	/* round robin: the tree served first */
+static bool turn_cut = false;	/* a tree has segments left this round */
+
+/*
+ * Serve tree index: its state into the statics, its status entry selected.
+ * A tree whose entry now serves another database (released and claimed
+ * again) starts over.
+ */
+static void
+enter_tree(int index, const char *database)
+{
+	Tree	   *t = &trees[index];
+
+	if (strcmp(t->database, database) != 0)
+	{
+		if (t->bucket_cxt != NULL)
+			MemoryContextDelete(t->bucket_cxt);
+		memset(t, 0, sizeof(Tree));
+		strlcpy(t->database, database, NAMEDATALEN);
+		t->bucket_cxt = AllocSetContextCreate(TopMemoryContext,
+											  "changestream uploader journal",
+											  ALLOCSET_DEFAULT_SIZES);
+		t->backoff_ms = BACKOFF_MIN_MS;
+		t->tail_index = -1;
+	}
+#define LOAD(f) f = t->f;
+	TREE_STATE(LOAD)
+#undef LOAD
+	current_tree = index;
+	cs_status_select(index);
+}
+
+/* Leave the tree served: the statics back into its state. */
+static void
+leave_tree(void)
+{
+	Tree	   *t;
+
+	if (current_tree < 0)
+		return;
+	t = &trees[current_tree];
+#define SAVE(f) t->f = f;
+	TREE_STATE(SAVE)
+#undef SAVE
+	current_tree = -1;
+}
 
 /*
  * SIGHUP: as SignalHandlerForConfigReload(), and while a transfer runs,
@@ -749,12 +860,23 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	return outcome;
 }
 
-/* The marker's content: who writes under this prefix. */
+/*
+ * The marker's content: who writes under this prefix.  The root tree's
+ * names the slot as before; another tree's names its database alone (the
+ * uploader has no database connection to learn the OID its slot is named
+ * by, and the text must stay the same from run to run).
+ */
 static char *
-marker_content(void)
+marker_content(Pass *pass)
 {
-	CsArchiveConfig *config = cs_archive_config_current();
+	/* not cs_archive_config_current(): it would select another entry */
+	CsArchiveConfig *config = cs_archive_config_for(pass->database,
+													InvalidOid);
 
+	if (pass->subtree != NULL)
+		return psprintf("changestream cluster\nsystem_identifier %llu\ndatabase %s\ntree %s\n",
+						(unsigned long long) GetSystemIdentifier(),
+						pass->database, pass->subtree);
 	return psprintf("changestream cluster\nsystem_identifier %llu\ndatabase %s\nslot %s\n",
 					(unsigned long long) GetSystemIdentifier(),
 					config->database, config->slot_name);
@@ -768,7 +890,7 @@ static Outcome
 check_marker(Pass *pass)
 {
 	char	   *key = cs_s3_object_key(&pass->config, MARKER_NAME);
-	char	   *mine = marker_content();
+	char	   *mine = marker_content(pass);
 	CsS3Response resp;
 
 	transfer_begin();
@@ -1071,52 +1193,108 @@ sync_tail(Pass *pass, const CsLocalDurable *local)
 	return OUT_OK;
 }
 
+static void report(Pass *pass, Outcome outcome);
+static long next_backoff(void);
+
 /*
- * Between passes (RESCAN_MS): sync the active segment's tail when it is
- * due (tail_due()), waiting on the latch, which the archiver sets after
- * each flush with replica_durability = remote.  Returns early, for a pass,
- * when a commit waits for a sealed segment still to go up, or on a reload.
+ * The tree entered (index) failed: the failure is published and logged
+ * once (report()), and the tree is tried again after its backoff delay;
+ * the other trees go on meanwhile.
  */
-static Outcome
-tail_phase(Pass *pass)
+static void
+tree_failed(int index, Outcome outcome)
+{
+	Tree	   *t = &trees[index];
+
+	last_pass_failed = true;
+	report(&t->pass, outcome);
+	t->next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											  next_backoff());
+	t->live = false;
+}
+
+/*
+ * One look at tree index for the tail sync: sync its active segment's tail
+ * when it is due (tail_due()).  *synced: it was; *gap: a commit waits for a
+ * sealed segment still to go up; *wait_ms lowered to when its interval
+ * ends.  A failure is the tree's (tree_failed()).
+ */
+static void
+tail_look(int index, TimestampTz now, bool *synced, bool *gap, long *wait_ms)
+{
+	Tree	   *t = &trees[index];
+	CsLocalDurable local;
+	bool		tree_gap = false;
+
+	enter_tree(index, t->database);
+	if (cs_replica_local_durable(&local) && tail_due(&local, now, &tree_gap))
+	{
+		Outcome		outcome = sync_tail(&t->pass, &local);
+
+		if (outcome != OUT_OK)
+			tree_failed(index, outcome);
+		else
+		{
+			cs_replica_set_state(CS_REPLICA_IDLE);
+			*synced = true;
+		}
+	}
+	else if (tree_gap && cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE)
+		*gap = true;
+	else if (cs_replica_sync_interval_ms > 0)
+	{
+		TimestampTz due = TimestampTzPlusMilliseconds(tail_synced_at,
+													  cs_replica_sync_interval_ms);
+
+		/* until the interval ends; past it, look for new bytes often */
+		*wait_ms = Min(*wait_ms, due > now ?
+					   TimestampDifferenceMilliseconds(now, due) :
+					   TAIL_POLL_MS);
+	}
+	leave_tree();
+}
+
+/*
+ * Between passes (RESCAN_MS, none when a tree has segments left: turn_cut):
+ * sync each live tree's active segment's tail when it is due, waiting on
+ * the latch, which an archiver sets after each flush with
+ * replica_durability = remote.  Returns early, for a pass, when a commit
+ * waits for a sealed segment still to go up, when a tree's backoff delay
+ * is over, or on a reload.
+ */
+static void
+tail_phase(void)
 {
 	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													RESCAN_MS);
+													turn_cut ? 0 : RESCAN_MS);
 
 	for (;;)
 	{
 		TimestampTz now = GetCurrentTimestamp();
-		CsLocalDurable local;
+		bool		synced = false;
 		bool		gap = false;
-		long		wait_ms;
+		long		wait_ms = TimestampDifferenceMilliseconds(now, until);
 
-		if (now >= until || ConfigReloadPending)
-			return OUT_OK;
-		if (cs_replica_local_durable(&local) && tail_due(&local, now, &gap))
+		if (ConfigReloadPending)
+			return;
+		for (int i = 0; i < CS_MAX_DATABASES; i++)
 		{
-			Outcome		outcome = sync_tail(pass, &local);
-
-			if (outcome != OUT_OK)
-				return outcome;
-			cs_replica_set_state(CS_REPLICA_IDLE);
-			continue;
+			if (trees[i].live)
+				tail_look(i, now, &synced, &gap, &wait_ms);
+			else if (trees[i].next_try != 0 && trees[i].next_try <= now)
+				return;			/* a tree's backoff delay is over */
+			else if (trees[i].next_try != 0)
+				wait_ms = Min(wait_ms, TimestampDifferenceMilliseconds(now, trees[i].next_try));
 		}
-		if (gap && cs_replica_durability == CS_REPLICA_DURABILITY_REMOTE)
+		if (synced)
+			continue;
+		if (gap)
 		{
 			cs_latch_wait_ms(TAIL_GAP_MS, true);
-			return OUT_OK;
+			return;
 		}
-		wait_ms = TimestampDifferenceMilliseconds(now, until);
-		if (cs_replica_sync_interval_ms > 0)
-		{
-			TimestampTz due = TimestampTzPlusMilliseconds(tail_synced_at,
-														  cs_replica_sync_interval_ms);
-
-			/* until the interval ends; past it, look for new bytes often */
-			wait_ms = Min(wait_ms, due > now ?
-						  TimestampDifferenceMilliseconds(now, due) :
-						  TAIL_POLL_MS);
-		}
+		if (now >= until)
+			return;
 		cs_latch_wait_ms(Max(wait_ms, 1), false);
 	}
 }
@@ -1160,6 +1338,10 @@ list_bucket(Pass *pass)
 		if (strlen(o->key) <= plen || strlen(o->key) - plen >= MAXPGPATH)
 			continue;
 		if (note_tail_object(o->key + plen, o->size))
+			continue;
+		/* the root's prefix holds the other trees' prefixes */
+		if (pass->subtree == NULL &&
+			strncmp(o->key + plen, "databases/", strlen("databases/")) == 0)
 			continue;
 		entry = cs_journal_find(journal, o->key + plen);
 		if (entry != NULL && entry->size == o->size)
@@ -1284,6 +1466,7 @@ put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 	ListCell   *lc;
 	Outcome		outcome = OUT_OK;
 	bool		up;
+	int			put = 0;
 
 	*complete = !newest;
 	tail_ready = true;			/* the generation is readable remotely */
@@ -1298,12 +1481,22 @@ put_segments(Pass *pass, uint64 generation, bool newest, bool *complete)
 			*complete = false;	/* compression, or the archiver, comes first */
 			break;
 		}
+		if (put == TURN_SEGMENTS)
+		{
+			/* the other trees' turn: this one goes on at the next pass */
+			*complete = false;
+			turn_cut = true;
+			outcome = OUT_WAIT;
+			break;
+		}
 		outcome = put_file(pass, sf->path, false, &up);
 		if (outcome != OUT_OK)
 		{
 			*complete = false;
 			break;
 		}
+		if (up)
+			put++;
 		pos_next_segment = sf->index + 1;
 		publish_position();
 	}
@@ -1427,6 +1620,8 @@ begin_pass(Pass *pass)
 		return failed(pass, OUT_ERROR, ERRCODE_CONFIG_FILE_ERROR,
 					  pstrdup(problem), NULL,
 					  pstrdup("Set changestream.replica_url (s3://bucket/prefix), and for a store other than AWS changestream.replica_endpoint, then reload."));
+	if (pass->subtree != NULL)
+		cs_s3_config_under(&pass->config, pass->subtree);
 	if (!cs_s3_credentials_load(pass->config.credentials, pass->config.profile,
 								&creds, &cp))
 		return failed(pass, OUT_ERROR, ERRCODE_CONFIG_FILE_ERROR,
@@ -1528,43 +1723,6 @@ next_backoff(void)
 	return ms;
 }
 
-/*
- * Wait the backoff delay ms, counting the backlog again every RESCAN_MS
- * meanwhile: the archiver stops reading the slot on it
- * (changestream.replica_max_backlog), so it must follow what the archiver
- * writes during an outage.
- */
-static void
-backoff_wait(Pass *pass, long ms)
-{
-	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-	char		directory[MAXPGPATH];
-	Pass		counting;
-
-	/* the pass's memory is reset below: keep its directory */
-	strlcpy(directory, pass->directory, sizeof(directory));
-	memset(&counting, 0, sizeof(counting));
-	counting.directory = directory;
-	for (;;)
-	{
-		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   until);
-
-		if (left <= 0 || ConfigReloadPending)
-			return;
-		cs_latch_wait_ms(Min(left, RESCAN_MS), true);
-		if (journal != NULL)
-		{
-			MemoryContext old;
-
-			MemoryContextReset(pass_cxt);
-			old = MemoryContextSwitchTo(pass_cxt);
-			count_backlog(&counting, cs_list_generations(directory));
-			MemoryContextSwitchTo(old);
-		}
-	}
-}
-
 /* Log a failure once (log_once.c) and publish it. */
 static void
 report(Pass *pass, Outcome outcome)
@@ -1628,6 +1786,7 @@ pass_failed(void)
 {
 	ErrorData  *edata;
 	bool		reload;
+	int			tree = current_tree;
 
 	error_context_stack = NULL;
 	HOLD_INTERRUPTS();
@@ -1645,15 +1804,19 @@ pass_failed(void)
 	pass_owner_end(false);
 	AtEOXact_Files(false);
 	MemoryContextReset(pass_cxt);
-	if (!reload)
+	if (!reload && tree >= 0)
 	{
+		/* the tree's failure: the others go on meanwhile */
 		cs_replica_set_error(CS_REPLICA_ERROR, edata->message);
 		last_pass_failed = true;
+		trees[tree].next_try =
+			TimestampTzPlusMilliseconds(GetCurrentTimestamp(), next_backoff());
 	}
+	leave_tree();
 	FreeErrorData(edata);
 	RESUME_INTERRUPTS();
-	if (!reload)
-		cs_latch_wait_ms(next_backoff(), true);
+	if (!reload && tree < 0)
+		cs_latch_wait_ms(RESCAN_MS, true);	/* no tree's: not in a loop */
 }
 
 /* before_shmem_exit callback: the uploader is gone from status(). */
@@ -1661,6 +1824,66 @@ static void
 uploader_exit(int code, Datum arg)
 {
 	cs_replica_status_exited();
+}
+
+/*
+ * One pass over the tree of status entry index, when it serves a database
+ * (its archive's configuration, cs_archive_config_for(): the directory
+ * root for changestream.database, databases/<name> under it, and under
+ * the replica's prefix, for the others).  A tree in its backoff delay
+ * only has its backlog counted, which its archiver's back-pressure
+ * (changestream.replica_max_backlog) follows during an outage.
+ */
+static void
+serve_tree(int index)
+{
+	Tree	   *t = &trees[index];
+	char		database[NAMEDATALEN];
+	CsArchiveConfig *config;
+	Outcome		outcome;
+
+	t->live = false;
+	if (!cs_status_in_use(index, database))
+	{
+		t->next_try = 0;
+		return;
+	}
+	config = cs_archive_config_for(database, InvalidOid);
+	enter_tree(index, database);
+	memset(&t->pass, 0, sizeof(Pass));
+	t->pass.directory = config->directory;
+	t->pass.database = config->database;
+	if (strcmp(config->directory, config->root) != 0)
+		t->pass.subtree = cs_archive_relative_name(config->root,
+												   config->directory);
+	if (GetCurrentTimestamp() < t->next_try)
+	{
+		if (journal != NULL)
+			count_backlog(&t->pass, cs_list_generations(t->pass.directory));
+		leave_tree();
+		return;
+	}
+	outcome = run_pass(&t->pass);
+	if (outcome != OUT_OK)
+		tree_failed(index, outcome);
+	else
+	{
+		if (last_pass_failed)
+		{
+			int			n = cs_log_once_reset(&log_once) + 1;
+
+			ereport(LOG,
+					(errmsg_plural("changestream uploader reaches the bucket again after %d failed attempt",
+								   "changestream uploader reaches the bucket again after %d failed attempts",
+								   n, n)));
+			last_pass_failed = false;
+		}
+		backoff_ms = BACKOFF_MIN_MS;
+		cs_replica_set_state(CS_REPLICA_IDLE);
+		t->live = true;
+		t->next_try = 0;
+	}
+	leave_tree();
 }
 
 /*
@@ -1690,9 +1913,6 @@ changestream_uploader_main(Datum main_arg)
 	pass_cxt = AllocSetContextCreate(TopMemoryContext,
 									 "changestream uploader pass",
 									 ALLOCSET_DEFAULT_SIZES);
-	bucket_cxt = AllocSetContextCreate(TopMemoryContext,
-									   "changestream uploader journal",
-									   ALLOCSET_DEFAULT_SIZES);
 
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 		pass_failed();
@@ -1701,15 +1921,17 @@ changestream_uploader_main(Datum main_arg)
 	for (;;)
 	{
 		CsArchiveConfig *config;
-		Pass		pass;
-		Outcome		outcome;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			backoff_ms = BACKOFF_MIN_MS;
+			for (int i = 0; i < CS_MAX_DATABASES; i++)
+			{
+				trees[i].backoff_ms = BACKOFF_MIN_MS;
+				trees[i].next_try = 0;
+			}
 		}
 		MemoryContextReset(pass_cxt);
 		MemoryContextSwitchTo(pass_cxt);
@@ -1720,35 +1942,15 @@ changestream_uploader_main(Datum main_arg)
 			cs_latch_wait_ms(RESCAN_MS * 5, false);
 			continue;
 		}
-		memset(&pass, 0, sizeof(pass));
-		pass.directory = config->directory;
+		/* one pass per tree, the first one served in turn, then the tails */
 		pass_owner_begin();
-		outcome = run_pass(&pass);
-		if (outcome == OUT_OK)
-			outcome = tail_phase(&pass);
+		turn_cut = false;
+		for (int k = 0; k < CS_MAX_DATABASES; k++)
+			serve_tree((round_start + k) % CS_MAX_DATABASES);
+		round_start = (round_start + 1) % CS_MAX_DATABASES;
+		tail_phase();
 		pass_owner_end(true);
 		MemoryContextSwitchTo(TopMemoryContext);
-		if (outcome == OUT_OK)
-		{
-			if (last_pass_failed)
-			{
-				int			n = cs_log_once_reset(&log_once) + 1;
-
-				ereport(LOG,
-						(errmsg_plural("changestream uploader reaches the bucket again after %d failed attempt",
-									   "changestream uploader reaches the bucket again after %d failed attempts",
-									   n, n)));
-				last_pass_failed = false;
-			}
-			backoff_ms = BACKOFF_MIN_MS;
-			cs_replica_set_state(CS_REPLICA_IDLE);
-		}
-		else
-		{
-			last_pass_failed = true;
-			report(&pass, outcome);
-			backoff_wait(&pass, next_backoff());
-		}
 	}
 }
 
