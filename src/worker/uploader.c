@@ -91,6 +91,7 @@
 #include "base/guc.h"
 #include "base/latch_wait.h"
 #include "base/log_once.h"
+#include "replica/remote_retention.h"
 #include "replica/replica_journal.h"
 #include "replica/replica_status.h"
 #include "replica/s3_config.h"
@@ -701,6 +702,8 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	Outcome		outcome;
 
 	*uploaded = false;
+	if (cs_remote_retention_removed(pass->directory, bucket_url, name))
+		return OUT_OK;			/* the bucket's retention deleted it */
 	if (entry != NULL && !mutable)
 		return journaled_size_ok(pass, path, name, key, entry);
 	content = mutable ? read_mutable(path, &sum) : NULL;
@@ -1360,8 +1363,8 @@ put_generation(Pass *pass, uint64 generation, bool newest, bool *complete)
 				return outcome;
 		}
 	}
-	return put_if_exists(pass, cs_horizon_path(pass->directory, generation),
-						 &up);
+	/* the bucket's "retention" object is remote retention's own */
+	return OUT_OK;
 }
 
 /*
@@ -1382,6 +1385,7 @@ count_backlog(Pass *pass, List *gens)
 		List	   *segments = cs_list_segments(pass->directory, gen);
 		List	   *snapshots = cs_list_snapshots(pass->directory, gen);
 		char	   *snapdir = cs_snapshots_dir_path(pass->directory, gen);
+		char	   *name;
 		ListCell   *lc;
 
 		foreach(lc, segments)
@@ -1390,7 +1394,9 @@ count_backlog(Pass *pass, List *gens)
 
 			if (lnext(segments, lc) == NULL && lnext(gens, g) == NULL)
 				break;			/* the active segment */
-			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, sf->path)) == NULL)
+			name = cs_archive_relative_name(pass->directory, sf->path);
+			if (cs_journal_find(journal, name) == NULL &&
+				!cs_remote_retention_removed(pass->directory, bucket_url, name))
 			{
 				files++;
 				bytes += sf->size;
@@ -1401,7 +1407,9 @@ count_backlog(Pass *pass, List *gens)
 			char	   *path = cs_file_in(snapdir, lfirst(lc));
 			CsStorageInfo info;
 
-			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, path)) == NULL &&
+			name = cs_archive_relative_name(pass->directory, path);
+			if (cs_journal_find(journal, name) == NULL &&
+				!cs_remote_retention_removed(pass->directory, bucket_url, name) &&
 				cs_storage_stat(path, false, &info) == 0 &&
 				info.type == CS_STORAGE_FILE)
 			{
@@ -1453,6 +1461,27 @@ begin_pass(Pass *pass)
 		cs_replica_forget_position();
 	}
 	return OUT_OK;
+}
+
+/*
+ * The bucket's retention (remote_retention.c), after a pass that reached
+ * the bucket.
+ */
+static Outcome
+remote_retention(Pass *pass)
+{
+	CsRemoteFailure f;
+	bool		ok;
+
+	memset(&f, 0, sizeof(f));
+	transfer_begin();
+	ok = cs_remote_retention_step(pass->client, &pass->config,
+								  pass->directory, &f);
+	transfer_end();
+	if (ok)
+		return OUT_OK;
+	return failed(pass, f.retry ? OUT_RETRY : OUT_ERROR, f.sqlerrcode,
+				  f.message, NULL, f.hint);
 }
 
 /* One pass: the marker, the journal, the listing, then every generation. */
@@ -1508,6 +1537,9 @@ run_pass(Pass *pass)
 	{
 		Outcome		removed = remove_tails(pass);
 
+		if (removed != OUT_OK)
+			return removed;
+		removed = remote_retention(pass);
 		if (removed != OUT_OK)
 			return removed;
 	}
