@@ -107,6 +107,8 @@ static char *state_store = NULL;	/* and the store it describes */
 static HTAB *facts = NULL;
 static HTAB *gens = NULL;
 static TimestampTz last_run = 0;	/* 0: none since the start */
+static int	last_retention_s = -1;	/* the settings of that run */
+static int	last_grace_s = -1;
 
 /*
  * cs_remote_retention_s() -> seconds
@@ -917,12 +919,15 @@ cs_remote_retention_step(CsS3Client *client, const CsS3Config *config,
 		return true;
 	if (learn(directory))
 		save_state();
-	/* the gap is taken at each call: a reload that shortens it acts */
-	if (last_run != 0 &&
+	/* a reload that changes the settings acts at once */
+	if (last_run != 0 && retention_s == last_retention_s &&
+		cs_replica_retention_grace_s == last_grace_s &&
 		now < TimestampTzPlusMilliseconds(last_run,
 										  Min(RUN_GAP_MS, cs_replica_retention_grace_s * 1000)))
 		return true;
 	ok = run(client, config, directory, now, retention_s, failure);
 	last_run = ok ? now : 0;
+	last_retention_s = retention_s;
+	last_grace_s = cs_replica_retention_grace_s;
 	return ok;
 }
