@@ -8,12 +8,14 @@
  *	  opening snapshot, then its identity file (readers ignore a generation
  *	  without it), its schema history and timelines (after a promotion,
  *	  FORMAT.md 4.4), then each compressed segment in
- *	  index order, then each later snapshot, then the retention horizon;
- *	  the next generation only once every segment of this one is up.  The
+ *	  index order, then each later snapshot; the next generation only once
+ *	  every segment of this one is up.  What remote retention
+ *	  (remote_retention.c, called after each pass) deleted is not put again.  The
  *	  object key of a file is its path relative to the archive directory
  *	  under "<prefix>/", so the bucket synced down is an archive directory.
- *	  The schema history, the timelines and the horizon are the only files
- *	  that change: they are put again when their content changes.
+ *	  The schema history and the timelines are the only files that change:
+ *	  they are put again when their content changes.  The bucket's
+ *	  "retention" object is remote retention's own horizon.
  *
  *	  It has no database connection, and reaches the bucket only through
  *	  the S3 client (replica/), whose wait loop checks interrupts: SIGTERM
@@ -1137,6 +1139,7 @@ list_bucket(Pass *pass)
 	List	   *objects = NIL;
 	CsS3Response resp;
 	char	   *bad = NULL;
+	List	   *missing = NIL;
 	ListCell   *lc;
 	bool		ok;
 
@@ -1176,7 +1179,13 @@ list_bucket(Pass *pass)
 	}
 	qsort(listed, nlisted, sizeof(ListedObject), listed_cmp);
 	listing_done = true;
-	forget_missing(cs_journal_forget(journal, true),
+	foreach(lc, cs_journal_forget(journal, true))
+	{
+		/* what the bucket's retention deleted is not put again */
+		if (!cs_remote_retention_removed(pass->directory, bucket_url, lfirst(lc)))
+			missing = lappend(missing, lfirst(lc));
+	}
+	forget_missing(missing,
 				   "they are not in the bucket's listing, or not with the journaled size");
 	return OUT_OK;
 }
