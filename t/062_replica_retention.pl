@@ -193,6 +193,9 @@ cs_poll_or_diag($src, $db,
 	"SELECT replica_delete_requests > 0 AND replica_state = 'idle' FROM changestream.status()", 't', 30,
 	'status() counts the DELETE requests');
 
+is($src->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen', source => 'replica')"),
+	'0', "verify(source => 'replica') on the source: what is left of the bucket is sound and equal to the local files");
+
 ######################################################################
 # Reading what is left
 

@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "storage/fd.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -407,6 +408,8 @@ cs_remote_retention_removed(const char *directory, const char *store,
 	bool		compressed;
 	XLogRecPtr	lsn;
 
+	if (store == NULL)
+		return false;			/* no bucket yet: nothing decided */
 	load_state(directory, store);
 	if (!split_name(name, &generation, &rest))
 		return false;
@@ -423,6 +426,78 @@ cs_remote_retention_removed(const char *directory, const char *store,
 		cs_snapshot_name_lsn(rest + 10, &lsn))
 		return lsn < h->snapshot_lsn;
 	return false;
+}
+
+/*
+ * Learn the fact of one local file (a segment when sf is set, else the
+ * snapshot at path); returns false when the file is gone.  A damaged file
+ * (XX001) is logged and learned as unknown for ever (kind's fact with
+ * a = PG_INT64_MAX: never below a window, so never a horizon, and never
+ * a start at or before one), so that it does not stop the uploader; the
+ * files its reader held are closed (the uploader holds none meanwhile).
+ */
+static bool
+learn_one(uint64 generation, CsSegmentFile *sf, const char *path,
+		  XLogRecPtr lsn)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool gone = false;
+	volatile int64 a = PG_INT64_MAX;
+	volatile int64 b = 0;
+
+	PG_TRY();
+	{
+		if (sf != NULL)
+		{
+			CsSegmentReader *r = cs_reader_open(sf->path, sf->compressed, true);
+
+			if (r == NULL)
+				gone = true;	/* compressed or deleted meanwhile */
+			else
+			{
+				a = (int64) cs_reader_header(r)->start_lsn;
+				b = sf->mtime;
+				cs_reader_close(r);
+			}
+		}
+		else
+		{
+			CsSnapshotReader *r = cs_snapreader_open(path);
+
+			a = cs_snapreader_time(r);
+			cs_snapreader_close(r);
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+			PG_RE_THROW();
+		FlushErrorState();
+		AtEOXact_Files(false);
+		ereport(LOG,
+				(errmsg("changestream uploader: remote retention keeps what depends on a damaged local file: %s",
+						edata->message)));
+		FreeErrorData(edata);
+		a = PG_INT64_MAX;
+		b = PG_INT64_MAX;
+	}
+	PG_END_TRY();
+	if (gone)
+		return false;
+	if (sf != NULL)
+	{
+		Fact	   *f = add_fact(generation, 'W', sf->index);
+
+		f->a = a;
+		f->b = b;
+	}
+	else
+		add_fact(generation, 'S', (int64) lsn)->a = a;
+	return true;
 }
 
 /*
@@ -450,25 +525,15 @@ learn(const char *directory)
 		foreach(lc, segments)
 		{
 			CsSegmentFile *sf = lfirst(lc);
-			CsSegmentReader *r;
-			Fact	   *f;
 
 			if ((!sf->compressed && newest) ||
 				find_fact(gen, 'W', sf->index) != NULL)
 				continue;
-			r = cs_reader_open(sf->path, sf->compressed, true);
-			if (r == NULL)
-				continue;		/* compressed or deleted meanwhile */
-			f = add_fact(gen, 'W', sf->index);
-			f->a = (int64) cs_reader_header(r)->start_lsn;
-			f->b = sf->mtime;
-			cs_reader_close(r);
-			learned = true;
+			learned |= learn_one(gen, sf, NULL, InvalidXLogRecPtr);
 		}
 		foreach(lc, names)
 		{
 			XLogRecPtr	lsn;
-			CsSnapshotReader *r;
 			CsStorageInfo info;
 			char	   *path = cs_file_in(snapdir, lfirst(lc));
 
@@ -477,10 +542,7 @@ learn(const char *directory)
 				cs_storage_stat(path, false, &info) != 0 ||
 				info.type != CS_STORAGE_FILE)
 				continue;
-			r = cs_snapreader_open(path);
-			add_fact(gen, 'S', (int64) lsn)->a = cs_snapreader_time(r);
-			cs_snapreader_close(r);
-			learned = true;
+			learned |= learn_one(gen, NULL, path, lsn);
 		}
 	}
 	return learned;
@@ -716,8 +778,8 @@ choose(RemoteGen *rg, TimestampTz window_start, CsHorizon *h)
 		RemoteObj  *o = lfirst(lc);
 		Fact	   *f = find_fact(rg->generation, 'S', o->order);
 
-		if (f == NULL)
-			continue;			/* a later known one may qualify */
+		if (f == NULL || f->a == PG_INT64_MAX)
+			continue;			/* unknown: a later known one may qualify */
 		if (f->a > window_start)
 			break;
 		h->snapshot_lsn = (XLogRecPtr) o->order;
@@ -876,7 +938,9 @@ run(CsS3Client *client, const CsS3Config *config, const char *directory,
 		}
 		else if (rg->generation < current && rg->identity != NULL)
 		{
-			if (!last_write(rg, &last) || last >= window_start)
+			/* up whole (its last segment too), and written before the window */
+			if (!cs_replica_generation_up(rg->generation) ||
+				!last_write(rg, &last) || last >= window_start)
 				continue;
 			/* durable first: a crash then resumes the deletion */
 			gs = find_gen(rg->generation, true);
