@@ -51,7 +51,6 @@
 #include "replica/replica_status.h"
 #include "replica/s3_ops.h"
 
-#define STATE_FILE		"replica.retention"
 #define STATE_HEADER	"changestream remote retention 1 "
 #define STATE_MAX		(64 * 1024 * 1024)
 #define RUN_GAP_MS		(60 * 1000)	/* a run at least this often */
@@ -120,12 +119,6 @@ int
 cs_remote_retention_s(void)
 {
 	return cs_replica_retention_s < 0 ? cs_retention_s : cs_replica_retention_s;
-}
-
-static char *
-state_path(const char *directory)
-{
-	return psprintf("%s/" STATE_FILE, directory);
 }
 
 /* Parse one line of the state file into the tables; false if malformed. */
@@ -233,7 +226,7 @@ load_state(const char *directory, const char *store)
 	ctl.entrysize = sizeof(GenState);
 	gens = hash_create("changestream remote retention generations", 16, &ctl,
 					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	path = state_path(directory);
+	path = cs_replica_retention_path(directory);
 	initStringInfo(&text);
 	if (cs_read_small_file(path, STATE_MAX, &text, true) &&
 		strncmp(text.data, STATE_HEADER, strlen(STATE_HEADER)) == 0)
@@ -309,7 +302,7 @@ save_state(void)
 							 (unsigned long long) gs->generation,
 							 (long long) gs->drop_at);
 	}
-	cs_write_file_durably(state_path(state_dir), state_dir, text.data,
+	cs_write_file_durably(cs_replica_retention_path(state_dir), state_dir, text.data,
 						  text.len);
 	pfree(text.data);
 }
@@ -366,29 +359,6 @@ visible_horizon(const GenState *gs)
 }
 
 /*
- * Split a name relative to the prefix, "generations/<gen>/<rest>", into
- * its generation and rest; false for any other name.
- */
-static bool
-split_name(const char *name, uint64 *generation, const char **rest)
-{
-	char		hex[17];
-	const char *p;
-
-	if (strncmp(name, "generations/", 12) != 0)
-		return false;
-	p = name + 12;
-	if (strlen(p) < 18 || p[16] != '/')
-		return false;
-	memcpy(hex, p, 16);
-	hex[16] = '\0';
-	if (!cs_parse_generation(hex, generation))
-		return false;
-	*rest = p + 17;
-	return true;
-}
-
-/*
  * cs_remote_retention_removed(directory, store, name) -> bool
  *	  Has remote retention decided to delete the object name (relative to
  *	  the prefix) of store's bucket: a generation deleted whole, or a
@@ -401,17 +371,15 @@ cs_remote_retention_removed(const char *directory, const char *store,
 							const char *name)
 {
 	uint64		generation;
-	const char *rest;
+	CsGenerationFileKind kind;
+	int64		order;
 	GenState   *gs;
 	const CsHorizon *h;
-	int64		index;
-	bool		compressed;
-	XLogRecPtr	lsn;
 
 	if (store == NULL)
 		return false;			/* no bucket yet: nothing decided */
 	load_state(directory, store);
-	if (!split_name(name, &generation, &rest))
+	if (!cs_parse_generation_file(name, &generation, &kind, &order))
 		return false;
 	gs = find_gen(generation, false);
 	if (gs != NULL && gs->dropping)
@@ -419,12 +387,10 @@ cs_remote_retention_removed(const char *directory, const char *store,
 	h = visible_horizon(gs);
 	if (h == NULL)
 		return false;
-	if (strncmp(rest, "wal/", 4) == 0 &&
-		cs_parse_segment_file_name(rest + 4, &index, &compressed))
-		return index < h->first_segment;
-	if (strncmp(rest, "snapshots/", 10) == 0 &&
-		cs_snapshot_name_lsn(rest + 10, &lsn))
-		return lsn < h->snapshot_lsn;
+	if (kind == CS_GENFILE_SEGMENT)
+		return order < h->first_segment;
+	if (kind == CS_GENFILE_SNAPSHOT)
+		return order < (int64) h->snapshot_lsn;
 	return false;
 }
 
@@ -579,15 +545,13 @@ sort_listing(List *objects, size_t plen)
 	{
 		CsS3Object *o = lfirst(lc);
 		uint64		generation;
-		const char *rest;
+		CsGenerationFileKind kind;
+		int64		order;
 		RemoteGen  *rg = NULL;
 		ListCell   *r;
-		int64		index;
-		bool		compressed;
-		XLogRecPtr	lsn;
 
 		if (strlen(o->key) <= plen ||
-			!split_name(o->key + plen, &generation, &rest))
+			!cs_parse_generation_file(o->key + plen, &generation, &kind, &order))
 			continue;
 		foreach(r, result)
 		{
@@ -600,16 +564,14 @@ sort_listing(List *objects, size_t plen)
 			rg->generation = generation;
 			result = lappend(result, rg);
 		}
-		if (strcmp(rest, "generation") == 0)
+		if (kind == CS_GENFILE_IDENTITY)
 			rg->identity = pstrdup(o->key);
-		else if (strcmp(rest, CS_HORIZON_FILE) == 0)
+		else if (kind == CS_GENFILE_HORIZON)
 			rg->horizon = pstrdup(o->key);
-		else if (strncmp(rest, "wal/", 4) == 0 &&
-				 cs_parse_segment_file_name(rest + 4, &index, &compressed))
-			rg->segments = lappend(rg->segments, make_obj(o->key, index));
-		else if (strncmp(rest, "snapshots/", 10) == 0 &&
-				 cs_snapshot_name_lsn(rest + 10, &lsn))
-			rg->snapshots = lappend(rg->snapshots, make_obj(o->key, (int64) lsn));
+		else if (kind == CS_GENFILE_SEGMENT)
+			rg->segments = lappend(rg->segments, make_obj(o->key, order));
+		else if (kind == CS_GENFILE_SNAPSHOT)
+			rg->snapshots = lappend(rg->snapshots, make_obj(o->key, order));
 		else
 			rg->others = lappend(rg->others, make_obj(o->key, 0));
 	}
@@ -884,7 +846,9 @@ run(CsS3Client *client, const CsS3Config *config, const char *directory,
 	TimestampTz now, int retention_s, CsRemoteFailure *failure)
 {
 	char	   *root = cs_s3_object_key(config, "");
-	char	   *prefix = cs_s3_object_key(config, "generations/");
+	char	   *prefix = cs_s3_object_key(config,
+										  psprintf("%s/", cs_archive_relative_name(directory,
+																				   cs_generations_dir_path(directory))));
 	List	   *objects = NIL;
 	List	   *remote;
 	CsS3Response resp;
