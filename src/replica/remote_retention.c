@@ -483,16 +483,24 @@ learn(const char *directory)
 	{
 		uint64		gen = *(uint64 *) lfirst(g);
 		bool		newest = lnext(local, g) == NULL;
-		List	   *segments = cs_list_segments(directory, gen);
-		List	   *names = cs_list_snapshots(directory, gen);
-		char	   *snapdir = cs_snapshots_dir_path(directory, gen);
+		GenState   *gs = find_gen(gen, false);
+		const CsHorizon *h = visible_horizon(gs);
+		List	   *segments;
+		List	   *names;
+		char	   *snapdir;
 		ListCell   *lc;
 
+		if (gs != NULL && gs->dropping)
+			continue;			/* gone from the bucket: nothing to learn */
+		segments = cs_list_segments(directory, gen);
+		names = cs_list_snapshots(directory, gen);
+		snapdir = cs_snapshots_dir_path(directory, gen);
 		foreach(lc, segments)
 		{
 			CsSegmentFile *sf = lfirst(lc);
 
 			if ((!sf->compressed && newest) ||
+				(h != NULL && sf->index < h->first_segment) ||
 				find_fact(gen, 'W', sf->index) != NULL)
 				continue;
 			learned |= learn_one(gen, sf, NULL, InvalidXLogRecPtr);
@@ -504,6 +512,7 @@ learn(const char *directory)
 			char	   *path = cs_file_in(snapdir, lfirst(lc));
 
 			if (!cs_snapshot_name_lsn(lfirst(lc), &lsn) ||
+				(h != NULL && lsn < h->snapshot_lsn) ||
 				find_fact(gen, 'S', (int64) lsn) != NULL ||
 				cs_storage_stat(path, false, &info) != 0 ||
 				info.type != CS_STORAGE_FILE)
@@ -672,7 +681,8 @@ prune_facts(uint64 generation, const CsHorizon *h)
 /*
  * A generation decided to go whole: once the grace has passed since its
  * identity went, the rest goes, snapshots and segments oldest first, its
- * horizon last; then its decision is forgotten.
+ * horizon last.  The decision is forgotten once neither the bucket nor
+ * the local archive has the generation (forget_gone()).
  */
 static bool
 drop_generation(CsS3Client *client, RemoteGen *rg, GenState *gs,
@@ -698,7 +708,7 @@ drop_generation(CsS3Client *client, RemoteGen *rg, GenState *gs,
 	ereport(LOG,
 			(errmsg("changestream uploader: remote retention deleted generation %016llx from the bucket",
 					(unsigned long long) rg->generation)));
-	hash_search(gens, &rg->generation, HASH_REMOVE, NULL);
+	/* the decision stays while the local archive has it: never put again */
 	prune_facts(rg->generation, NULL);
 	save_state();
 	return true;
@@ -840,6 +850,72 @@ trim_generation(CsS3Client *client, const CsS3Config *config,
 	return true;
 }
 
+/* Does the listing (remote) or the local archive hold generation? */
+static bool
+held(uint64 generation, List *remote, List *local)
+{
+	ListCell   *lc;
+
+	foreach(lc, remote)
+	{
+		if (((RemoteGen *) lfirst(lc))->generation == generation)
+			return true;
+	}
+	foreach(lc, local)
+	{
+		if (*(uint64 *) lfirst(lc) == generation)
+			return true;
+	}
+	return false;
+}
+
+/* A palloc'd copy of a generation number, for a list. */
+static uint64 *
+copy_gen(uint64 generation)
+{
+	uint64	   *g = palloc(sizeof(uint64));
+
+	*g = generation;
+	return g;
+}
+
+/*
+ * Forget the facts and decisions of the generations that neither the
+ * bucket's listing (remote) nor the local archive holds any more.
+ */
+static void
+forget_gone(const char *directory, List *remote)
+{
+	List	   *local = cs_list_generations(directory);
+	HASH_SEQ_STATUS seq;
+	GenState   *gs;
+	Fact	   *f;
+	List	   *gone = NIL;
+	ListCell   *lc;
+
+	hash_seq_init(&seq, gens);
+	while ((gs = hash_seq_search(&seq)) != NULL)
+	{
+		if (!held(gs->generation, remote, local))
+			gone = lappend(gone, copy_gen(gs->generation));
+	}
+	hash_seq_init(&seq, facts);
+	while ((f = hash_seq_search(&seq)) != NULL)
+	{
+		if (!held(f->k.generation, remote, local))
+			gone = lappend(gone, copy_gen(f->k.generation));
+	}
+	foreach(lc, gone)
+	{
+		uint64		g = *(uint64 *) lfirst(lc);
+
+		prune_facts(g, NULL);
+		hash_search(gens, &g, HASH_REMOVE, NULL);
+	}
+	if (gone != NIL)
+		save_state();
+}
+
 /* One run over the bucket's listing; false with *failure. */
 static bool
 run(CsS3Client *client, const CsS3Config *config, const char *directory,
@@ -875,6 +951,7 @@ run(CsS3Client *client, const CsS3Config *config, const char *directory,
 	}
 	cs_replica_count(CS_REPLICA_LIST, 0);
 	remote = sort_listing(objects, strlen(root));
+	forget_gone(directory, remote);
 	foreach(lc, remote)
 	{
 		RemoteGen  *rg = lfirst(lc);
