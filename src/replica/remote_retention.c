@@ -902,7 +902,11 @@ forget_gone(const char *directory, List *remote)
 	hash_seq_init(&seq, facts);
 	while ((f = hash_seq_search(&seq)) != NULL)
 	{
-		if (!held(f->k.generation, remote, local))
+		bool		listed = false;
+
+		foreach(lc, gone)
+			listed |= *(uint64 *) lfirst(lc) == f->k.generation;
+		if (!listed && !held(f->k.generation, remote, local))
 			gone = lappend(gone, copy_gen(f->k.generation));
 	}
 	foreach(lc, gone)
