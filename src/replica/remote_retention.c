@@ -358,6 +358,41 @@ visible_horizon(const GenState *gs)
 	return NULL;
 }
 
+/* A palloc'd copy of a generation number, for a list. */
+static uint64 *
+copy_gen(uint64 generation)
+{
+	uint64	   *g = palloc(sizeof(uint64));
+
+	*g = generation;
+	return g;
+}
+
+/*
+ * cs_remote_retention_forget(directory, store)
+ *	  Forget every decision about store's bucket (durably): the uploader
+ *	  found its prefix new or emptied, so what retention deleted there is to
+ *	  be put again like the rest.  The learned facts stay true.
+ */
+void
+cs_remote_retention_forget(const char *directory, const char *store)
+{
+	HASH_SEQ_STATUS seq;
+	GenState   *gs;
+	List	   *all = NIL;
+	ListCell   *lc;
+
+	load_state(directory, store);
+	hash_seq_init(&seq, gens);
+	while ((gs = hash_seq_search(&seq)) != NULL)
+		all = lappend(all, copy_gen(gs->generation));
+	foreach(lc, all)
+		hash_search(gens, lfirst(lc), HASH_REMOVE, NULL);
+	if (all != NIL)
+		save_state();
+	last_run = 0;
+}
+
 /*
  * cs_remote_retention_removed(directory, store, name) -> bool
  *	  Has remote retention decided to delete the object name (relative to
@@ -867,16 +902,6 @@ held(uint64 generation, List *remote, List *local)
 			return true;
 	}
 	return false;
-}
-
-/* A palloc'd copy of a generation number, for a list. */
-static uint64 *
-copy_gen(uint64 generation)
-{
-	uint64	   *g = palloc(sizeof(uint64));
-
-	*g = generation;
-	return g;
 }
 
 /*

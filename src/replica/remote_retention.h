@@ -22,6 +22,8 @@ typedef struct CsRemoteFailure
 } CsRemoteFailure;
 
 extern int	cs_remote_retention_s(void);
+extern void cs_remote_retention_forget(const char *directory,
+									   const char *store);
 extern bool cs_remote_retention_removed(const char *directory,
 										const char *store, const char *name);
 extern bool cs_remote_retention_step(CsS3Client *client,

@@ -1518,8 +1518,11 @@ run_pass(Pass *pass)
 		journal = cs_journal_load(pass->directory, bucket_url);
 		MemoryContextSwitchTo(old);
 		if (marker_created)
+		{
 			forget_missing(cs_journal_forget(journal, false),
 						   "the prefix had no marker object, so it was new or emptied");
+			cs_remote_retention_forget(pass->directory, bucket_url);
+		}
 	}
 	if (!listing_done)
 	{
