@@ -22,6 +22,11 @@
 #   bucket begins at S2; restore() to P2 and P3 equals the digests; a GET
 #   answered 404 (an object deleted since the listing) is 58P01 with a hint
 #   to run the statement again, and the statement run again succeeds.
+# - new_generation(): the older generation, written before the window,
+#   goes from the bucket whole (identity object first, the rest after the
+#   grace) while the local archive keeps it; later uploads of the new
+#   generation do not put it again; generations() from the bucket lists
+#   the new one only.
 use strict;
 use warnings;
 
@@ -223,6 +228,43 @@ my $changes_sql = "SELECT count(*) FROM changestream.changes('$gen', end_lsn => 
 like($err, qr/ERROR:\s+58P01:.*\Q$late\E/, 'an object gone since the listing is 58P01 naming its key');
 like($err, qr/HINT:.*retention.*run the statement again/, 'with a hint to run the statement again');
 ok($fresh->safe_psql($db, $changes_sql) > 0, 'the statement run again succeeds');
+
+######################################################################
+# An older generation goes whole: its identity object first
+
+my $gen2 = $src->safe_psql($db, 'SELECT changestream.new_generation()');
+isnt($gen2, $gen, "new_generation() opened generation $gen2");
+cs_pgbench($src, $db, '-T', '1', '-c', '2', '-n');
+$deadline = time() + 40;
+my $now_state;
+while (1)
+{
+	$now_state = cs_bucket_objects($s3, $bucket, $prefix);
+	last if !grep { m{^\Q$gdir\E/} } keys %$now_state;
+	last if time() > $deadline;
+	usleep(300_000);
+}
+is(join(' ', sort grep { m{^\Q$gdir\E/} } keys %$now_state), '',
+	"every object of the older generation $gen is deleted from the bucket");
+ok(exists $now_state->{"generations/$gen2/generation"}, "the new generation's identity object is in the bucket");
+ok(-f "$archive/$gdir/generation", 'the local archive still has the older generation');
+# the uploader goes on (new segments of the new generation) without putting it again
+my $segs_then = scalar(grep { m{^generations/\Q$gen2\E/wal/} } keys %$now_state);
+cs_pgbench($src, $db, '-T', '2', '-c', '2', '-n');
+$deadline = time() + 30;
+while (1)
+{
+	$now_state = cs_bucket_objects($s3, $bucket, $prefix);
+	last if scalar(grep { m{^generations/\Q$gen2\E/wal/} } keys %$now_state) > $segs_then;
+	last if time() > $deadline;
+	usleep(300_000);
+}
+ok(scalar(grep { m{^generations/\Q$gen2\E/wal/} } keys %$now_state) > $segs_then,
+	'later segments of the new generation went up');
+is(join(' ', sort grep { m{^\Q$gdir\E/} } keys %$now_state), '',
+	'the older generation was not put again');
+is($fresh->safe_psql($db, 'SELECT string_agg(generation, \',\') FROM changestream.generations()'),
+	$gen2, 'generations() from the bucket lists the new generation only');
 
 $fresh->stop;
 $src->stop;
