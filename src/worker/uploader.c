@@ -10,8 +10,8 @@
  *	  FORMAT.md 4.4), then each compressed segment in
  *	  index order, then each later snapshot; the next generation only once
  *	  every segment of this one is up.  What remote retention
- *	  (remote_retention.c, called after each pass) deleted is not put again.  The
- *	  object key of a file is its path relative to the archive directory
+ *	  (remote_retention.c, called after each pass) deleted is not put
+ *	  again.  The object key of a file is its path relative to the archive directory
  *	  under "<prefix>/", so the bucket synced down is an archive directory.
  *	  The schema history and the timelines are the only files that change:
  *	  they are put again when their content changes.  The bucket's
