@@ -22,6 +22,7 @@ OBJS = \
 	src/replica/s3_ops.o \
 	src/replica/replica_status.o \
 	src/replica/replica_journal.o \
+	src/replica/remote_retention.o \
 	src/base/archive_config.o \
 	src/base/shmem_status.o \
 	src/archive/reader_pins.o \

@@ -26,6 +26,8 @@
 #   error500            500 InternalError (not forwarded)
 #   throttle429         429 TooManyRequests (not forwarded)
 #   expired_token       400 ExpiredToken (not forwarded)
+#   not_found           404 NoSuchKey (not forwarded): an object deleted
+#                       since the client listed it
 #   complete_error      200 with an <Error> body, as S3 answers a failed
 #                       CompleteMultipartUpload (not forwarded: the upload
 #                       stays open, as it does on S3)
@@ -77,7 +79,9 @@ my %CANNED = (
 	expired_token => [ 400, 'Bad Request', 'ExpiredToken',
 		'The provided token has expired.' ],
 	complete_error => [ 200, 'OK', 'InternalError',
-		'We encountered an internal error. Please try again.' ],);
+		'We encountered an internal error. Please try again.' ],
+	not_found => [ 404, 'Not Found', 'NoSuchKey',
+		'The specified key does not exist.' ],);
 
 my %FAULTS = map { $_ => 1 } (keys %CANNED,
 	qw(reset stall_request stall_after_headers reset_mid_body truncated_get wrong_etag

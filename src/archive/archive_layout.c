@@ -45,6 +45,7 @@
 #define SPARE_FILE			"spare.wal"
 #define REPLICA_JOURNAL_FILE "replica.journal"
 #define REPLICA_VERIFIED_FILE "replica.verified"
+#define REPLICA_RETENTION_FILE "replica.retention"
 #define SPARE_PART_FILE		"spare.wal.part"
 #define DATABASES_DIR		"databases"
 #define TMP_SUFFIX			".tmp"
@@ -225,6 +226,63 @@ char *
 cs_replica_verified_path(const char *directory)
 {
 	return psprintf("%s/" REPLICA_VERIFIED_FILE, directory);
+}
+
+/*
+ * cs_replica_retention_path
+ *	  Returns a palloc'd "<directory>/replica.retention", remote retention's
+ *	  facts and decisions (remote_retention.c).
+ */
+char *
+cs_replica_retention_path(const char *directory)
+{
+	return psprintf("%s/" REPLICA_RETENTION_FILE, directory);
+}
+
+/*
+ * cs_parse_generation_file(name, &generation, &kind, &order) -> bool
+ *	  Parses a name relative to the archive (an object's name under the
+ *	  replica's prefix) of a file of a generation,
+ *	  "generations/<gen>/<rest>": its generation, its kind (identity,
+ *	  horizon, a segment, raw or .gz, with its index in *order, a complete
+ *	  snapshot with its LSN in *order, or another file of the generation).
+ *	  False for any name outside a generation directory.
+ */
+bool
+cs_parse_generation_file(const char *name, uint64 *generation,
+						 CsGenerationFileKind *kind, int64 *order)
+{
+	size_t		dlen = strlen(GENERATIONS_DIR "/");
+	char		hex[17];
+	const char *rest;
+	bool		compressed;
+	XLogRecPtr	lsn;
+
+	*order = 0;
+	if (strncmp(name, GENERATIONS_DIR "/", dlen) != 0 ||
+		strlen(name) < dlen + 18 || name[dlen + 16] != '/')
+		return false;
+	memcpy(hex, name + dlen, 16);
+	hex[16] = '\0';
+	if (!cs_parse_generation(hex, generation))
+		return false;
+	rest = name + dlen + 17;
+	*kind = CS_GENFILE_OTHER;
+	if (strcmp(rest, IDENTITY_FILE) == 0)
+		*kind = CS_GENFILE_IDENTITY;
+	else if (strcmp(rest, CS_HORIZON_FILE) == 0)
+		*kind = CS_GENFILE_HORIZON;
+	else if (strncmp(rest, WAL_DIR "/", strlen(WAL_DIR "/")) == 0 &&
+			 cs_parse_segment_file_name(rest + strlen(WAL_DIR "/"), order,
+										&compressed))
+		*kind = CS_GENFILE_SEGMENT;
+	else if (strncmp(rest, SNAPSHOTS_DIR "/", strlen(SNAPSHOTS_DIR "/")) == 0 &&
+			 cs_snapshot_name_lsn(rest + strlen(SNAPSHOTS_DIR "/"), &lsn))
+	{
+		*kind = CS_GENFILE_SNAPSHOT;
+		*order = (int64) lsn;
+	}
+	return true;
 }
 
 /*

@@ -51,6 +51,21 @@ extern char *cs_schema_history_path(const char *directory, uint64 generation);
 extern char *cs_timelines_path(const char *directory, uint64 generation);
 extern char *cs_replica_journal_path(const char *directory);
 extern char *cs_replica_verified_path(const char *directory);
+extern char *cs_replica_retention_path(const char *directory);
+
+/* the kinds of files of a generation directory */
+typedef enum CsGenerationFileKind
+{
+	CS_GENFILE_OTHER,			/* schema history, timelines, ... */
+	CS_GENFILE_IDENTITY,
+	CS_GENFILE_HORIZON,
+	CS_GENFILE_SEGMENT,			/* raw or .gz */
+	CS_GENFILE_SNAPSHOT			/* complete */
+} CsGenerationFileKind;
+
+extern bool cs_parse_generation_file(const char *name, uint64 *generation,
+									 CsGenerationFileKind *kind,
+									 int64 *order);
 extern char *cs_archive_relative_name(const char *directory,
 									  const char *path);
 extern char *cs_lock_file_path(const char *directory, bool maintenance);

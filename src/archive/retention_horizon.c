@@ -103,19 +103,30 @@ cs_write_horizon(const char *directory, uint64 generation,
 {
 	char	   *gendir = cs_generation_path(directory, generation);
 	char	   *path = cs_horizon_path(directory, generation);
+	char	   *content = cs_horizon_text(horizon);
+
+	cs_write_file_durably(path, gendir, content, strlen(content));
+}
+
+/*
+ * cs_horizon_text(horizon) -> palloc'd text
+ *	  The content of a horizon file (the format cs_read_horizon() reads):
+ *	  the local file, and the replica's "retention" objects.
+ */
+char *
+cs_horizon_text(const CsHorizon *horizon)
+{
 	char		when[64];
-	char	   *content;
 
 	cs_format_utc(horizon->snapshot_time, when, sizeof(when));
-	content = psprintf("# changestream retention horizon\n"
-					   "first_segment = %lld\n"
-					   "snapshot_lsn = %X/%X\n"
-					   "snapshot_time_us = " INT64_FORMAT "\n"
-					   "# snapshot_time %s\n",
-					   (long long) horizon->first_segment,
-					   LSN_FORMAT_ARGS(horizon->snapshot_lsn),
-					   horizon->snapshot_time, when);
-	cs_write_file_durably(path, gendir, content, strlen(content));
+	return psprintf("# changestream retention horizon\n"
+					"first_segment = %lld\n"
+					"snapshot_lsn = %X/%X\n"
+					"snapshot_time_us = " INT64_FORMAT "\n"
+					"# snapshot_time %s\n",
+					(long long) horizon->first_segment,
+					LSN_FORMAT_ARGS(horizon->snapshot_lsn),
+					horizon->snapshot_time, when);
 }
 
 /* Do the (sorted) segments skip an index? */

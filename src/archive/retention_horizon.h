@@ -30,6 +30,7 @@ extern bool cs_read_horizon(const char *directory, uint64 generation,
 							CsHorizon *horizon);
 extern void cs_write_horizon(const char *directory, uint64 generation,
 							 const CsHorizon *horizon);
+extern char *cs_horizon_text(const CsHorizon *horizon);
 extern List *cs_list_segments(const char *directory, uint64 generation);
 extern void cs_check_segment_sequence(const char *directory, uint64 generation,
 									  List *segments);

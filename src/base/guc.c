@@ -52,6 +52,8 @@ char	   *cs_replica_profile = NULL;
 char	   *cs_replica_ca_file = NULL;
 int			cs_replica_max_backlog_kb = 1024 * 1024;
 int			cs_replica_sync_interval_ms = 10000;
+int			cs_replica_retention_s = -1;
+int			cs_replica_retention_grace_s = 600;
 int			cs_replica_durability = CS_REPLICA_DURABILITY_LOCAL;
 
 static const struct config_enum_entry uri_style_options[] = {
@@ -653,6 +655,18 @@ cs_define_gucs(void)
 							"0 uploads sealed segments only.  With changestream.replica_durability = remote the bytes a commit waits for go up at once.",
 							&cs_replica_sync_interval_ms, 10000, 0, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.replica_retention",
+							"How long the history in the replica's bucket stays restorable; older objects are deleted.",
+							"-1 (the default) means the same as changestream.retention; 0 keeps everything.",
+							&cs_replica_retention_s, -1, -1, 10 * 365 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("changestream.replica_retention_grace",
+							"Time between the replica's retention publishing a new horizon and deleting the objects below it.",
+							"Readers of the bucket on other machines that listed it before have this long to finish.",
+							&cs_replica_retention_grace_s, 600, 1, 7 * 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomEnumVariable("changestream.replica_durability",
 							 "Where a change must be before the archiver confirms it to the server: local (the archive's fsync) or remote (also in the replica's bucket).",

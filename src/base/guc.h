@@ -52,6 +52,8 @@ typedef enum CsReplicaDurability
 
 extern int	cs_replica_max_backlog_kb;	/* 0 = unbounded */
 extern int	cs_replica_sync_interval_ms;	/* 0 = sealed segments only */
+extern int	cs_replica_retention_s;	/* -1 = changestream.retention */
+extern int	cs_replica_retention_grace_s;	/* s before deleting */
 extern int	cs_replica_durability;	/* CsReplicaDurability */
 
 extern void cs_define_gucs(void);

@@ -8,12 +8,14 @@
  *	  opening snapshot, then its identity file (readers ignore a generation
  *	  without it), its schema history and timelines (after a promotion,
  *	  FORMAT.md 4.4), then each compressed segment in
- *	  index order, then each later snapshot, then the retention horizon;
- *	  the next generation only once every segment of this one is up.  The
- *	  object key of a file is its path relative to the archive directory
+ *	  index order, then each later snapshot; the next generation only once
+ *	  every segment of this one is up.  What remote retention
+ *	  (remote_retention.c, called after each pass) deleted is not put
+ *	  again.  The object key of a file is its path relative to the archive directory
  *	  under "<prefix>/", so the bucket synced down is an archive directory.
- *	  The schema history, the timelines and the horizon are the only files
- *	  that change: they are put again when their content changes.
+ *	  The schema history and the timelines are the only files that change:
+ *	  they are put again when their content changes.  The bucket's
+ *	  "retention" object is remote retention's own horizon.
  *
  *	  It has no database connection, and reaches the bucket only through
  *	  the S3 client (replica/), whose wait loop checks interrupts: SIGTERM
@@ -99,6 +101,7 @@
 #include "base/latch_wait.h"
 #include "base/log_once.h"
 #include "base/shmem_status.h"
+#include "replica/remote_retention.h"
 #include "replica/replica_journal.h"
 #include "replica/replica_status.h"
 #include "replica/s3_config.h"
@@ -812,6 +815,8 @@ put_file(Pass *pass, const char *path, bool mutable, bool *uploaded)
 	Outcome		outcome;
 
 	*uploaded = false;
+	if (cs_remote_retention_removed(pass->directory, bucket_url, name))
+		return OUT_OK;			/* the bucket's retention deleted it */
 	if (entry != NULL && !mutable)
 		return journaled_size_ok(pass, path, name, key, entry);
 	content = mutable ? read_mutable(path, &sum) : NULL;
@@ -1312,6 +1317,7 @@ list_bucket(Pass *pass)
 	List	   *objects = NIL;
 	CsS3Response resp;
 	char	   *bad = NULL;
+	List	   *missing = NIL;
 	ListCell   *lc;
 	bool		ok;
 
@@ -1355,7 +1361,13 @@ list_bucket(Pass *pass)
 	}
 	qsort(listed, nlisted, sizeof(ListedObject), listed_cmp);
 	listing_done = true;
-	forget_missing(cs_journal_forget(journal, true),
+	foreach(lc, cs_journal_forget(journal, true))
+	{
+		/* what the bucket's retention deleted is not put again */
+		if (!cs_remote_retention_removed(pass->directory, bucket_url, lfirst(lc)))
+			missing = lappend(missing, lfirst(lc));
+	}
+	forget_missing(missing,
 				   "they are not in the bucket's listing, or not with the journaled size");
 	return OUT_OK;
 }
@@ -1553,8 +1565,8 @@ put_generation(Pass *pass, uint64 generation, bool newest, bool *complete)
 				return outcome;
 		}
 	}
-	return put_if_exists(pass, cs_horizon_path(pass->directory, generation),
-						 &up);
+	/* the bucket's "retention" object is remote retention's own */
+	return OUT_OK;
 }
 
 /*
@@ -1575,6 +1587,7 @@ count_backlog(Pass *pass, List *gens)
 		List	   *segments = cs_list_segments(pass->directory, gen);
 		List	   *snapshots = cs_list_snapshots(pass->directory, gen);
 		char	   *snapdir = cs_snapshots_dir_path(pass->directory, gen);
+		char	   *name;
 		ListCell   *lc;
 
 		foreach(lc, segments)
@@ -1583,7 +1596,9 @@ count_backlog(Pass *pass, List *gens)
 
 			if (lnext(segments, lc) == NULL && lnext(gens, g) == NULL)
 				break;			/* the active segment */
-			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, sf->path)) == NULL)
+			name = cs_archive_relative_name(pass->directory, sf->path);
+			if (cs_journal_find(journal, name) == NULL &&
+				!cs_remote_retention_removed(pass->directory, bucket_url, name))
 			{
 				files++;
 				bytes += sf->size;
@@ -1594,7 +1609,9 @@ count_backlog(Pass *pass, List *gens)
 			char	   *path = cs_file_in(snapdir, lfirst(lc));
 			CsStorageInfo info;
 
-			if (cs_journal_find(journal, cs_archive_relative_name(pass->directory, path)) == NULL &&
+			name = cs_archive_relative_name(pass->directory, path);
+			if (cs_journal_find(journal, name) == NULL &&
+				!cs_remote_retention_removed(pass->directory, bucket_url, name) &&
 				cs_storage_stat(path, false, &info) == 0 &&
 				info.type == CS_STORAGE_FILE)
 			{
@@ -1650,6 +1667,27 @@ begin_pass(Pass *pass)
 	return OUT_OK;
 }
 
+/*
+ * The bucket's retention (remote_retention.c), after a pass that reached
+ * the bucket.
+ */
+static Outcome
+remote_retention(Pass *pass)
+{
+	CsRemoteFailure f;
+	bool		ok;
+
+	memset(&f, 0, sizeof(f));
+	transfer_begin();
+	ok = cs_remote_retention_step(pass->client, &pass->config,
+								  pass->directory, &f);
+	transfer_end();
+	if (ok)
+		return OUT_OK;
+	return failed(pass, f.retry ? OUT_RETRY : OUT_ERROR, f.sqlerrcode,
+				  f.message, NULL, f.hint);
+}
+
 /* One pass: the marker, the journal, the listing, then every generation. */
 static Outcome
 run_pass(Pass *pass)
@@ -1675,8 +1713,11 @@ run_pass(Pass *pass)
 		journal = cs_journal_load(pass->directory, bucket_url);
 		MemoryContextSwitchTo(old);
 		if (marker_created)
+		{
 			forget_missing(cs_journal_forget(journal, false),
 						   "the prefix had no marker object, so it was new or emptied");
+			cs_remote_retention_forget(pass->directory, bucket_url);
+		}
 	}
 	if (!listing_done)
 	{
@@ -1703,6 +1744,9 @@ run_pass(Pass *pass)
 	{
 		Outcome		removed = remove_tails(pass);
 
+		if (removed != OUT_OK)
+			return removed;
+		removed = remote_retention(pass);
 		if (removed != OUT_OK)
 			return removed;
 	}
