@@ -2,7 +2,7 @@
 # bench/replica.sh: the replica's figures of issue 31, section 8, in one
 # run against one Ceph RGW on loopback; not part of CI.
 #
-#   bash bench/replica.sh      # SCALE=10 IDLE_SECS=30 LOAD_SECS=30 ROUNDS=2
+#   bash bench/replica.sh      # SCALE=10 IDLE_SECS=20 LOAD_SECS=30 ROUNDS=2
 #
 # Starts a Ceph RGW (scripts/object-store.sh, its own state directory,
 # stopped on exit) unless CS_OBJECT_STORE_ENV names one that runs, and one
@@ -17,10 +17,10 @@
 #              every second during the load: p50, p99, max
 #   upload     the archive's finished files put again: a reload points
 #              changestream.replica_url at a new prefix, and the uploader
-#              starts over (marker, then every file); time from the reload
-#              to the bucket holding everything (replica_flushed_lsn at
-#              the archive's flushed_lsn, no backlog), bytes from
-#              replica_bytes_sent.  Against `aws s3 cp --recursive` and
+#              starts over (marker, then every file); time from its first
+#              PUT to the bucket holding everything (replica_flushed_lsn
+#              at the archive's flushed_lsn, no backlog; both seen by
+#              polling status()), bytes from replica_bytes_sent.  Against `aws s3 cp --recursive` and
 #              `s3cmd put --recursive` of the same files (the objects the
 #              uploader put under generations/, hard links of the local
 #              files) to other prefixes of the same bucket, each at its
@@ -37,7 +37,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../scripts/lib.sh
 . "$ROOT/scripts/lib.sh"
 SCALE=${SCALE:-10}
-IDLE_SECS=${IDLE_SECS:-30}
+IDLE_SECS=${IDLE_SECS:-20}
 LOAD_SECS=${LOAD_SECS:-30}
 ROUNDS=${ROUNDS:-2}
 
@@ -102,6 +102,7 @@ cs_cluster_start "$W" "$W/log"
 psql() { cs_cluster_psql "$W" "$PORT" -q "$@"; }
 status() { psql -Atc "SELECT $1 FROM changestream.status()"; }
 now() { date +%s.%N; }
+phase() { echo "phase $1: $(date -u +%T)" >&2; }
 
 cs_as_pg "$PG_BINDIR/pgbench" -i -q -s "$SCALE" -h "$W" -p "$PORT" postgres >"$W/pgbench_init.log" 2>&1
 psql -c "CREATE PUBLICATION changestream FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history" \
@@ -127,12 +128,14 @@ per_hour() {
 }
 
 # 1. requests, idle
+phase idle
 c0=$(counters); t0=$(now)
 sleep "$IDLE_SECS"
 c1=$(counters); t1=$(now)
 idle=$(per_hour "$c0" "$c1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")
 
 # 2. requests and lag under load
+phase load
 sampler() {
 	while :; do
 		status "coalesce(replica_lag_seconds, -1) || ' ' || coalesce(replica_lag_bytes, -1)" >>"$W/lag" || true
@@ -167,11 +170,18 @@ pct() {
 		awk -v p="$3" '{ a[NR] = $1 } END { if (NR == 0) { print "-"; exit } i = int(NR * p / 100 + 0.5); if (i < 1) i = 1; print a[i] }'
 }
 
-# 3. upload throughput: the uploader starts over under a new prefix
+phase upload
+# 3. upload throughput: the uploader starts over under a new prefix; timed
+# from its first PUT (the marker: the reload is taken at its next pass, up
+# to replica_sync_interval later) to the bucket holding everything
 c0=$(counters)
 psql -c "ALTER SYSTEM SET changestream.replica_url = 's3://$BUCKET/second'" -c "SELECT pg_reload_conf()" >/dev/null
+puts0=$(status replica_put_requests)
+for _ in $(seq 1 1000); do
+	[ "$(status replica_put_requests)" != "$puts0" ] && break
+	sleep 0.02
+done
 t0=$(now)
-sleep 0.5
 wait_up 3000
 t1=$(now)
 c1=$(counters)
@@ -206,6 +216,7 @@ for p in cli-aws cli-s3cmd; do
 done
 
 # 4. restore() from the local archive and from the bucket
+phase restore
 digest() {
 	psql -Atc "SELECT string_agg(n || ':' || m, ' ' ORDER BY t) FROM (
 		SELECT 'accounts' t, count(*) n, md5(string_agg(a::text, '|' ORDER BY aid)) m FROM $1.pgbench_accounts a
