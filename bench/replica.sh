@@ -2,7 +2,7 @@
 # bench/replica.sh: the replica's figures of issue 31, section 8, in one
 # run against one Ceph RGW on loopback; not part of CI.
 #
-#   bash bench/replica.sh      # SCALE=10 IDLE_SECS=20 LOAD_SECS=30 ROUNDS=2
+#   bash bench/replica.sh      # SCALE=10 IDLE_SECS=30 LOAD_SECS=30 ROUNDS=3
 #
 # Starts a Ceph RGW (scripts/object-store.sh, its own state directory,
 # stopped on exit) unless CS_OBJECT_STORE_ENV names one that runs, and one
@@ -17,10 +17,12 @@
 #              every second during the load: p50, p99, max
 #   upload     the archive's finished files put again: a reload points
 #              changestream.replica_url at a new prefix, and the uploader
-#              starts over (marker, then every file); time from its first
-#              PUT to the bucket holding everything (replica_flushed_lsn
-#              at the archive's flushed_lsn, no backlog; both seen by
-#              polling status()), bytes from replica_bytes_sent.  Against `aws s3 cp --recursive` and
+#              starts over (marker, then every file); status() polled
+#              without pause: time from its first PUT seen (the marker)
+#              to the PUT of its last finished file (PUTs counted from
+#              replica_put_requests; the active segment's tail objects,
+#              which follow at replica_sync_interval, are not counted),
+#              bytes from replica_bytes_sent.  Against `aws s3 cp --recursive` and
 #              `s3cmd put --recursive` of the same files (the objects the
 #              uploader put under generations/, hard links of the local
 #              files) to other prefixes of the same bucket, each at its
@@ -37,9 +39,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../scripts/lib.sh
 . "$ROOT/scripts/lib.sh"
 SCALE=${SCALE:-10}
-IDLE_SECS=${IDLE_SECS:-20}
+IDLE_SECS=${IDLE_SECS:-30}
 LOAD_SECS=${LOAD_SECS:-30}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 
 cs_install_deps >/dev/null
 [ "${SKIP_BUILD:-0}" = 1 ] || cs_build_install >/dev/null
@@ -176,18 +178,13 @@ phase upload
 # to replica_sync_interval later) to the bucket holding everything
 c0=$(counters)
 psql -c "ALTER SYSTEM SET changestream.replica_url = 's3://$BUCKET/second'" -c "SELECT pg_reload_conf()" >/dev/null
-puts0=$(status replica_put_requests)
-for _ in $(seq 1 1000); do
-	[ "$(status replica_put_requests)" != "$puts0" ] && break
-	sleep 0.02
+# samples "time PUTs bytes_sent caught_up" until the bucket has caught up
+for _ in $(seq 1 3000); do
+	line=$(status "replica_put_requests || ' ' || replica_bytes_sent || ' ' || ($caught_up)")
+	echo "$(now) $line" >>"$W/upload"
+	[ "${line##* }" = t ] && break
 done
-t0=$(now)
-wait_up 3000
-t1=$(now)
 c1=$(counters)
-up_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-up_bytes=$(awk -v a="$c0" -v b="$c1" 'BEGIN { split(a, x, " "); split(b, y, " "); print y[5] - x[5] }')
-up_puts=$(awk -v a="$c0" -v b="$c1" 'BEGIN { split(a, x, " "); split(b, y, " "); print y[1] - x[1] }')
 
 # the same files for the command-line clients: what the uploader put
 # under generations/, as hard links of the local files
@@ -201,7 +198,24 @@ while read -r key; do
 done <"$W/keys"
 files=$(wc -l <"$W/keys")
 file_bytes=$(find "$W/files" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+# from the first PUT seen (the marker) to the PUT of the last of the files
+# (the active segment's tail objects follow at replica_sync_interval)
+read -r up_secs up_bytes up_puts < <(awk -v p0="${c0%% *}" -v n="$files" -v b0="$(echo "$c0" | awk '{ print $5 }')" '
+	$2 > p0 && t0 == "" { t0 = $1 }
+	$2 >= p0 + 1 + n { printf "%.2f %d %d\n", $1 - t0, $3 - b0, $2 - p0; done = 1; exit }
+	END { if (!done) print "0 0 0" }' "$W/upload")
+[ "$up_puts" -gt 0 ] || cs_die "the uploader's PUTs were not seen: $(tail -3 "$W/upload")"
 
+# each client's start-up: one object of 1 byte
+mkdir "$W/one" && echo >"$W/one/x"
+t0=$(now)
+aws s3 cp --recursive --only-show-errors "$W/one" "s3://$BUCKET/one-aws/"
+t1=$(now)
+aws_start=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+t0=$(now)
+s3cmd -c "$W/s3cfg" --quiet put --recursive "$W/one/" "s3://$BUCKET/one-s3cmd/" >/dev/null
+t1=$(now)
+s3cmd_start=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 t0=$(now)
 aws s3 cp --recursive --only-show-errors "$W/files" "s3://$BUCKET/cli-aws/"
 t1=$(now)
@@ -252,11 +266,15 @@ s3cmd_mbs=$(mbs "$file_bytes" "$s3cmd_secs")
 
 echo "### Upload throughput (the archive's $files finished files, $(mbs "$file_bytes" 1) MB)"
 echo
-echo "| client | MB | seconds | MB/s | uploader / client |"
-echo "|---|---:|---:|---:|---:|"
-echo "| uploader ($up_puts PUTs, marker and tail objects included) | $(mbs "$up_bytes" 1) | $up_secs | $up_mbs | 1.00 |"
-echo "| aws s3 cp --recursive | $(mbs "$file_bytes" 1) | $aws_secs | $aws_mbs | $(awk -v u="$up_mbs" -v c="$aws_mbs" 'BEGIN { printf "%.2f", u / c }') |"
-echo "| s3cmd put --recursive | $(mbs "$file_bytes" 1) | $s3cmd_secs | $s3cmd_mbs | $(awk -v u="$up_mbs" -v c="$s3cmd_mbs" 'BEGIN { printf "%.2f", u / c }') |"
+net() { awk -v b="$1" -v s="$2" -v z="$3" 'BEGIN { printf "%.1f", (s - z > 0 ? b / 1048576 / (s - z) : 0) }'; }
+aws_net=$(net "$file_bytes" "$aws_secs" "$aws_start")
+s3cmd_net=$(net "$file_bytes" "$s3cmd_secs" "$s3cmd_start")
+ratio() { awk -v u="$1" -v c="$2" 'BEGIN { printf "%.2f", (c > 0 ? u / c : 0) }'; }
+echo "| client | MB | seconds | MB/s | uploader / client | start-up (1 byte, s) | MB/s without it | uploader / that |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| uploader ($up_puts PUTs, the marker included) | $(mbs "$up_bytes" 1) | $up_secs | $up_mbs | 1.00 | | | |"
+echo "| aws s3 cp --recursive | $(mbs "$file_bytes" 1) | $aws_secs | $aws_mbs | $(ratio "$up_mbs" "$aws_mbs") | $aws_start | $aws_net | $(ratio "$up_mbs" "$aws_net") |"
+echo "| s3cmd put --recursive | $(mbs "$file_bytes" 1) | $s3cmd_secs | $s3cmd_mbs | $(ratio "$up_mbs" "$s3cmd_mbs") | $s3cmd_start | $s3cmd_net | $(ratio "$up_mbs" "$s3cmd_net") |"
 echo
 echo "### Replica lag under pgbench ($LOAD_SECS s, 4 clients, $tps tps, $(wc -l <"$W/lag") samples)"
 echo
