@@ -82,8 +82,11 @@ $reader->safe_psql($db, 'CREATE EXTENSION changestream');
 
 is($reader->safe_psql($db, $changes_sql), $oracle,
 	'changes() from the bucket (through the proxy, segments prefetched) equals the source\'s changes() row for row');
-my $seg_gets = grep { $_->{method} eq 'GET' && $_->{target} =~ m{/wal/[0-9a-f]{16}\.wal\.gz} } $proxy->requests;
-note("segment GETs for one changes(): $seg_gets");
+my %gets;
+$gets{$_}++ for map { $_->{method} eq 'GET' && $_->{target} =~ m{/wal/([0-9a-f]{16}\.wal\.gz)} ? $1 : () } $proxy->requests;
+is(join(' ', grep { $gets{$_} > 1 } sort keys %gets), '',
+	'each segment object was downloaded once (no prefetch was lost and fetched again)');
+note('segment GETs for one changes(): ' . scalar(keys %gets) . ' objects');
 
 # run_stalled($how): changes() in a session of its own while the proxy
 # stalls the body of a segment GET, ended by $how ('cancel' or
