@@ -107,6 +107,8 @@ read_fully(CsSegmentReader *r, char *buf, int len)
 {
 	int			got = 0;
 
+	/* the replica's next segments download meanwhile (storage_s3.c) */
+	cs_storage_poll();
 	while (got < len)
 	{
 		int			n = gzread(r->gz, buf + got, len - got);

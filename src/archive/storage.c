@@ -394,3 +394,18 @@ cs_storage_lock(const char *path, const char *content, StringInfo holder)
 {
 	return driver_of(path)->lock(path, content, holder);
 }
+
+/*
+ * cs_storage_poll
+ *	  Lets the downloads a driver started ahead of its readers move on
+ *	  without waiting (the replica's prefetch of segment objects,
+ *	  storage_s3.c); readers call it as they read a file, so the next
+ *	  files arrive while one is decoded.  Cheap when nothing is under way.
+ *	  Runs CHECK_FOR_INTERRUPTS(); raises only on interrupts and
+ *	  out-of-memory.
+ */
+void
+cs_storage_poll(void)
+{
+	cs_storage_s3_poll();
+}

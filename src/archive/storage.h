@@ -123,6 +123,7 @@ extern char *cs_storage_s3_root(const char **problem);
 extern bool cs_storage_is_s3_path(const char *path);
 extern bool cs_storage_s3_listed(const char *path, int64 *size,
 								 const char **etag);
+extern void cs_storage_s3_poll(void);
 
 /*
  * Damage found in a file of the archive: XX001 (data_corrupted) naming the
@@ -179,5 +180,6 @@ extern int	cs_storage_remove_dir(const char *path);
 extern bool cs_storage_try_remove_tree(const char *path);
 extern int	cs_storage_lock(const char *path, const char *content,
 							StringInfo holder);
+extern void cs_storage_poll(void);
 
 #endif							/* CS_STORAGE_H */

@@ -28,6 +28,14 @@
  *	  cache is emptied when the statement ends its use of the listing (the
  *	  next statement lists again) and when the backend exits.
  *
+ *	  Prefetch: opening a segment object starts the downloads of the next
+ *	  CS_S3_PREFETCH segment objects of its directory on the same client,
+ *	  without waiting; they move on while the reader decodes (the segment
+ *	  reader calls cs_storage_poll()) and whenever the client waits, and
+ *	  opening one waits for the rest of it.  A prefetch that failed is
+ *	  dropped and the object downloaded again, so what a failure raises
+ *	  does not depend on prefetch.
+ *
  *	  Everything from the bucket is untrusted: a body whose length is not
  *	  the listed size is damage (XX001) naming the object; a body over a
  *	  small file's bound likewise.  A request that fails is tried again up
@@ -67,6 +75,8 @@
 #define CS_S3_CACHE_BYTES	((int64) 512 * 1024 * 1024)
 #define CS_S3_READ_TRIES	4
 #define CS_S3_OBJECT_MAX	((size_t) 64 * 1024 * 1024 * 1024)
+#define CS_S3_PREFETCH		2	/* segment objects downloaded ahead */
+#define CS_S3_POLL_MS		5	/* cs_storage_s3_poll() at most this often */
 
 /* one object of the listing */
 typedef struct Listed
@@ -85,6 +95,14 @@ typedef struct Cached
 	uint64		last_use;
 } Cached;
 
+/* a download started ahead of its reader: a cache entry once finished */
+typedef struct Prefetch
+{
+	Cached	   *entry;			/* key, path and size */
+	int			fd;				/* the file being written */
+	CsS3Transfer *transfer;
+} Prefetch;
+
 /* the driver's state in this backend, for one statement */
 typedef struct S3State
 {
@@ -99,18 +117,40 @@ typedef struct S3State
 	List	   *cache;			/* Cached * */
 	int64		cache_bytes;
 	uint64		uses;
+	List	   *prefetches;		/* Prefetch *, under way */
+	int64		prefetch_bytes;
+	TimestampTz last_poll;
 } S3State;
 
 static S3State state;
+
+static Cached *download_to_cache(const char *path, const char *key,
+								 int64 size);
 static bool exit_callback_registered = false;
 static uint32 cache_serial = 0;
 
-/* Remove the cached files (never raises: exit and reset paths). */
+/* Stop a prefetch and remove its file (never raises). */
+static void
+drop_prefetch(Prefetch *p)
+{
+	cs_s3_cancel(p->transfer);
+	(void) close(p->fd);
+	(void) unlink(p->entry->path);
+}
+
+/*
+ * Remove the cached files and stop the prefetches (never raises: exit and
+ * reset paths).
+ */
 static void
 drop_cache(void)
 {
 	ListCell   *lc;
 
+	foreach(lc, state.prefetches)
+		drop_prefetch(lfirst(lc));
+	state.prefetches = NIL;
+	state.prefetch_bytes = 0;
 	foreach(lc, state.cache)
 		(void) unlink(((Cached *) lfirst(lc))->path);
 	state.cache = NIL;
@@ -169,6 +209,7 @@ begin_statement(void)
 	state.nobjects = 0;
 	state.listed = false;
 	state.uses = 0;
+	state.last_poll = 0;
 	old = MemoryContextSwitchTo(state.cxt);
 	problem = cs_s3_config_current(&state.config);
 	if (problem != NULL)
@@ -588,17 +629,23 @@ download(const char *path, const char *key, int64 size, int fd)
 	}
 }
 
-/*
- * The local file holding the object of path (listed, size bytes), from
- * the cache or downloaded into it now.
- */
-static const char *
-cached_file(const char *path, const char *key, int64 size)
+/* Put the downloaded file of entry in the cache. */
+static void
+cache_add(Cached *entry)
+{
+	MemoryContext old = MemoryContextSwitchTo(state.cxt);
+
+	entry->last_use = ++state.uses;
+	state.cache = lappend(state.cache, entry);
+	MemoryContextSwitchTo(old);
+	state.cache_bytes += entry->size;
+}
+
+/* The cached file of key, marked used, or NULL. */
+static Cached *
+cache_lookup(const char *key)
 {
 	ListCell   *lc;
-	Cached	   *fresh;
-	volatile int fd;
-	MemoryContext old;
 
 	foreach(lc, state.cache)
 	{
@@ -607,10 +654,202 @@ cached_file(const char *path, const char *key, int64 size)
 		if (strcmp(c->key, key) == 0)
 		{
 			c->last_use = ++state.uses;
-			return c->path;
+			return c;
 		}
 	}
-	evict_for(size);
+	return NULL;
+}
+
+/* The prefetch of key under way, or NULL. */
+static Prefetch *
+prefetch_lookup(const char *key)
+{
+	ListCell   *lc;
+
+	foreach(lc, state.prefetches)
+	{
+		Prefetch   *p = lfirst(lc);
+
+		if (strcmp(p->entry->key, key) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+/*
+ * Wait for the prefetch p to end and put its file in the cache; false
+ * (its file removed) when it failed in any way, for the caller to
+ * download the object again, which raises what the failure means.
+ * Raises only on interrupts and what cs_s3_finish() raises.
+ */
+static bool
+prefetch_finish(Prefetch *p)
+{
+	CsS3Response resp;
+	CsS3Failure failure;
+	bool		ok;
+
+	state.prefetches = list_delete_ptr(state.prefetches, p);
+	state.prefetch_bytes -= p->entry->size;
+	PG_TRY();
+	{
+		cs_s3_finish(p->transfer, &resp);
+	}
+	PG_CATCH();
+	{
+		(void) close(p->fd);
+		(void) unlink(p->entry->path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	ok = cs_s3_classify(&resp, "prefetch", &failure) == CS_S3_OK &&
+		!resp.too_large && (int64) resp.file_bytes == p->entry->size;
+	if (close(p->fd) != 0)
+		ok = false;
+	if (!ok)
+	{
+		(void) unlink(p->entry->path);
+		return false;
+	}
+	cache_add(p->entry);
+	return true;
+}
+
+/* Whether key names a segment object: ".../wal/<index>.wal.gz". */
+static bool
+is_segment_key(const char *key)
+{
+	size_t		len = strlen(key);
+	const char *slash = strrchr(key, '/');
+
+	return len > 7 && strcmp(key + len - 7, ".wal.gz") == 0 &&
+		slash != NULL && slash - key >= 3 && strncmp(slash - 3, "wal/", 4) == 0 &&
+		(slash - key == 3 || slash[-4] == '/');
+}
+
+/* Start downloading the listed object o into a new cache file. */
+static void
+prefetch_start(Listed *o)
+{
+	MemoryContext old = MemoryContextSwitchTo(state.cxt);
+	Prefetch   *p = palloc0(sizeof(Prefetch));
+
+	p->entry = palloc0(sizeof(Cached));
+	p->entry->key = pstrdup(o->key);
+	p->entry->size = o->size;
+	MemoryContextSwitchTo(old);
+	evict_for(state.prefetch_bytes + o->size);
+	p->fd = create_cache_file(p->entry->path);
+	PG_TRY();
+	{
+		p->transfer = cs_s3_get_to_file_start(state.client, o->key, p->fd,
+											  Min((size_t) o->size + 1,
+												  CS_S3_OBJECT_MAX));
+	}
+	PG_CATCH();
+	{
+		(void) close(p->fd);
+		(void) unlink(p->entry->path);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	old = MemoryContextSwitchTo(state.cxt);
+	state.prefetches = lappend(state.prefetches, p);
+	MemoryContextSwitchTo(old);
+	state.prefetch_bytes += o->size;
+}
+
+/*
+ * After a reader opened the segment object key: start downloading the
+ * next CS_S3_PREFETCH segment objects of its directory that are neither
+ * cached nor under way, within the cache's bound, and let them send
+ * their requests (they move on whenever the client waits, and in
+ * cs_storage_s3_poll() while the reader decodes).
+ */
+static void
+prefetch_after(const char *key)
+{
+	Listed	   *o = find_object(key);
+	size_t		dirlen = strrchr(key, '/') - key + 1;
+	int			ahead = 0;
+	bool		started = false;
+
+	if (o == NULL || !is_segment_key(key))
+		return;
+	for (int i = (o - state.objects) + 1;
+		 i < state.nobjects && ahead < CS_S3_PREFETCH; i++)
+	{
+		Listed	   *next = &state.objects[i];
+
+		if (strncmp(next->key, key, dirlen) != 0 ||
+			strchr(next->key + dirlen, '/') != NULL)
+			break;
+		if (!is_segment_key(next->key))
+			continue;
+		ahead++;
+		if (cache_lookup(next->key) != NULL || prefetch_lookup(next->key) != NULL)
+			continue;
+		if (state.prefetch_bytes + next->size > CS_S3_CACHE_BYTES / 4)
+			break;				/* the cache's bound holds what is read too */
+		prefetch_start(next);
+		started = true;
+	}
+	if (started)
+		cs_s3_progress(state.client, 0);
+}
+
+/*
+ * cs_storage_s3_poll
+ *	  Let this backend's prefetches of segment objects move on, without
+ *	  waiting (at most every CS_S3_POLL_MS); the segment reader calls it
+ *	  (through cs_storage_poll()) as it reads, so the next objects download
+ *	  while one is decoded.  Does nothing when none is under way.  Runs
+ *	  CHECK_FOR_INTERRUPTS(); raises only on interrupts and out-of-memory.
+ */
+void
+cs_storage_s3_poll(void)
+{
+	TimestampTz now;
+
+	if (state.prefetches == NIL || state.client == NULL ||
+		state.statement != GetCurrentStatementStartTimestamp())
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(state.last_poll, now, CS_S3_POLL_MS))
+		return;
+	state.last_poll = now;
+	cs_s3_progress(state.client, 0);
+}
+
+/*
+ * The local file holding the object of path (listed, size bytes), from
+ * the cache, from its prefetch, or downloaded into the cache now; then
+ * the next segment objects are prefetched.
+ */
+static const char *
+cached_file(const char *path, const char *key, int64 size)
+{
+	Cached	   *hit = cache_lookup(key);
+	Prefetch   *p;
+
+	if (hit == NULL && (p = prefetch_lookup(key)) != NULL &&
+		prefetch_finish(p))
+		hit = p->entry;
+	if (hit == NULL)
+		hit = download_to_cache(path, key, size);
+	prefetch_after(key);
+	return hit->path;
+}
+
+/* Download the object of path (listed, size bytes) into a cache file. */
+static Cached *
+download_to_cache(const char *path, const char *key, int64 size)
+{
+	Cached	   *fresh;
+	volatile int fd;
+	MemoryContext old;
+
+	evict_for(state.prefetch_bytes + size);
 	old = MemoryContextSwitchTo(state.cxt);
 	fresh = palloc0(sizeof(Cached));
 	fresh->key = pstrdup(key);
@@ -638,12 +877,8 @@ cached_file(const char *path, const char *key, int64 size)
 	}
 	PG_END_TRY();
 	fresh->size = size;
-	fresh->last_use = ++state.uses;
-	old = MemoryContextSwitchTo(state.cxt);
-	state.cache = lappend(state.cache, fresh);
-	MemoryContextSwitchTo(old);
-	state.cache_bytes += size;
-	return fresh->path;
+	cache_add(fresh);
+	return fresh;
 }
 
 /* The listed object of path, or NULL (raising unless missing_ok). */

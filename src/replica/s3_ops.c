@@ -285,6 +285,24 @@ cs_s3_get_to_file(CsS3Client *client, const char *key, int fd, size_t max,
 }
 
 /*
+ * cs_s3_get_to_file_start(client, key, fd, max) -> CsS3Transfer *
+ *	  cs_s3_get_to_file() without waiting: the GET moves on whenever the
+ *	  client waits; cs_s3_finish() gives its response (fd must stay open
+ *	  until then), cs_s3_cancel() drops it.
+ */
+CsS3Transfer *
+cs_s3_get_to_file_start(CsS3Client *client, const char *key, int fd,
+						size_t max)
+{
+	CsS3Request req;
+
+	simple_request(&req, "GET", key, NULL, 0, max);
+	req.to_file = true;
+	req.body_fd = fd;
+	return cs_s3_start(client, &req);
+}
+
+/*
  * cs_s3_get_range(client, key, offset, length, resp)
  *	  GET length bytes of key from byte offset (Range: bytes=a-b; a store
  *	  answers 206).  length must be at least 1; the body is bounded by it.

@@ -50,6 +50,9 @@ extern void cs_s3_get(CsS3Client *client, const char *key, size_t max,
 					  CsS3Response *resp);
 extern void cs_s3_get_to_file(CsS3Client *client, const char *key, int fd,
 							  size_t max, CsS3Response *resp);
+extern CsS3Transfer *cs_s3_get_to_file_start(CsS3Client *client,
+											 const char *key, int fd,
+											 size_t max);
 extern void cs_s3_get_range(CsS3Client *client, const char *key,
 							uint64 offset, uint64 length, CsS3Response *resp);
 extern void cs_s3_head(CsS3Client *client, const char *key, CsS3Response *resp);

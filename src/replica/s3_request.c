@@ -5,7 +5,7 @@
  *	  interface, and waited for in PostgreSQL's own wait loop, so no call
  *	  blocks where SIGTERM, a reload or a query cancel cannot reach it.
  *
- * The wait loop (run_transfer()): curl says which sockets it wants through
+ * The wait loop (wait_round()): curl says which sockets it wants through
  * CURLMOPT_SOCKETFUNCTION and when it next wants to run through
  * CURLMOPT_TIMERFUNCTION; each round builds a WaitEventSet of the latch,
  * postmaster death and those sockets, waits at most a second, hands curl
@@ -15,6 +15,14 @@
  * list, its buffers and the wait event set; the multi handle and its
  * connection cache are freed by a reset callback of the memory context
  * the client lives in.  So no ERROR leaks a handle or a socket.
+ *
+ * Several transfers can run at once on one client: cs_s3_start() begins
+ * one without waiting (the readers' prefetch, docs/DESIGN.md section 16),
+ * and every wait of the client (cs_s3_perform(), cs_s3_finish(),
+ * cs_s3_progress()) moves all of them on.  Each started transfer is on the
+ * client's list until it is finished or cancelled, and the client's reset
+ * callback frees those still there, so a transfer abandoned by an ERROR
+ * is freed with its client.
  *
  * curl's callbacks only copy into buffers bounded in size (the body by
  * the request's max_response, or 64 kB for an error answer; a header by
@@ -36,6 +44,7 @@
 #include <unistd.h>
 #include <curl/curl.h>
 
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
@@ -100,9 +109,31 @@ struct CsS3Client
 	bool		sockets_overflow;	/* more sockets than the array holds */
 	long		timer_ms;		/* curl's timer: -1 none, else ms from timer_set */
 	TimestampTz timer_set;
+	MemoryContext cxt;			/* the context the client lives in */
+	dlist_head	transfers;		/* CsS3Transfer: started, not yet freed */
+};
+
+/* a transfer under way, and everything it holds until transfer_release() */
+struct CsS3Transfer
+{
+	dlist_node	node;			/* in the client's transfers */
+	CsS3Client *client;
+	CURL	   *easy;
+	struct curl_slist *volatile headers;
+	bool		added;			/* in the multi handle */
+	bool		done;			/* curl reported its end */
+	CURLcode	result;			/* and its result */
+	char		method[8];		/* GET, HEAD, PUT, POST, DELETE */
+	BodyBuffer	body;
+	UploadSource upload;
+	CapturedHeaders captured;
+	char		errbuf[CURL_ERROR_SIZE];
+	TimestampTz start;
 };
 
 static bool curl_initialized = false;
+
+static void free_headers(struct curl_slist *list);
 
 /*
  * Block every signal around a call into curl that may start a resolver
@@ -300,12 +331,40 @@ header_callback(char *buffer, size_t size, size_t nitems, void *userdata)
 	return n;
 }
 
-/* Memory context reset callback: free the multi handle and its connections. */
+/*
+ * Free what a transfer holds outside memory contexts (the easy handle, the
+ * header list, the body buffer) and take it off the client's list; never
+ * raises.  The struct itself is left to its memory context.
+ */
+static void
+transfer_release(CsS3Transfer *t)
+{
+	if (t->added)
+		curl_multi_remove_handle(t->client->multi, t->easy);
+	t->added = false;
+	if (t->easy)
+		curl_easy_cleanup(t->easy);
+	t->easy = NULL;
+	if (t->headers)
+		free_headers(t->headers);
+	t->headers = NULL;
+	free(t->body.data);
+	t->body.data = NULL;
+	dlist_delete(&t->node);
+}
+
+/*
+ * Memory context reset callback: free the transfers still under way, the
+ * multi handle and its connections.
+ */
 static void
 client_cleanup(void *arg)
 {
 	CsS3Client *client = arg;
+	dlist_mutable_iter iter;
 
+	dlist_foreach_modify(iter, &client->transfers)
+		transfer_release(dlist_container(CsS3Transfer, node, iter.cur));
 	if (client->multi)
 		curl_multi_cleanup(client->multi);
 	client->multi = NULL;
@@ -341,6 +400,8 @@ cs_s3_client_create(const CsS3Config *config, const CsS3Credentials *creds)
 	client->config = *config;
 	client->creds = *creds;
 	client->timer_ms = -1;
+	client->cxt = CurrentMemoryContext;
+	dlist_init(&client->transfers);
 	client->multi = curl_multi_init();
 	if (client->multi == NULL)
 		ereport(ERROR,
@@ -596,63 +657,150 @@ timer_due(CsS3Client *client)
 }
 
 /*
- * Run the transfer of easy to its end in the wait loop; its curl result.
- * *set holds the wait event set of the round, for the caller's cleanup.
+ * Mark the transfers that curl reports ended (any of the client's: one
+ * round may end several).
  */
-static CURLcode
-run_transfer(CsS3Client *client, CURL *easy, WaitEventSet *volatile *set)
+static void
+note_done(CsS3Client *client)
 {
-	for (;;)
+	CURLMsg    *msg;
+	int			queued;
+
+	while ((msg = curl_multi_info_read(client->multi, &queued)) != NULL)
 	{
-		WaitEvent	events[CS_S3_MAX_SOCKETS + 2];
-		CURLMsg    *msg;
-		int			queued;
-		int			n;
-		int			i;
+		CsS3Transfer *t = NULL;
 
-		while ((msg = curl_multi_info_read(client->multi, &queued)) != NULL)
-			if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy)
-				return msg->data.result;
-
-		CHECK_FOR_INTERRUPTS();
-		*set = cs_create_wait_event_set(client->nsockets + 2);
-		AddWaitEventToSet(*set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-		AddWaitEventToSet(*set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		for (i = 0; i < client->nsockets; i++)
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &t) == CURLE_OK &&
+			t != NULL)
 		{
-			int			ev = 0;
-
-			if (client->sockets[i].what & CURL_POLL_IN)
-				ev |= WL_SOCKET_READABLE;
-			if (client->sockets[i].what & CURL_POLL_OUT)
-				ev |= WL_SOCKET_WRITEABLE;
-			AddWaitEventToSet(*set, ev, client->sockets[i].fd, NULL, NULL);
+			t->done = true;
+			t->result = msg->data.result;
 		}
-		n = WaitEventSetWait(*set, wait_timeout(client), events,
-							 lengthof(events), PG_WAIT_EXTENSION);
-		FreeWaitEventSet(*set);
-		*set = NULL;
-
-		client->sockets_overflow = false;
-		for (i = 0; i < n; i++)
-		{
-			int			flags = 0;
-
-			if (events[i].events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				continue;
-			}
-			if (events[i].events & WL_SOCKET_READABLE)
-				flags |= CURL_CSELECT_IN;
-			if (events[i].events & WL_SOCKET_WRITEABLE)
-				flags |= CURL_CSELECT_OUT;
-			if (flags)
-				socket_action(client, events[i].fd, flags);
-		}
-		if (n == 0 || timer_due(client))
-			socket_action(client, CURL_SOCKET_TIMEOUT, 0);
 	}
+}
+
+/*
+ * One round of the wait loop: wait at most timeout_ms (capped by curl's
+ * timer) for the latch, postmaster death or curl's sockets, and hand curl
+ * what is ready.  *set holds the wait event set of the round, for the
+ * caller's cleanup.
+ */
+static void
+wait_round(CsS3Client *client, long timeout_ms, WaitEventSet *volatile *set)
+{
+	WaitEvent	events[CS_S3_MAX_SOCKETS + 2];
+	int			n;
+	int			i;
+
+	*set = cs_create_wait_event_set(client->nsockets + 2);
+	AddWaitEventToSet(*set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(*set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	for (i = 0; i < client->nsockets; i++)
+	{
+		int			ev = 0;
+
+		if (client->sockets[i].what & CURL_POLL_IN)
+			ev |= WL_SOCKET_READABLE;
+		if (client->sockets[i].what & CURL_POLL_OUT)
+			ev |= WL_SOCKET_WRITEABLE;
+		AddWaitEventToSet(*set, ev, client->sockets[i].fd, NULL, NULL);
+	}
+	n = WaitEventSetWait(*set, Min(timeout_ms, wait_timeout(client)), events,
+						 lengthof(events), PG_WAIT_EXTENSION);
+	FreeWaitEventSet(*set);
+	*set = NULL;
+
+	client->sockets_overflow = false;
+	for (i = 0; i < n; i++)
+	{
+		int			flags = 0;
+
+		if (events[i].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			continue;
+		}
+		if (events[i].events & WL_SOCKET_READABLE)
+			flags |= CURL_CSELECT_IN;
+		if (events[i].events & WL_SOCKET_WRITEABLE)
+			flags |= CURL_CSELECT_OUT;
+		if (flags)
+			socket_action(client, events[i].fd, flags);
+	}
+	if (n == 0 || timer_due(client))
+		socket_action(client, CURL_SOCKET_TIMEOUT, 0);
+	note_done(client);
+}
+
+/*
+ * Run the wait loop until t has ended (the client's other transfers move
+ * on meanwhile).  *set as for wait_round().
+ */
+static void
+transfer_wait(CsS3Transfer *t, WaitEventSet *volatile *set)
+{
+	note_done(t->client);
+	while (!t->done)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wait_round(t->client, 1000, set);
+	}
+}
+
+/*
+ * Sign req and hand it to curl: a new transfer of client, in the client's
+ * memory context and on its list (so an error later frees it).  Raises on
+ * out-of-memory or a libcurl that cannot start it, having freed it.
+ */
+static CsS3Transfer *
+transfer_start(CsS3Client *client, const CsS3Request *req)
+{
+	CsS3Transfer *t = MemoryContextAllocZero(client->cxt, sizeof(CsS3Transfer));
+
+	t->client = client;
+	strlcpy(t->method, req->method, sizeof(t->method));
+	t->body.max = req->max_response;
+	t->body.fd = req->to_file ? req->body_fd : -1;
+	t->upload.data = req->body;
+	t->upload.len = req->body_len;
+	t->start = GetCurrentTimestamp();
+	dlist_push_tail(&client->transfers, &t->node);
+	PG_TRY();
+	{
+		sigset_t	saved;
+		char	   *url;
+
+		signed_headers(client, req, &url, &t->headers);
+		t->easy = curl_easy_init();
+		if (t->easy == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not create a libcurl handle")));
+		t->body.easy = t->easy;
+		set_options(client, t->easy, req, url, t->headers, &t->body,
+					&t->upload, &t->captured, t->errbuf);
+		curl_easy_setopt(t->easy, CURLOPT_PRIVATE, (char *) t);
+		curl_call_begin(&saved);
+		if (curl_multi_add_handle(client->multi, t->easy) != CURLM_OK)
+		{
+			curl_call_end(&saved);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not start an S3 request")));
+		}
+		curl_call_end(&saved);
+		t->added = true;
+	}
+	PG_CATCH();
+	{
+		transfer_release(t);
+		pfree(t);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return t;
 }
 
 /*
@@ -712,7 +860,7 @@ parse_error_body(const char *method, CsS3Response *resp)
 
 /* Fill resp from a finished transfer. */
 static void
-collect(CURL *easy, const CsS3Request *req, CURLcode rc, const char *errbuf,
+collect(CURL *easy, const char *method, CURLcode rc, const char *errbuf,
 		BodyBuffer *body, CapturedHeaders *captured, CsS3Response *resp)
 {
 	curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp->status);
@@ -749,7 +897,20 @@ collect(CURL *easy, const CsS3Request *req, CURLcode rc, const char *errbuf,
 			resp->transport_error = psprintf("%s%s%s", curl_easy_strerror(rc),
 											 errbuf[0] ? ": " : "", errbuf);
 	}
-	parse_error_body(req->method, resp);
+	parse_error_body(method, resp);
+}
+
+/* Fill resp from the ended transfer t. */
+static void
+transfer_collect(CsS3Transfer *t, CsS3Response *resp)
+{
+	long		secs;
+	int			usecs;
+
+	memset(resp, 0, sizeof(*resp));
+	collect(t->easy, t->method, t->result, t->errbuf, &t->body, &t->captured, resp);
+	TimestampDifference(t->start, GetCurrentTimestamp(), &secs, &usecs);
+	resp->elapsed_ms = secs * 1000.0 + usecs / 1000.0;
 }
 
 /*
@@ -759,74 +920,117 @@ collect(CURL *easy, const CsS3Request *req, CURLcode rc, const char *errbuf,
  *	  reported in resp, not raised (s3_errors.c classifies them); raises
  *	  only on interrupts (a cancel, SIGTERM), out-of-memory, or a libcurl
  *	  that cannot start a transfer, and then frees everything the request
- *	  took.
+ *	  took.  The client's transfers started with cs_s3_start() move on
+ *	  while it waits.
  */
 void
 cs_s3_perform(CsS3Client *client, const CsS3Request *req, CsS3Response *resp)
 {
-	CURL	   *volatile easy = NULL;
-	struct curl_slist *volatile headers = NULL;
-	WaitEventSet *volatile set = NULL;
-	volatile bool added = false;
-	BodyBuffer	body;
-	UploadSource upload;
-	CapturedHeaders captured;
-	char		errbuf[CURL_ERROR_SIZE];
-	char	   *url;
-	TimestampTz start = GetCurrentTimestamp();
-	long		secs;
-	int			usecs;
+	CsS3Transfer *t;
 
 	memset(resp, 0, sizeof(*resp));
-	memset(&body, 0, sizeof(body));
-	memset(&captured, 0, sizeof(captured));
-	body.max = req->max_response;
-	body.fd = req->to_file ? req->body_fd : -1;
-	upload.data = req->body;
-	upload.len = req->body_len;
-	upload.pos = 0;
-	errbuf[0] = '\0';
+	t = transfer_start(client, req);
+	cs_s3_finish(t, resp);
+}
+
+/*
+ * cs_s3_start(client, req) -> CsS3Transfer *
+ *	  Start req without waiting for it: a transfer that moves on whenever
+ *	  the client waits (cs_s3_perform(), cs_s3_finish(), cs_s3_progress()).
+ *	  req's body and body_fd must stay valid until the transfer is finished
+ *	  or cancelled; the transfer is freed by cs_s3_finish(), cs_s3_cancel()
+ *	  or the reset of the client's memory context, whichever comes first.
+ *	  Raises as cs_s3_perform() does.
+ */
+CsS3Transfer *
+cs_s3_start(CsS3Client *client, const CsS3Request *req)
+{
+	return transfer_start(client, req);
+}
+
+/*
+ * cs_s3_finish(t, resp)
+ *	  Wait for the transfer t to end, as cs_s3_perform()
+ *	  waits, fill resp and free t, also when this raises.
+ */
+void
+cs_s3_finish(CsS3Transfer *t, CsS3Response *resp)
+{
+	WaitEventSet *volatile set = NULL;
 
 	PG_TRY();
 	{
-		sigset_t	saved;
-		CURLcode	rc;
+		transfer_wait(t, &set);
+		transfer_collect(t, resp);
+	}
+	PG_CATCH();
+	{
+		if (set)
+			FreeWaitEventSet(set);
+		cs_s3_cancel(t);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	cs_s3_cancel(t);
+}
 
-		signed_headers(client, req, &url, &headers);
-		easy = curl_easy_init();
-		if (easy == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not create a libcurl handle")));
-		body.easy = easy;
-		set_options(client, easy, req, url, headers, &body, &upload,
-					&captured, errbuf);
-		curl_call_begin(&saved);
-		if (curl_multi_add_handle(client->multi, easy) != CURLM_OK)
+/*
+ * cs_s3_cancel(t)
+ *	  Stop the transfer t and free it; never raises.
+ */
+void
+cs_s3_cancel(CsS3Transfer *t)
+{
+	transfer_release(t);
+	pfree(t);
+}
+
+/*
+ * cs_s3_transfer_done(t) -> whether t has ended (its response is ready
+ *	  for cs_s3_finish() without waiting)
+ */
+bool
+cs_s3_transfer_done(const CsS3Transfer *t)
+{
+	return t->done;
+}
+
+/*
+ * cs_s3_progress(client, max_ms)
+ *	  Let the client's transfers move on for at most max_ms milliseconds
+ *	  (0: only what is ready now), returning early once none is left
+ *	  running.  Runs CHECK_FOR_INTERRUPTS(); raises as cs_s3_perform().
+ */
+void
+cs_s3_progress(CsS3Client *client, long max_ms)
+{
+	WaitEventSet *volatile set = NULL;
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													max_ms);
+
+	PG_TRY();
+	{
+		for (;;)
 		{
-			curl_call_end(&saved);
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not start an S3 request")));
+			dlist_iter	iter;
+			bool		running = false;
+			long		left;
+
+			CHECK_FOR_INTERRUPTS();
+			dlist_foreach(iter, &client->transfers)
+				running |= !dlist_container(CsS3Transfer, node, iter.cur)->done;
+			left = (long) ((until - GetCurrentTimestamp()) / 1000);
+			if (!running)
+				break;
+			wait_round(client, Max(left, 0), &set);
+			if (left <= 0)
+				break;
 		}
-		curl_call_end(&saved);
-		added = true;
-		rc = run_transfer(client, easy, &set);
-		collect(easy, req, rc, errbuf, &body, &captured, resp);
 	}
 	PG_FINALLY();
 	{
-		if (added)
-			curl_multi_remove_handle(client->multi, easy);
-		if (easy)
-			curl_easy_cleanup(easy);
-		if (headers)
-			free_headers(headers);
 		if (set)
 			FreeWaitEventSet(set);
-		free(body.data);
 	}
 	PG_END_TRY();
-	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
-	resp->elapsed_ms = secs * 1000.0 + usecs / 1000.0;
 }

@@ -19,6 +19,7 @@
 #define CS_S3_MAX_EXTRA_HEADERS 4
 
 typedef struct CsS3Client CsS3Client;
+typedef struct CsS3Transfer CsS3Transfer;
 
 /* what to send */
 typedef struct CsS3Request
@@ -61,6 +62,11 @@ extern CsS3Client *cs_s3_client_create(const CsS3Config *config,
 extern const CsS3Config *cs_s3_client_config(const CsS3Client *client);
 extern void cs_s3_perform(CsS3Client *client, const CsS3Request *req,
 						  CsS3Response *resp);
+extern CsS3Transfer *cs_s3_start(CsS3Client *client, const CsS3Request *req);
+extern void cs_s3_finish(CsS3Transfer *t, CsS3Response *resp);
+extern void cs_s3_cancel(CsS3Transfer *t);
+extern bool cs_s3_transfer_done(const CsS3Transfer *t);
+extern void cs_s3_progress(CsS3Client *client, long max_ms);
 extern void cs_s3_request_add_header(CsS3Request *req, const char *name,
 									 const char *value);
 
