@@ -124,6 +124,7 @@ extern bool cs_storage_is_s3_path(const char *path);
 extern bool cs_storage_s3_listed(const char *path, int64 *size,
 								 const char **etag);
 extern void cs_storage_s3_poll(void);
+extern void cs_storage_s3_prefetch_off(void);
 
 /*
  * Damage found in a file of the archive: XX001 (data_corrupted) naming the

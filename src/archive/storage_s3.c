@@ -124,6 +124,9 @@ typedef struct S3State
 
 static S3State state;
 
+/* the statement (its start) for which prefetch is off, 0: none */
+static TimestampTz prefetch_off_statement = 0;
+
 static Cached *download_to_cache(const char *path, const char *key,
 								 int64 size);
 static bool exit_callback_registered = false;
@@ -745,6 +748,7 @@ prefetch_start(Listed *o)
 		p->transfer = cs_s3_get_to_file_start(state.client, o->key, p->fd,
 											  Min((size_t) o->size + 1,
 												  CS_S3_OBJECT_MAX));
+		cs_replica_count(CS_REPLICA_GET, 0);
 	}
 	PG_CATCH();
 	{
@@ -774,7 +778,8 @@ prefetch_after(const char *key)
 	int			ahead = 0;
 	bool		started = false;
 
-	if (o == NULL || !is_segment_key(key))
+	if (o == NULL || !is_segment_key(key) ||
+		prefetch_off_statement == GetCurrentStatementStartTimestamp())
 		return;
 	for (int i = (o - state.objects) + 1;
 		 i < state.nobjects && ahead < CS_S3_PREFETCH; i++)
@@ -920,6 +925,19 @@ s3_open_read(const char *path, bool missing_ok)
 				 errmsg("could not open temporary file \"%s\" holding \"%s\": %m",
 						local, path)));
 	return fd;
+}
+
+/*
+ * cs_storage_s3_prefetch_off
+ *	  No segment object is prefetched for the rest of the current
+ *	  statement: for a reader that passes over most segments unopened
+ *	  (verify() with its record of objects found sound, verify_record.c),
+ *	  where a prefetch would download bodies nobody reads.
+ */
+void
+cs_storage_s3_prefetch_off(void)
+{
+	prefetch_off_statement = GetCurrentStatementStartTimestamp();
 }
 
 /*
