@@ -56,11 +56,12 @@ static bool txn_wants = false;
 
 /*
  * The request: the end LSN of the newest commit of such a command not yet
- * covered by a snapshot (Invalid: none), when the first of them and the
- * last of them were seen, when the snapshot is due, and whether one was
- * started for it.
+ * covered by a snapshot (Invalid: none), the generation it was archived
+ * in, when the first of them was seen, when the snapshot is due, and
+ * whether one was started for it.
  */
 static XLogRecPtr want_lsn = InvalidXLogRecPtr;
+static uint64 want_generation = 0;	/* the writer's, at the last commit */
 static TimestampTz first_at = 0;
 static TimestampTz due_at = 0;
 static bool launched = false;
@@ -158,6 +159,7 @@ cs_recapture_commit(XLogRecPtr end_lsn, TimestampTz now)
 	if (want_lsn == InvalidXLogRecPtr)
 		first_at = now;
 	want_lsn = Max(want_lsn, end_lsn);
+	want_generation = cs_writer_generation();
 	latest = TimestampTzPlusMilliseconds(first_at, (int64) cs_recapture_delay_s *
 										 1000 * RECAPTURE_BURST_FACTOR);
 	due_at = Min(TimestampTzPlusMilliseconds(now, (int64) cs_recapture_delay_s * 1000),
@@ -206,6 +208,13 @@ cs_recapture_tick(TimestampTz now)
 	(void) cs_status_last_snapshot(&running);
 	if (running)
 		return;
+	if (cs_writer_generation() != want_generation)
+	{
+		/* a newer generation opened with its own snapshot, after it */
+		want_lsn = InvalidXLogRecPtr;
+		launched = false;
+		return;
+	}
 	lsn = cs_status_snapshot_result(&code, error, false);
 	if (lsn != InvalidXLogRecPtr && lsn >= want_lsn)
 	{
