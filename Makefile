@@ -56,6 +56,7 @@ OBJS = \
 	src/archive/pgoutput_parse.o \
 	src/worker/walsender_conn.o \
 	src/worker/stream.o \
+	src/worker/recapture.o \
 	src/worker/stream_pacing.o \
 	src/worker/generation_policy.o \
 	src/worker/archiver.o \

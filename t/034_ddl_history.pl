@@ -362,7 +362,7 @@ sub check_step
 		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 	# (a type altered after the target refuses its tables before anything
 	# is applied, with its own text)
-	like($e, qr/ERROR:\s+0A000:\s+table "public\.$first_refused" cannot be restored exactly: ALTER (TABLE|TYPE) public\.\w+ at [0-9A-F]+\/[0-9A-F]+( changed its existing rows without archived changes.*DETAIL:.*snapshot at.*HINT:\s+Restore to a target before [0-9A-F]+\/[0-9A-F]+, or (at or after [0-9A-F]+\/[0-9A-F]+ \(the next snapshot|call changestream\.take_snapshot\(\))|, after the target, changed a type its columns \{\w+\} use.*HINT:\s+(Restore to a target at or after [0-9A-F]+\/[0-9A-F]+ \(the first snapshot|Call changestream\.take_snapshot\(\)))/s,
+	like($e, qr/ERROR:\s+0A000:\s+table "public\.$first_refused" cannot be restored exactly: ALTER (TABLE|TYPE) public\.\w+ at [0-9A-F]+\/[0-9A-F]+( changed its existing rows without archived changes.*DETAIL:.*snapshot at.*HINT:\s+Restore to a target before [0-9A-F]+\/[0-9A-F]+, or at or after ([0-9A-F]+\/[0-9A-F]+ \(the next snapshot|the next snapshot, not taken yet \(the archiver takes one changestream\.recapture_delay after a command that changed rows; changestream\.take_snapshot\(\) takes one now\))|, after the target, changed a type its columns \{\w+\} use.*HINT:\s+Restore to a target at or after ([0-9A-F]+\/[0-9A-F]+ \(the first snapshot|the next snapshot, not taken yet \(the archiver takes one))/s,
 		"$label step '$step->{name}': without skip_inexact, 0A000 with the command, its LSN and the exact points");
 	return;
 }

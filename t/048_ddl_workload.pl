@@ -22,10 +22,16 @@
 #   on the parent), TRUNCATE, an enum altered (ADD VALUE, RENAME VALUE),
 #   SET and DROP NOT NULL, DROP COLUMN, SET DEFAULT, ADD COLUMN of a
 #   partitioned table and of an inheritance parent (no change after), a json value with
-#   \u0000, a serial column, and a take_snapshot() after which the refused
-#   tables are exact again; last, a table dropped and created again
-#   under its name while the extension is absent (no schema history):
-#   refused (0A000 naming both OIDs), never mixed.
+#   \u0000, a serial column, and a take_snapshot(); last, a table dropped
+#   and created again under its name while the extension is absent (no
+#   schema history): refused (0A000 naming both OIDs), never mixed.
+#
+# Re-capture (changestream.recapture_delay, 1 s here): after a step whose
+# commands changed rows without archived changes (a schema history
+# record with rows_changed, read from the source's ddl_history), the
+# archiver takes a snapshot by itself; the test waits for it before the
+# next step, so every later point starts from it and the tables those
+# commands changed are exact again from the next point on.
 #
 # Every point is restored into a scratch schema, each in a transaction
 # rolled back afterwards (restore() reads the types as this database has
@@ -34,10 +40,10 @@
 # wrong (anything else, a restore error included); the test prints
 # "tables x points: N equal, M refused, K wrong" and fails on any wrong.
 # The tables of the altered types (composite shapes, the enum's RENAME
-# VALUE; ADD VALUE changes nothing) must be refused at every point before
-# the snapshot after the last such command (before it, their restored
-# columns would have the type as it is now, not as the archived values
-# have it), and equal after it.  A table whose last ALTER TABLE before
+# VALUE; ADD VALUE changes nothing) must be refused at every point up to
+# the last such command (before it, their restored columns would have the
+# type as it is now, not as the archived values have it), and equal
+# from the next point on (after the re-capture).  A table whose last ALTER TABLE before
 # the point had no change after it (ADD and DROP COLUMN of k_rowsrc, DROP
 # COLUMN of w_trunc) is refused: its columns at the point are not
 # archived.  RENAME COLUMN f TO ff with ADD COLUMN f is refused.  Without
@@ -60,7 +66,8 @@ use ChangestreamTest;
 my $db = 'postgres';
 my $S = $ChangestreamTest::ORACLE_SETTINGS;
 
-my $node = cs_setup('ddlwork', sql => q{
+# re-capture: a snapshot one second after a command that changed rows
+my $node = cs_setup('ddlwork', conf => "changestream.recapture_delay = '1s'\n", sql => q{
 CREATE TYPE comp AS (x int, y text);
 CREATE TYPE comp_outer AS (a comp, b int);
 CREATE DOMAIN comp_dom AS comp;
@@ -131,11 +138,36 @@ sub digest_sql
 		FROM (SELECT ROW($cols)::text AS r FROM ONLY $schema.$table) x};
 }
 
+# Did the step add a schema history record with rows_changed?  (The
+# archiver then takes a snapshot by itself: re-capture.)
+my $history_id = 0;
+
+sub rows_changed_since_last
+{
+	my $out = $node->safe_psql($db, qq{
+		SELECT coalesce(max(id), 0), coalesce(bool_or(rows_changed) FILTER (WHERE id > $history_id), false)
+		FROM changestream.ddl_history});
+	my ($max, $changed) = split /\|/, $out;
+	$history_id = $max;
+	return $changed eq 't';
+}
+
+# After a step whose commands changed rows: wait for the re-capture (a
+# snapshot after the step's point), so that the next points start from it.
 sub step
 {
 	my ($name, $sql) = @_;
+	my $log_offset = -s $node->logfile;
 	$node->safe_psql($db, $sql);
 	record_step($name);
+	return unless rows_changed_since_last();
+	$steps[-1]{recaptured} = 1;
+	cs_poll_or_diag($node, $db, qq{SELECT count(*) > 0 FROM changestream.snapshots(
+			(SELECT max(generation) FROM changestream.generations())) WHERE lsn > '$steps[-1]{lsn}'},
+		't', 120, "step '$name': re-captured by a snapshot after it");
+	# the archiver has seen the snapshot worker end (a take_snapshot()
+	# now finds no snapshot running)
+	$node->wait_for_log(qr/tables re-captured by the snapshot at/, $log_offset);
 	return;
 }
 
@@ -252,7 +284,14 @@ cs_wait_archived($node, name => 'workload');
 my %count = (equal => 0, refused => 0, wrong => 0);
 my %kinds = map { $_ => 1 } qw(k_direct k_nested k_array k_domain k_rowuse w_enum);
 my ($first_alter) = grep { $steps[$_]{name} eq 'ALTER TYPE ADD ATTRIBUTE' } 0 .. $#steps;
-my ($snapshot) = grep { $steps[$_]{name} eq 'a snapshot, then changes' } 0 .. $#steps;
+# the last step that altered the type each such table's columns use: the
+# table is refused at that point and every point before it, and equal
+# after it (re-captured right after the step)
+my %step_index = map { $steps[$_]{name} => $_ } 0 .. $#steps;
+my %last_type_change = (
+	(map { $_ => $step_index{'ALTER TYPE DROP ATTRIBUTE'} } qw(k_direct k_nested k_array k_domain)),
+	k_rowuse => $step_index{'ALTER TABLE of a table whose row type a column uses'},
+	w_enum => $step_index{'enum RENAME VALUE'});
 for my $i (0 .. $#steps)
 {
 	my $step = $steps[$i];
@@ -290,11 +329,12 @@ for my $i (0 .. $#steps)
 	note("step '$step->{name}': refused: " . join(' ', sort keys %refused));
 	is("@wrong", '', "step '$step->{name}': no table differs from the source")
 	  or diag($e);
-	# the tables of altered types (composite, enum): refused before the
-	# snapshot after the last ALTER TYPE (before the command, their
-	# restored columns have the type as it is now), equal from it on
+	# the tables of altered types (composite, enum): refused up to the
+	# point of the last command that altered their type (before the
+	# command, their restored columns have the type as it is now), equal
+	# from the re-capture after it on
 	my @kref = sort grep { $refused{$_} } keys %kinds;
-	my @kexp = $i < $snapshot ? sort keys %kinds : ();
+	my @kexp = sort grep { $i <= $last_type_change{$_} } keys %kinds;
 	if ($step->{name} eq 'name reused while the extension was absent')
 	{
 		ok($refused{w_gone} && !defined $got{w_gone},
@@ -318,7 +358,8 @@ for my $i (0, $first_alter)
 		"step '$steps[$i]{name}': without skip_inexact, a nested composite type's table is refused with 0A000, the command, its LSN and the exact points");
 }
 
-my $summary = "tables x points: $count{equal} equal, $count{refused} refused, $count{wrong} wrong";
+my $recaptures = grep { $_->{recaptured} } @steps;
+my $summary = "tables x points: $count{equal} equal, $count{refused} refused, $count{wrong} wrong ($recaptures re-captures)";
 diag($summary);
 is($count{wrong}, 0, 'no table differs silently from the source');
 ok($count{refused} > 0 && $count{equal} > 0, 'both outcomes occur');

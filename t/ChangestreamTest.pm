@@ -268,6 +268,10 @@ sub _init_from_template
 # Archiving is off (changestream.directory = '') until cs_start_archiving.
 # The server's own DateStyle/IntervalStyle/TimeZone/extra_float_digits are
 # deliberately unusual: archived values must not depend on them.
+# Re-capture (changestream.recapture_delay) is off, so that no snapshot
+# starts at a time a test does not choose (a take_snapshot() meeting it
+# would fail with 55006, a refusal a test expects would vanish); t/048
+# and t/060 turn it on through conf.
 sub cs_new_node
 {
 	my ($name, %opts) = @_;
@@ -282,6 +286,7 @@ sub cs_new_node
 shared_preload_libraries = 'changestream'
 changestream.directory = ''
 changestream.status_interval = '$status_interval'
+changestream.recapture_delay = -1
 max_connections = 40
 max_wal_senders = 10
 max_replication_slots = 10

@@ -42,6 +42,7 @@ int			cs_segment_size_kb = 16 * 1024;
 int			cs_segment_timeout_s = 300;
 int			cs_compression_level = 3;
 int			cs_snapshot_interval_s = 0;
+int			cs_recapture_delay_s = 10;
 bool		cs_preallocate_segments = true;
 char	   *cs_replica_url = NULL;
 char	   *cs_replica_endpoint = NULL;
@@ -593,6 +594,13 @@ cs_define_gucs(void)
 							&cs_snapshot_interval_s, 0, 0, 365 * 24 * 3600,
 							PGC_SIGHUP, GUC_UNIT_S,
 							check_snapshot_interval, NULL, NULL);
+
+	DefineCustomIntVariable("changestream.recapture_delay",
+							"Quiet time after a schema change that changed rows without archived changes before a snapshot re-captures the tables.",
+							"A snapshot starts once no such command has come for this long, or six times this long after the first; -1 disables the automatic snapshot.",
+							&cs_recapture_delay_s, 10, -1, 24 * 3600,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("changestream.retention",
 							"How long archived history stays restorable; older files are deleted.",

@@ -23,6 +23,7 @@ extern int	cs_segment_size_kb;
 extern int	cs_segment_timeout_s;
 extern int	cs_compression_level;
 extern int	cs_snapshot_interval_s;
+extern int	cs_recapture_delay_s;	/* changestream.recapture_delay, s; -1 off */
 extern bool cs_preallocate_segments;
 extern char *cs_message_prefixes;
 extern int	cs_retention_s;		/* changestream.retention, s; 0 = keep all */

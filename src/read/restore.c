@@ -963,7 +963,7 @@ refuse_as(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 						LSN_FORMAT_ARGS(lsn),
 						LSN_FORMAT_ARGS(next_snapshot));
 	else
-		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.",
+		hint = psprintf("Restore to a target before " CS_LSN_FMT ", or at or after the next snapshot, not taken yet (the archiver takes one changestream.recapture_delay after a command that changed rows; changestream.take_snapshot() takes one now); skip_inexact => true restores the other tables without it.",
 						LSN_FORMAT_ARGS(lsn));
 	ereport(rs->skip_inexact ? WARNING : ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1049,7 +1049,7 @@ refuse_later(RestoreState *rs, CsRestoreTable *t, XLogRecPtr lsn,
 		hint = psprintf("Restore to a target at or after " CS_LSN_FMT " (the first snapshot after the command, from which the table is exact again); skip_inexact => true restores the other tables without it.",
 						LSN_FORMAT_ARGS(next_snapshot));
 	else
-		hint = psprintf("Call changestream.take_snapshot(): targets at or after the new snapshot are exact; skip_inexact => true restores the other tables without it.");
+		hint = psprintf("Restore to a target at or after the next snapshot, not taken yet (the archiver takes one changestream.recapture_delay after a command that changed rows; changestream.take_snapshot() takes one now); skip_inexact => true restores the other tables without it.");
 	ereport(rs->skip_inexact ? WARNING : ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("table \"%s.%s\" cannot be restored exactly: %s %s at " CS_LSN_FMT ", after the target, changed a type its columns %s use",

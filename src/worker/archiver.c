@@ -65,6 +65,7 @@
 #include "replica/replica_status.h"
 #include "worker/archiver.h"
 #include "worker/generation_policy.h"
+#include "worker/recapture.h"
 #include "worker/ri_monitor.h"
 #include "worker/snapshot.h"
 #include "worker/snapshot_worker.h"
@@ -308,16 +309,18 @@ ddl_publication_for_session(XLogRecPtr position)
  *	  transaction, and the next session start records the extension's
  *	  table; an OID is looked at once per process, so a table of that name
  *	  made by anyone else ends one session at most.
+ *	  Returns whether the generation trusts the OID now.
  */
-static void
+static bool
 history_relation(Oid relid)
 {
 	MemoryContext old;
 	XLogRecPtr	lsn;
 
-	if (list_member_oid(sess_trusted, relid) ||
-		list_member_oid(ddl_checked_oids, relid))
-		return;
+	if (list_member_oid(sess_trusted, relid))
+		return true;
+	if (list_member_oid(ddl_checked_oids, relid))
+		return false;
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	ddl_checked_oids = lappend_oid(ddl_checked_oids, relid);
 	MemoryContextSwitchTo(old);
@@ -328,9 +331,10 @@ history_relation(Oid relid)
 		old = MemoryContextSwitchTo(session_cxt);
 		sess_trusted = lappend_oid(sess_trusted, relid);
 		MemoryContextSwitchTo(old);
-		return;
+		return true;
 	}
 	ddl_recheck = true;
+	return false;
 }
 
 /*
@@ -478,6 +482,7 @@ stream_loop(void)
 		if (last_session_failed && cs_stream_made_durable())
 			note_recovered();
 		maybe_schedule_snapshot(now);
+		cs_recapture_tick(now);	/* recapture.c */
 		cs_ri_tick(sess_config, now);	/* ri_monitor.c */
 		MemoryContextReset(loop_cxt);
 		if (idle)
@@ -851,6 +856,7 @@ run_session(void)
 	sess_with_ddl = false;
 	sess_trusted = NIL;
 	ddl_recheck = false;
+	cs_recapture_session_start();
 	MemoryContextSwitchTo(session_cxt);
 
 	cs_status_set_state(CS_STATE_CONNECTING);

@@ -53,6 +53,7 @@
 #include "base/shmem_status.h"
 #include "replica/replica_status.h"
 #include "worker/message_filter.h"
+#include "worker/recapture.h"
 #include "worker/ri_monitor.h"
 #include "worker/stream.h"
 #include "worker/stream_pacing.h"
@@ -431,6 +432,7 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 				hand_off(now);
 			st.in_txn = true;
 			st.skipping = info->lsn < st.skip_before;
+			cs_recapture_begin();
 			if (!st.skipping)
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 						  payload, plen, info, now);
@@ -438,6 +440,7 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 		case 'C':
 			if (!st.skipping)
 			{
+				cs_recapture_commit(info->end_lsn, now);
 				add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 						  payload, plen, info, now);
 				st.pending_position = Max(st.pending_position, info->end_lsn);
@@ -478,6 +481,8 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 				cs_writer_note_schema(payload, plen, info, !st.skipping);
 			if (st.skipping)
 				break;
+			if (info->type == 'I')
+				cs_recapture_insert(payload, plen);
 			add_entry(CS_ENTRY_MESSAGE, data_start, wal_end, send_time,
 					  payload, plen, info, now);
 			break;
@@ -485,19 +490,22 @@ archive_message(const CsMessageInfo *info, XLogRecPtr data_start,
 }
 
 /*
- * A Relation message (info: its OID, schema and name, cs_parse_pgoutput())
- * of a table named changestream.ddl_history: the archiver makes sure its
- * OID is recorded as the schema history's before the message is archived,
- * if it is the extension's (the session owner's on_history_relation).
+ * A Relation message (info: its OID, schema and name, cs_parse_pgoutput();
+ * payload, plen bytes) of a table named changestream.ddl_history: the
+ * archiver makes sure its OID is recorded as the schema history's before
+ * the message is archived, if it is the extension's (the session owner's
+ * on_history_relation), and re-capture (recapture.c) watches its rows if
+ * it is.
  */
 static void
-note_relation(const CsMessageInfo *info)
+note_relation(const CsMessageInfo *info, const char *payload, uint32 plen)
 {
 	if (info->nspname == NULL)
 		return;
 	if (cs_ddl_is_history_name(info->nspname, info->relname) &&
 		st.on_history_relation != NULL)
-		st.on_history_relation(info->oid);
+		cs_recapture_relation(payload, plen,
+							  st.on_history_relation(info->oid));
 }
 
 /* One XLogData message (its type byte already read). */
@@ -533,7 +541,7 @@ handle_xlogdata(StringInfo msg, TimestampTz now)
 	if (info.type == 'R')
 	{
 		cs_ri_signal();			/* a relation changed: ri_monitor.c */
-		note_relation(&info);
+		note_relation(&info, payload, plen);
 	}
 	st.counters.last_message_at = now;
 	st.counters.messages++;

@@ -19,9 +19,10 @@ struct WalReceiverConn;
 /*
  * Called on a Relation message named changestream.ddl_history, before it is
  * archived, with the relation's OID: the session's owner decides whether
- * the generation trusts it as the schema history (archiver.c).
+ * the generation trusts it as the schema history (archiver.c), and returns
+ * whether it does.
  */
-typedef void (*CsHistoryRelationHook) (Oid relid);
+typedef bool (*CsHistoryRelationHook) (Oid relid);
 
 /*
  * Called when the stream reaches the start of the new generation set with
