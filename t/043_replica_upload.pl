@@ -33,7 +33,6 @@ use strict;
 use warnings;
 
 use File::Compare;
-use File::Find;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -48,13 +47,6 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $prefix = 'db1/archive';
 my $db = 'postgres';
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
 sub replica_conf
 {
 	my ($endpoint) = @_;
@@ -62,11 +54,8 @@ sub replica_conf
 changestream.segment_size = '64kB'
 changestream.segment_timeout = '1s'
 changestream.retention = '2s'
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '$endpoint'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-};
+} . cs_replica_conf($s3, bucket => $bucket, prefix => $prefix, dir => $tmp,
+		endpoint => $endpoint);
 }
 
 my $node = cs_setup('upload', pgbench => 1, publish_pgbench => 1,
@@ -98,26 +87,8 @@ sub snapshot_time
 	return $node->safe_psql($db, 'SELECT now()');
 }
 
-# Finished local files, relative to the archive: name => size.  Raw
-# segments, temporary files, the journal and the horizon are left out.
-sub local_files
-{
-	my ($dir) = @_;
-	$dir //= $archive;
-	my %f;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_;
-				my $rel = substr($_, length($dir) + 1);
-				return unless $rel =~ m{^generations/[0-9a-f]{16}/(generation|schema_history|wal/[0-9a-f]+\.wal\.gz|snapshots/[0-9a-f]+\.snapshot\.gz)$};
-				$f{$rel} = -s $_;
-			}
-		},
-		"$dir/generations");
-	return \%f;
-}
+# Finished local files of the archive (or of $dir): name => size.
+sub local_files { return cs_finished_files($_[0] // $archive); }
 
 # Objects under the prefix, as awscli lists them: name => size.
 sub bucket_objects { return cs_bucket_objects($s3, $bucket, $prefix); }

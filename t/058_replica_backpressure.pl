@@ -39,24 +39,14 @@ my $prefix = 'bp';
 my $db = 'postgres';
 my $limit_kb = 256;
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
 my $node = cs_setup('backpressure', pgbench => 1, publish_pgbench => 1,
 	oracle => 1,
 	conf => qq{
 changestream.segment_size = '64kB'
 changestream.segment_timeout = '1s'
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '} . $proxy->url . qq{'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
 changestream.replica_max_backlog = '${limit_kb}kB'
-});
+} . cs_replica_conf($s3, bucket => $bucket, prefix => $prefix, dir => $tmp,
+		endpoint => $proxy->url));
 cs_start_archiving($node);
 my $archive = cs_archive_dir($node);
 my ($gen, $start) = cs_single_generation($node, 'at start');

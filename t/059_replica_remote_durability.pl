@@ -46,24 +46,14 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $prefix = 'rd';
 my $db = 'postgres';
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
 my $node = cs_setup('remote', pgbench => 1, publish_pgbench => 1,
 	conf => qq{
 changestream.segment_size = '64kB'
 changestream.segment_timeout = 0
 changestream.synchronous = on
 changestream.replica_durability = remote
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '} . $proxy->url . qq{'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-},
+} . cs_replica_conf($s3, bucket => $bucket, prefix => $prefix, dir => $tmp,
+		endpoint => $proxy->url),
 	sql => q{
 CREATE TABLE t (id int PRIMARY KEY, v text NOT NULL);
 ALTER PUBLICATION changestream ADD TABLE t;

@@ -35,22 +35,11 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $prefix = 'arch';
 my $db = 'postgres';
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
 sub replica_conf
 {
 	my ($endpoint) = @_;
-	return qq{
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '$endpoint'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-};
+	return cs_replica_conf($s3, bucket => $bucket, prefix => $prefix,
+		dir => $tmp, endpoint => $endpoint);
 }
 
 my $src = cs_setup('source', pgbench => 1, publish_pgbench => 1,

@@ -39,19 +39,8 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $prefix = 'rec';
 my $db = 'postgres';
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
-my $replica_conf = qq{
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '$s3->{endpoint}'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-};
+my $replica_conf = cs_replica_conf($s3, bucket => $bucket, prefix => $prefix,
+	dir => $tmp);
 my $src = cs_setup('source', pgbench => 1, publish_pgbench => 1,
 	conf => qq{
 changestream.segment_size = '64kB'

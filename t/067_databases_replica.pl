@@ -23,7 +23,6 @@ use strict;
 use warnings;
 
 use File::Compare;
-use File::Find;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -36,19 +35,8 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $prefix = 'multi/archive';
 my @tables = qw(pgbench_accounts pgbench_branches pgbench_tellers pgbench_history);
 
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
-
-my $replica_conf = qq{
-changestream.replica_url = 's3://$bucket/$prefix'
-changestream.replica_endpoint = '$s3->{endpoint}'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-};
+my $replica_conf = cs_replica_conf($s3, bucket => $bucket, prefix => $prefix,
+	dir => $tmp);
 
 my $node = cs_new_node('multi', conf => qq{
 changestream.segment_size = '64kB'
@@ -62,7 +50,7 @@ my %key_prefix = (postgres => $prefix, app => "$prefix/databases/app");
 
 # another cluster's marker under the prefix of the tree of "other"
 my $foreign = "$tmp/foreign";
-open($fh, '>', $foreign) or die "open $foreign: $!";
+open(my $fh, '>', $foreign) or die "open $foreign: $!";
 print $fh "changestream cluster\nsystem_identifier 1\ndatabase other\ntree databases/other\n";
 close($fh) or die "close $foreign: $!";
 my ($prc, $pout, $perr) = cs_aws($s3, 's3', 'cp', '--only-show-errors', $foreign,
@@ -118,25 +106,6 @@ for my $db ('postgres', 'app')
 		't', 120, "$db: the bucket holds its archive past the recorded point");
 }
 
-# Finished local files of a tree, relative to it: name => size.
-sub local_files
-{
-	my ($root) = @_;
-	my %f;
-	find(
-		{
-			no_chdir => 1,
-			wanted => sub {
-				return unless -f $_;
-				my $rel = substr($_, length($root) + 1);
-				return unless $rel =~ m{^generations/[0-9a-f]{16}/(generation|schema_history|wal/[0-9a-f]+\.wal\.gz|snapshots/[0-9a-f]+\.snapshot\.gz)$};
-				$f{$rel} = -s $_;
-			}
-		},
-		"$root/generations");
-	return \%f;
-}
-
 my $round = 0;
 for my $db ('postgres', 'app')
 {
@@ -145,7 +114,7 @@ for my $db ('postgres', 'app')
 	my ($local, $objects, $missing);
 	while (1)
 	{
-		$local = local_files($tree{$db});
+		$local = cs_finished_files($tree{$db});
 		$objects = cs_bucket_objects($s3, $bucket, $key_prefix{$db});
 		$missing = join(' ', grep {
 			!defined $objects->{$_} || $objects->{$_} != $local->{$_}
@@ -189,7 +158,7 @@ ok($row{app} && $row{postgres} && $row{app}[1] > 0 && $row{postgres}[1] > 0,
 sub gz_count
 {
 	my ($root) = @_;
-	return scalar(grep { m{/wal/[0-9a-f]+\.wal\.gz$} } keys %{ local_files($root) });
+	return scalar(grep { m{/wal/[0-9a-f]+\.wal\.gz$} } keys %{ cs_finished_files($root) });
 }
 for my $db ('postgres', 'app')
 {

@@ -28,12 +28,6 @@ my $s3 = cs_object_store();
 my $bucket = cs_s3_bucket($s3, 'failures');
 my $proxy = S3FaultProxy->new(upstream => $s3->{endpoint});
 my $tmp = PostgreSQL::Test::Utils::tempdir();
-my $creds = "$tmp/credentials";
-open(my $fh, '>', $creds) or die "open $creds: $!";
-print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
-  . "aws_secret_access_key = $s3->{secret_key}\n";
-close($fh) or die "close $creds: $!";
-chmod(0600, $creds) or die "chmod $creds: $!";
 
 my $node = cs_setup(
 	'failure_counters',
@@ -42,11 +36,8 @@ my $node = cs_setup(
 	conf => qq{
 changestream.segment_size = '64kB'
 changestream.segment_timeout = '1s'
-changestream.replica_url = 's3://$bucket/f'
-changestream.replica_endpoint = '} . $proxy->url . qq{'
-changestream.replica_region = '$s3->{region}'
-changestream.replica_credentials = '$creds'
-},
+} . cs_replica_conf($s3, bucket => $bucket, prefix => 'f', dir => $tmp,
+		endpoint => $proxy->url),
 	archive => 1);
 
 my $counters = q{SELECT archiver_failures, snapshot_failures, replica_failures,

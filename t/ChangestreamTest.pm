@@ -64,6 +64,7 @@ use Carp;
 use Exporter ();
 our @ISA = ('Exporter');
 use File::Basename;
+use File::Find;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -77,9 +78,9 @@ our @EXPORT = qw(
   cs_fetch_archive cs_fetch_oracle cs_group_txns cs_lsn_to_int
   cs_int_to_lsn cs_lsn_file_text cs_lsn_ge cs_crash cs_start_after_crash cs_pgbench_bg
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
-  cs_wal_segments cs_archive_files cs_gzip_test cs_log_since
+  cs_wal_segments cs_archive_files cs_finished_files cs_gzip_test cs_log_since
   cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major
-  cs_object_store cs_s3_bucket cs_aws cs_s3_curl cs_bucket_objects);
+  cs_object_store cs_s3_bucket cs_aws cs_s3_curl cs_bucket_objects cs_replica_conf);
 
 # "use ChangestreamTest;" also turns on strict and warnings and imports
 # Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
@@ -556,6 +557,29 @@ sub cs_archive_files
 	my @f = sort grep { !/^\.\.?$/ } readdir($dh);
 	closedir($dh);
 	return @f;
+}
+
+# cs_finished_files($dir) -> { name relative to $dir => size }
+#   The finished files of the archive (or database tree) at $dir, those the
+#   replica receives: each generation's identity and schema history files,
+#   compressed segments and snapshots.  Raw segments, temporary files, the
+#   journal and the horizon are left out.
+sub cs_finished_files
+{
+	my ($dir) = @_;
+	my %f;
+	find(
+		{
+			no_chdir => 1,
+			wanted => sub {
+				return unless -f $_;
+				my $rel = substr($_, length($dir) + 1);
+				return unless $rel =~ m{^generations/[0-9a-f]{16}/(generation|schema_history|wal/[0-9a-f]+\.wal\.gz|snapshots/[0-9a-f]+\.snapshot\.gz)$};
+				$f{$rel} = -s $_;
+			}
+		},
+		"$dir/generations");
+	return \%f;
 }
 
 # gzip -t every .wal.gz; one test.  Returns number of files tested.
@@ -1074,6 +1098,37 @@ sub cs_s3_bucket
 	my ($rc, $out, $err) = cs_aws($s3, 's3api', 'create-bucket', '--bucket', $name);
 	die "create-bucket $name failed: $err" if $rc != 0;
 	return $name;
+}
+
+# cs_replica_conf($s3, bucket => NAME, prefix => PREFIX, dir => DIR,
+#                 [endpoint => URL]) -> configuration text
+#   Writes DIR/credentials (the store's keys as profile [default] of an AWS
+#   shared credentials file, mode 0600; replaced whole on every call) and
+#   returns the four lines that point changestream's replica at
+#   s3://NAME/PREFIX: replica_url, replica_endpoint (the store's, or URL,
+#   e.g. a fault proxy's), replica_region (the store's) and
+#   replica_credentials (DIR/credentials), each ending in a newline.
+sub cs_replica_conf
+{
+	my ($s3, %o) = @_;
+	for my $k (qw(bucket prefix dir))
+	{
+		croak "cs_replica_conf: $k is required" unless defined $o{$k};
+	}
+	my $creds = "$o{dir}/credentials";
+	# written aside and renamed: a server already using the file never
+	# reads it half written
+	open(my $fh, '>', "$creds.new") or die "open $creds.new: $!";
+	print $fh "[default]\naws_access_key_id = $s3->{access_key}\n"
+	  . "aws_secret_access_key = $s3->{secret_key}\n";
+	close($fh) or die "close $creds.new: $!";
+	chmod(0600, "$creds.new") or die "chmod $creds.new: $!";
+	rename("$creds.new", $creds) or die "rename $creds.new: $!";
+	my $endpoint = $o{endpoint} // $s3->{endpoint};
+	return "changestream.replica_url = 's3://$o{bucket}/$o{prefix}'\n"
+	  . "changestream.replica_endpoint = '$endpoint'\n"
+	  . "changestream.replica_region = '$s3->{region}'\n"
+	  . "changestream.replica_credentials = '$creds'\n";
 }
 
 # cs_s3_curl($s3, [\%opts,] @curl_args) -> ($exit_code, $stdout, $stderr)

@@ -782,21 +782,20 @@ cs_list_all_snapshots(const char *directory, uint64 generation)
 }
 
 /*
- * cs_catch_damage
+ * cs_catch_error(fn, arg, cxt) -> NULL, or the error fn raised
  *	  Runs fn(arg) in a subtransaction with cxt as CurrentMemoryContext, the
  *	  way PL/pgSQL runs an exception block.  Returns NULL when fn returns,
- *	  or the error, copied into the caller's memory context, when fn raised
- *	  XX001 (data_corrupted): the subtransaction is then rolled back and cxt
- *	  reset, which closes the files fn's readers held in it.  Any other
- *	  error is raised again.  For readers that report damage as a value
- *	  (generations()' damage column, verify()'s rows) instead of failing.
+ *	  or, when fn raised any error, that error copied into the caller's
+ *	  memory context, after the subtransaction is rolled back (which
+ *	  releases what fn held in its resource owner).  The caller decides
+ *	  which errors to raise again (ReThrowError).
  */
 ErrorData *
-cs_catch_damage(void (*fn) (void *arg), void *arg, MemoryContext cxt)
+cs_catch_error(void (*fn) (void *arg), void *arg, MemoryContext cxt)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	ErrorData  *volatile damage = NULL;
+	ErrorData  *volatile error = NULL;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -817,11 +816,33 @@ cs_catch_damage(void (*fn) (void *arg), void *arg, MemoryContext cxt)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
-		MemoryContextReset(cxt);
-		if (edata->sqlerrcode != ERRCODE_DATA_CORRUPTED)
-			ReThrowError(edata);
-		damage = edata;
+		error = edata;
 	}
 	PG_END_TRY();
+	return error;
+}
+
+/*
+ * cs_catch_damage
+ *	  Runs fn(arg) in a subtransaction with cxt as CurrentMemoryContext
+ *	  (cs_catch_error()).  Returns NULL when fn returns, or the error,
+ *	  copied into the caller's memory context, when fn raised XX001
+ *	  (data_corrupted): the subtransaction is then rolled back and cxt
+ *	  reset, which closes the files fn's readers held in it.  Any other
+ *	  error is raised again (after the same reset).  For readers that report
+ *	  damage as a value (generations()' damage column, verify()'s rows)
+ *	  instead of failing.
+ */
+ErrorData *
+cs_catch_damage(void (*fn) (void *arg), void *arg, MemoryContext cxt)
+{
+	ErrorData  *damage = cs_catch_error(fn, arg, cxt);
+
+	if (damage != NULL)
+	{
+		MemoryContextReset(cxt);
+		if (damage->sqlerrcode != ERRCODE_DATA_CORRUPTED)
+			ReThrowError(damage);
+	}
 	return damage;
 }

@@ -102,6 +102,8 @@ extern List *cs_list_generations(const char *directory);
 extern List *cs_list_all_segments(const char *directory, uint64 generation);
 extern List *cs_list_all_snapshots(const char *directory, uint64 generation);
 
+extern ErrorData *cs_catch_error(void (*fn) (void *arg), void *arg,
+								 MemoryContext cxt);
 extern ErrorData *cs_catch_damage(void (*fn) (void *arg), void *arg,
 								  MemoryContext cxt);
 

@@ -33,11 +33,9 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "archive/archive_layout.h"
@@ -60,6 +58,20 @@ struct CsVerifyRecord
 	bool		trusted;		/* false with full => true */
 	HTAB	   *objects;		/* CsVerifiedObject by name */
 };
+
+/* An empty table of CsVerifiedObject by name, in cxt. */
+static HTAB *
+new_objects_table(MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = MAXPGPATH;
+	ctl.entrysize = sizeof(CsVerifiedObject);
+	ctl.hcxt = cxt;
+	return hash_create("changestream verify record", 256, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
 
 /* The name of path under the root; NULL when elsewhere or too long. */
 static const char *
@@ -260,7 +272,6 @@ load(CsVerifyRecord *record)
 	CsStorageInfo info;
 	StringInfoData text;
 	const char *problem;
-	HASHCTL		ctl;
 
 	if (cs_storage_stat(record->path, false, &info) != 0 ||
 		info.type == CS_STORAGE_MISSING)
@@ -283,12 +294,7 @@ load(CsVerifyRecord *record)
 					record->path, problem),
 			 errdetail("Every object of the replica is read again; the record is written anew at the end of this call.")));
 	hash_destroy(record->objects);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = MAXPGPATH;
-	ctl.entrysize = sizeof(CsVerifiedObject);
-	ctl.hcxt = record->cxt;
-	record->objects = hash_create("changestream verify record", 256, &ctl,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	record->objects = new_objects_table(record->cxt);
 }
 
 /*
@@ -308,7 +314,6 @@ cs_verify_record_open(const char *root, const char *local, bool full)
 	CsVerifyRecord *record = palloc0(sizeof(CsVerifyRecord));
 	CsS3Config	config;
 	const char *problem = cs_s3_config_current(&config);
-	HASHCTL		ctl;
 
 	if (problem != NULL)
 		ereport(ERROR,
@@ -321,12 +326,7 @@ cs_verify_record_open(const char *root, const char *local, bool full)
 	record->dir = pstrdup(local ? local : ".");
 	record->path = local ? cs_replica_verified_path(local) :
 		pstrdup(RECORD_DATADIR_FILE);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = MAXPGPATH;
-	ctl.entrysize = sizeof(CsVerifiedObject);
-	ctl.hcxt = record->cxt;
-	record->objects = hash_create("changestream verify record", 256, &ctl,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	record->objects = new_objects_table(record->cxt);
 	if (strpbrk(record->store, "\n\r") == NULL)
 		load(record);
 	return record;
@@ -502,6 +502,23 @@ record_text(CsVerifyRecord *record, StringInfo out)
 	pfree(keep);
 }
 
+/* What write_record() writes, for cs_catch_error(). */
+typedef struct WriteArgs
+{
+	CsVerifyRecord *record;
+	StringInfo	text;
+} WriteArgs;
+
+/* Replace the record's file, durably, with the text. */
+static void
+write_record(void *arg)
+{
+	WriteArgs  *args = arg;
+
+	cs_write_file_durably(args->record->path, args->record->dir,
+						  args->text->data, args->text->len);
+}
+
 /*
  * cs_verify_record_save(record)
  *	  Replace the file, durably, with what is recorded now of the objects
@@ -514,32 +531,18 @@ void
 cs_verify_record_save(CsVerifyRecord *record)
 {
 	StringInfoData text;
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
+	WriteArgs	args;
+	ErrorData  *edata;
 
 	if (strpbrk(record->store, "\n\r") != NULL)
 		return;
 	initStringInfo(&text);
 	record_text(record, &text);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
+	args.record = record;
+	args.text = &text;
+	edata = cs_catch_error(write_record, &args, CurrentMemoryContext);
+	if (edata != NULL)
 	{
-		cs_write_file_durably(record->path, record->dir, text.data, text.len);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
 		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
 			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
 			ReThrowError(edata);
@@ -550,6 +553,5 @@ cs_verify_record_save(CsVerifyRecord *record)
 				 errdetail("The next verify() reads again the objects this one found sound.")));
 		FreeErrorData(edata);
 	}
-	PG_END_TRY();
 	pfree(text.data);
 }

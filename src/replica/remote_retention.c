@@ -672,18 +672,10 @@ request_failed(const CsS3Response *resp, const char *what,
 			   CsRemoteFailure *failure)
 {
 	CsS3Failure f;
-	CsS3ErrorClass class = cs_s3_classify(resp, what, &f);
+	CsS3ErrorClass class = cs_s3_explain(resp, what, &f);
 
-	if (class == CS_S3_OK)
-	{
-		f.message = psprintf("the %s got an unexpected answer: HTTP %ld",
-							 what, resp->status);
-		f.hint = NULL;
-	}
 	failure->retry = class == CS_S3_RETRYABLE;
-	failure->sqlerrcode = class == CS_S3_RETRYABLE ? ERRCODE_CONNECTION_FAILURE :
-		class == CS_S3_CONFIG ? ERRCODE_CONFIG_FILE_ERROR :
-		ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
+	failure->sqlerrcode = cs_s3_class_sqlstate(class);
 	failure->message = f.message;
 	failure->hint = f.hint;
 	return false;

@@ -220,6 +220,41 @@ cs_s3_classify(const CsS3Response *resp, const char *what, CsS3Failure *failure)
 	return failure->class;
 }
 
+/*
+ * cs_s3_explain(resp, what, failure) -> the class
+ *	  cs_s3_classify() for a response its caller cannot use: failure
+ *	  always gets a message, for a response that classifies as CS_S3_OK
+ *	  (an answer the request does not expect) "the WHAT got an unexpected
+ *	  answer: HTTP N" with no hint.  The class is returned unchanged.
+ */
+CsS3ErrorClass
+cs_s3_explain(const CsS3Response *resp, const char *what, CsS3Failure *failure)
+{
+	CsS3ErrorClass class = cs_s3_classify(resp, what, failure);
+
+	if (class == CS_S3_OK)
+	{
+		failure->message = psprintf("the %s got an unexpected answer: HTTP %ld",
+									what, resp->status);
+		failure->hint = NULL;
+	}
+	return class;
+}
+
+/*
+ * cs_s3_class_sqlstate(class) -> the SQLSTATE of a failure of that class
+ *	  08006 (connection_failure) for one worth retrying, F0000
+ *	  (config_file_error) for a configuration the store refuses, 38000
+ *	  (external_routine_exception) for any other.
+ */
+int
+cs_s3_class_sqlstate(CsS3ErrorClass class)
+{
+	return class == CS_S3_RETRYABLE ? ERRCODE_CONNECTION_FAILURE :
+		class == CS_S3_CONFIG ? ERRCODE_CONFIG_FILE_ERROR :
+		ERRCODE_EXTERNAL_ROUTINE_EXCEPTION;
+}
+
 /* A request for key with method, the body and bound given. */
 static void
 simple_request(CsS3Request *req, const char *method, const char *key,

@@ -42,6 +42,9 @@ typedef struct CsS3Object
 
 extern CsS3ErrorClass cs_s3_classify(const CsS3Response *resp,
 									 const char *what, CsS3Failure *failure);
+extern CsS3ErrorClass cs_s3_explain(const CsS3Response *resp,
+									const char *what, CsS3Failure *failure);
+extern int	cs_s3_class_sqlstate(CsS3ErrorClass class);
 extern double cs_s3_clock_skew_s(const CsS3Response *resp, bool *known);
 
 extern void cs_s3_put(CsS3Client *client, const char *key, const char *data,

@@ -101,12 +101,7 @@ fail(CheckRun *run, const char *name, const CsS3Response *resp,
 	char	   *hint;
 
 	saw(run, resp);
-	if (cs_s3_classify(resp, what, &f) == CS_S3_OK)
-	{
-		f.message = psprintf("the %s got an unexpected answer: HTTP %ld",
-							 what, resp->status);
-		f.hint = NULL;
-	}
+	cs_s3_explain(resp, what, &f);
 	hint = f.hint;
 	if (resp->status == 0 && !run->config.path_style)
 		hint = psprintf("%s Requests name the bucket in the host name (%s); a store without wildcard DNS for its buckets needs changestream.replica_uri_style = 'path'.",

@@ -343,26 +343,15 @@ failed(Pass *pass, Outcome outcome, int sqlerrcode, char *message,
 	return outcome;
 }
 
-/* A failed request explained (cs_s3_classify()) as the pass's failure. */
+/* A failed request explained (cs_s3_explain()) as the pass's failure. */
 static Outcome
 request_failed(Pass *pass, const CsS3Response *resp, const char *what)
 {
 	CsS3Failure f;
-	CsS3ErrorClass class = cs_s3_classify(resp, what, &f);
+	CsS3ErrorClass class = cs_s3_explain(resp, what, &f);
 
-	if (class == CS_S3_OK)
-	{
-		f.message = psprintf("the %s got an unexpected answer: HTTP %ld",
-							 what, resp->status);
-		f.hint = NULL;
-	}
-	if (class == CS_S3_RETRYABLE)
-		return failed(pass, OUT_RETRY, ERRCODE_CONNECTION_FAILURE,
-					  f.message, NULL, f.hint);
-	return failed(pass, OUT_ERROR,
-				  class == CS_S3_CONFIG ? ERRCODE_CONFIG_FILE_ERROR :
-				  ERRCODE_EXTERNAL_ROUTINE_EXCEPTION,
-				  f.message, NULL, f.hint);
+	return failed(pass, class == CS_S3_RETRYABLE ? OUT_RETRY : OUT_ERROR,
+				  cs_s3_class_sqlstate(class), f.message, NULL, f.hint);
 }
 
 /* The transfer runs with a reload able to cancel it. */
