@@ -70,9 +70,8 @@ my $last = $points[-1]{lsn};
 # a little more traffic, so that the last point's segment is sealed
 cs_pgbench($src, $db, '-T', '2', '-c', '2', '-n');
 
-cs_poll_or_diag($src, $db,
-	"SELECT replica_flushed_lsn >= '$last'::pg_lsn AND replica_state IN ('idle', 'uploading') FROM changestream.status()",
-	't', 180, 'the bucket holds the archive past the last recorded point');
+cs_wait_bucket_covers($src, $db, $s3, $bucket, $prefix, $last,
+	'the bucket holds the archive past the last recorded point, in sealed segments');
 
 my $gen = $src->safe_psql($db, 'SELECT generation FROM changestream.generations() ORDER BY 1 DESC LIMIT 1');
 my $changes_sql = "SELECT commit_lsn, xid, ordinal, action, schema_name, table_name, old_row, new_row, unchanged_columns FROM changestream.changes('$gen', end_lsn => '$last') ORDER BY commit_lsn, ordinal";

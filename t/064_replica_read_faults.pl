@@ -52,9 +52,8 @@ cs_pgbench($src, $db, '-T', '3', '-c', '2', '-n');
 my $last = $src->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 # a little more traffic, so that the last point's segment is sealed
 cs_pgbench($src, $db, '-t', '50', '-c', '1', '-n');
-cs_poll_or_diag($src, $db,
-	"SELECT replica_flushed_lsn >= '$last'::pg_lsn AND replica_state IN ('idle', 'uploading') FROM changestream.status()",
-	't', 180, 'the bucket holds the archive past the recorded point');
+cs_wait_bucket_covers($src, $db, $s3, $bucket, $prefix, $last,
+	'the bucket holds the archive past the recorded point, in sealed segments');
 my $gen = $src->safe_psql($db, 'SELECT generation FROM changestream.generations() ORDER BY 1 DESC LIMIT 1');
 my $changes_sql = "SELECT commit_lsn, xid, ordinal, action, schema_name, table_name, old_row, new_row FROM changestream.changes('$gen', end_lsn => '$last') ORDER BY commit_lsn, ordinal";
 my $oracle = $src->safe_psql($db, $changes_sql);

@@ -101,9 +101,9 @@ cs_pgbench_finish($_) for @bg;
 my $end = $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 for my $db ('postgres', 'app')
 {
-	cs_poll_or_diag($node, $db,
-		"SELECT replica_flushed_lsn >= '$point'::pg_lsn AND replica_state IN ('idle', 'uploading') FROM changestream.status() WHERE database = '$db'",
-		't', 120, "$db: the bucket holds its archive past the recorded point");
+	cs_wait_bucket_covers($node, $db, $s3, $bucket,
+		$db eq 'postgres' ? $prefix : "$prefix/databases/$db", $point,
+		"$db: the bucket holds its archive past the recorded point, in sealed segments");
 }
 
 my $round = 0;

@@ -80,7 +80,8 @@ our @EXPORT = qw(
   cs_pgbench_finish cs_pgbench cs_worker_pid cs_slot_confirmed
   cs_wal_segments cs_archive_files cs_finished_files cs_gzip_test cs_log_since
   cs_log_offset cs_sleep cs_pinned_settings_sql cs_pg_major
-  cs_object_store cs_s3_bucket cs_aws cs_s3_curl cs_bucket_objects cs_replica_conf);
+  cs_object_store cs_s3_bucket cs_aws cs_s3_curl cs_bucket_objects cs_replica_conf
+  cs_wait_bucket_covers);
 
 # "use ChangestreamTest;" also turns on strict and warnings and imports
 # Test::More, PostgreSQL::Test::Cluster and PostgreSQL::Test::Utils into
@@ -1064,6 +1065,48 @@ sub cs_aws
 	note("aws @args: exit " . ($? >> 8)
 		  . ($err ne '' ? '; stderr: ' . substr($err, -1000) : ''));
 	return ($? >> 8, $out, $err);
+}
+
+# cs_wait_bucket_covers($node, $db, $s3, $bucket, $prefix, $lsn, $name)
+#   Waits (180 s at most; one test) until every commit up to $lsn of the
+#   newest generation of $db's archive lies in a sealed, compressed segment
+#   that the bucket lists (awscli) as <prefix>/generations/<gen>/wal/
+#   <index>.wal.gz: the newest (active) local segment starts past $lsn, no
+#   segment before it is raw, and each is listed.  status().
+#   replica_flushed_lsn alone is not enough: it counts the active
+#   segment's tail objects, which readers of finished files do not read.
+#   The segment holding $lsn is sealed only once a commit follows it and
+#   segment_timeout passes: the caller makes traffic after $lsn.
+sub cs_wait_bucket_covers
+{
+	my ($node, $db, $s3, $bucket, $prefix, $lsn, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $gen = "(SELECT max(generation) FROM changestream.generations())";
+	my $sql = qq{
+SELECT string_agg(segment_index::text || ':' || compressed::text, ' ' ORDER BY segment_index)
+       || ' | ' || ((SELECT start_lsn FROM changestream.wal_segments($gen)
+                      ORDER BY segment_index DESC LIMIT 1) > '$lsn'::pg_lsn)::text
+       || ' | ' || $gen
+  FROM changestream.wal_segments($gen)
+ WHERE segment_index < (SELECT max(segment_index) FROM changestream.wal_segments($gen))};
+	my $last = '';
+	my $deadline = time() + 180;
+	while (time() < $deadline)
+	{
+		$last = $node->safe_psql($db, $sql);
+		my ($segs, $past, $g) = split / \| /, $last;
+		if (defined $g && $past eq 'true' && $segs !~ /:false/)
+		{
+			my $objects = cs_bucket_objects($s3, $bucket, $prefix);
+			my @missing = grep { !exists $objects->{sprintf('generations/%s/wal/%016x.wal.gz', $g, $_)} }
+			  map { (split /:/)[0] } split / /, $segs;
+			return pass($name) if !@missing;
+			$last .= ' | not listed: ' . join(',', @missing);
+		}
+		sleep(1);
+	}
+	diag("segments index:compressed | active starts past $lsn | generation: $last");
+	return fail($name);
 }
 
 # cs_bucket_objects($s3, $bucket, $prefix) -> { key under "$prefix/" => size }
