@@ -79,9 +79,8 @@ my @points = (record_point());
 cs_pgbench($src, $db, '-T', '2', '-c', '2', '-n');
 push @points, record_point();
 cs_pgbench($src, $db, '-T', '1', '-c', '2', '-n');
-cs_poll_or_diag($src, $db,
-	"SELECT replica_flushed_lsn >= '$points[-1]{lsn}'::pg_lsn FROM changestream.status()",
-	't', 60, 'the bucket holds the archive past the last point');
+cs_wait_bucket_covers($src, $db, $s3, $bucket, $prefix, $points[-1]{lsn},
+	'the bucket holds the archive past the last point, in sealed segments');
 
 my $gen = $src->safe_psql($db, 'SELECT max(generation) FROM changestream.generations()');
 is($src->safe_psql($db, "SELECT count(*) FROM changestream.snapshots('$gen') WHERE lsn < '$s2'"),
