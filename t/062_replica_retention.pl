@@ -130,7 +130,10 @@ my $published = bucket_state();
 ok(exists $published->{all}{$horizon_key}, 'the generation\'s retention object is in the bucket');
 my ($rc, $out, $err) = cs_aws($s3, 's3', 'cp', "s3://$bucket/$prefix/$horizon_key", '-');
 like($out, qr/^first_segment = $first$/m, "the remote horizon's first segment is $first");
-like($out, qr/^snapshot_lsn = \Q$s2\E$/m, "the remote horizon's snapshot is S2 ($s2)");
+# compared as numbers: pg_lsn's text pads the low half from PostgreSQL 19 on
+my ($horizon_lsn) = $out =~ /^snapshot_lsn = (\S+)$/m;
+is(defined $horizon_lsn ? lsn_int($horizon_lsn) : 'none', lsn_int($s2),
+	"the remote horizon's snapshot is S2 ($s2)");
 is(join(' ', grep { !exists $published->{segments}{$_} } @below_segs), '',
 	'during the grace every segment below the horizon is still in the bucket');
 is(join(' ', grep { !exists $published->{snapshots}{$_} } @below_snaps), '',
