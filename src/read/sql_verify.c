@@ -615,10 +615,11 @@ changestream_verify(PG_FUNCTION_ARGS)
 		vs.memory.known = segment_known;
 		vs.memory.read = segment_read;
 		vs.memory.arg = &vs;
-		/* segments the record holds are passed over: fetch only what is read */
-		if (vs.record != NULL && !(PG_NARGS() > 2 && !PG_ARGISNULL(2) &&
-								   PG_GETARG_BOOL(2)))
-			cs_storage_s3_prefetch_off();
+		/*
+		 * Fetch only what is read: segments the record holds are passed
+		 * over, and each GET is one the caller can count (status()).
+		 */
+		cs_storage_s3_prefetch_off();
 	}
 	vs.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	cs_pin_call_begin();
