@@ -28,6 +28,14 @@
  *	  cache is emptied when the statement ends its use of the listing (the
  *	  next statement lists again) and when the backend exits.
  *
+ *	  The active segment's tail: the listing holds the uploader's tail
+ *	  objects ("tail/generations/<gen>/wal/<index>.wal.<start>-<end>");
+ *	  each generation's tail (docs/FORMAT.md section 16) is added to it as
+ *	  a raw segment "generations/<gen>/wal/<n>.wal" of the bytes its tail
+ *	  objects cover from offset 0 (add_tails()), which opening assembles
+ *	  from them into one cache file (download_tail()), so the readers take
+ *	  it as the generation's newest, unsealed segment.
+ *
  *	  Prefetch: opening a segment object starts the downloads of the next
  *	  CS_S3_PREFETCH segment objects of its directory on the same client,
  *	  without waiting; they move on while the reader decodes (the segment
