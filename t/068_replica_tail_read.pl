@@ -14,6 +14,10 @@
 #   only) reads the bucket: changes() up to P equals the source's changes()
 #   from its local archive, row for row; restore() to P gives tables equal
 #   to the digests.
+# - Through a fault proxy answering the first GET of a tail object 404 (as
+#   when the uploader removes it between the listing and the GET, once
+#   its segment is up compressed): changes() fails with 58P01 naming the
+#   tail object, and a hint to run the statement again.
 # - A tail object overlapping another with other bytes, put with awscli:
 #   changes() on the fresh server fails with XX001 naming a tail object.
 use strict;
@@ -23,6 +27,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use ChangestreamTest;
+use S3FaultProxy;
 
 my $s3 = cs_object_store();
 my $bucket = cs_s3_bucket($s3, 'tail');
@@ -91,10 +96,27 @@ my @differ = grep { digest($fresh, 'r', $_) ne $digest{$_} } @tables;
 is(join(' ', @differ), '', "every restored table equals the source at P ($p)");
 
 ######################################################################
+# A tail object gone between the listing and its GET
+
+my $proxy = S3FaultProxy->new(upstream => $s3->{endpoint});
+$fresh->append_conf('postgresql.conf', cs_replica_conf($s3, bucket => $bucket,
+	prefix => $prefix, dir => $tmp, endpoint => $proxy->url));
+$fresh->restart;
+$proxy->inject('not_found', count => 1, method => 'GET',
+	path => qr{/tail/generations/});
+my ($rc, $out, $err) = $fresh->psql($db, "\\set VERBOSITY verbose\n$changes_sql");
+like($err, qr/ERROR:\s+58P01: object "s3:\/\/\Q$bucket\/$prefix\E\/tail\/generations\/$gen\/wal\/[0-9a-f]{16}\.wal\.[0-9a-f]{16}-[0-9a-f]{16}" of the replica is gone/,
+	'a tail object gone after the listing: 58P01 naming it');
+like($err, qr/HINT:.*run the statement again/, 'with a hint to run the statement again');
+is(scalar(my @f = $proxy->injected), 1, 'the proxy answered one GET 404');
+is($fresh->safe_psql($db, $changes_sql), $oracle_changes,
+	'run again, changes() from the bucket equals the source\'s changes()');
+
+######################################################################
 # An overlapping tail object with other bytes: damage naming a tail object
 
 my $first = $tails[0];
-my ($rc, $out, $err) = cs_aws($s3, 's3', 'cp', "s3://$bucket/$first", "$tmp/first.tail");
+($rc, $out, $err) = cs_aws($s3, 's3', 'cp', "s3://$bucket/$first", "$tmp/first.tail");
 is($rc, 0, 'the first tail object downloaded with awscli');
 my $size = -s "$tmp/first.tail";
 ok($size >= 4, "the first tail object holds $size bytes");
@@ -118,5 +140,6 @@ like($err, qr/ERROR:\s+XX001:.*\Q$prefix\E\/tail\/generations\/$gen\/wal\//,
 	'changes() from the bucket fails with XX001 naming a tail object');
 
 $fresh->stop;
+$proxy->stop;
 $src->stop;
 done_testing();
