@@ -32,9 +32,11 @@
  *	  objects ("tail/generations/<gen>/wal/<index>.wal.<start>-<end>");
  *	  each generation's tail (docs/FORMAT.md section 16) is added to it as
  *	  a raw segment "generations/<gen>/wal/<n>.wal" of the bytes its tail
- *	  objects cover from offset 0 (add_tails()), which opening assembles
- *	  from them into one cache file (download_tail()), so the readers take
- *	  it as the generation's newest, unsealed segment.
+ *	  objects cover from offset 0 (add_tails()), assembled from them into
+ *	  one cache file right after the listing (fetch_tails(),
+ *	  download_tail(): the uploader removes them once the segment is up
+ *	  compressed), so the readers take it as the generation's newest,
+ *	  unsealed segment.
  *
  *	  Prefetch: opening a segment object starts the downloads of the next
  *	  CS_S3_PREFETCH segment objects of its directory on the same client,
@@ -360,6 +362,28 @@ try_again(const CsS3Response *resp, const CsS3Failure *failure, int try)
 }
 
 static void add_tails(const char *prefix);
+static const char *cached_file(const char *path, const char *key, int64 size);
+
+/*
+ * Download the segments made of tail objects into the cache at once,
+ * right after the listing: the uploader removes a segment's tail objects
+ * once its compressed file is up, so fetching them now rather than when a
+ * reader reaches the segment (at the end of a long statement) keeps the
+ * window for a 58P01 to the moment after the listing.
+ */
+static void
+fetch_tails(void)
+{
+	for (int i = 0; i < state.nobjects; i++)
+	{
+		Listed	   *o = &state.objects[i];
+
+		if (o->pieces != NIL)
+			(void) cached_file(psprintf(CS_S3_SCHEME "%s/%s",
+										state.config.bucket, o->key),
+							   o->key, o->size);
+	}
+}
 
 /* The listing of the prefix, once per statement. */
 static void
@@ -420,6 +444,7 @@ ensure_listed(void)
 	add_tails(prefix);
 	state.listed = true;
 	MemoryContextSwitchTo(old);
+	fetch_tails();
 }
 
 /* The index of the first listed key >= key. */
