@@ -6,7 +6,9 @@
 # (the immutable objects: identity files, *.wal.gz, *.snapshot.gz, and
 # their ETags) and status().replica_get_requests, which counts every GET
 # the server sends (the uploader is idle: every GET of a verify() call is
-# that call's).  A call reads the small files (identity, horizon,
+# that call's; no tail objects, replica_sync_interval = 0, since a
+# reader of the bucket downloads the active segment's tail objects at each
+# call).  A call reads the small files (identity, horizon,
 # timelines, schema history) each time, S GETs, and the bodies it
 # downloads; so the difference between two calls' GETs is the difference
 # in bodies downloaded.
@@ -45,6 +47,7 @@ my $src = cs_setup('source', pgbench => 1, publish_pgbench => 1,
 	conf => qq{
 changestream.segment_size = '64kB'
 changestream.segment_timeout = '1s'
+changestream.replica_sync_interval = 0
 $replica_conf});
 cs_start_archiving($src);
 my $archive = cs_archive_dir($src);

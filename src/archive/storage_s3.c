@@ -28,6 +28,16 @@
  *	  cache is emptied when the statement ends its use of the listing (the
  *	  next statement lists again) and when the backend exits.
  *
+ *	  The active segment's tail: the listing holds the uploader's tail
+ *	  objects ("tail/generations/<gen>/wal/<index>.wal.<start>-<end>");
+ *	  each generation's tail (docs/FORMAT.md section 16) is added to it as
+ *	  a raw segment "generations/<gen>/wal/<n>.wal" of the bytes its tail
+ *	  objects cover from offset 0 (add_tails()), assembled from them into
+ *	  one cache file right after the listing (fetch_tails(),
+ *	  download_tail(): the uploader removes them once the segment is up
+ *	  compressed), so the readers take it as the generation's newest,
+ *	  unsealed segment.
+ *
  *	  Prefetch: opening a segment object starts the downloads of the next
  *	  CS_S3_PREFETCH segment objects of its directory on the same client,
  *	  without waiting; they move on while the reader decodes (the segment
@@ -64,6 +74,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "archive/archive_layout.h"
 #include "archive/storage.h"
 #include "base/compat.h"
 #include "replica/replica_status.h"
@@ -77,6 +88,8 @@
 #define CS_S3_OBJECT_MAX	((size_t) 64 * 1024 * 1024 * 1024)
 #define CS_S3_PREFETCH		2	/* segment objects downloaded ahead */
 #define CS_S3_POLL_MS		5	/* cs_storage_s3_poll() at most this often */
+#define CS_S3_TAIL_DIR		"tail/generations/"	/* tail objects' keys */
+#define CS_S3_TAIL_CHUNK	65536	/* bytes merged at a time */
 
 /* one object of the listing */
 typedef struct Listed
@@ -84,7 +97,17 @@ typedef struct Listed
 	char	   *key;
 	int64		size;
 	char	   *etag;			/* NULL when the listing gave none */
+	List	   *pieces;			/* TailPiece *: a segment made of tail
+								 * objects; NIL for an object */
 } Listed;
+
+/* a tail object taking part in a virtual raw segment (FORMAT.md 16) */
+typedef struct TailPiece
+{
+	char	   *key;
+	int64		start;			/* bytes [start, end) of the segment */
+	int64		end;
+} TailPiece;
 
 /* one downloaded object in the cache */
 typedef struct Cached
@@ -129,6 +152,9 @@ static TimestampTz prefetch_off_statement = 0;
 
 static Cached *download_to_cache(const char *path, const char *key,
 								 int64 size);
+static void download(const char *path, const char *key, int64 size, int fd);
+static int	create_cache_file(char *path);
+static Listed *find_object(const char *key);
 static bool exit_callback_registered = false;
 static uint32 cache_serial = 0;
 
@@ -292,6 +318,12 @@ raise_failure(const char *path, const CsS3Response *resp,
 {
 	int			code;
 
+	if (resp->status == 404 && strstr(path, "/" CS_S3_TAIL_DIR) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("object \"%s\" of the replica is gone: %s", path,
+						failure->message),
+				 errhint("The uploader removes a segment's tail objects once its compressed file is in the bucket: run the statement again.")));
 	if (resp->status == 404)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
@@ -327,6 +359,30 @@ try_again(const CsS3Response *resp, const CsS3Failure *failure, int try)
 	if (resp->error_code && strcmp(resp->error_code, "ExpiredToken") == 0)
 		make_client();
 	return true;
+}
+
+static void add_tails(const char *prefix);
+static const char *cached_file(const char *path, const char *key, int64 size);
+
+/*
+ * Download the segments made of tail objects into the cache at once,
+ * right after the listing: the uploader removes a segment's tail objects
+ * once its compressed file is up, so fetching them now rather than when a
+ * reader reaches the segment (at the end of a long statement) keeps the
+ * window for a 58P01 to the moment after the listing.
+ */
+static void
+fetch_tails(void)
+{
+	for (int i = 0; i < state.nobjects; i++)
+	{
+		Listed	   *o = &state.objects[i];
+
+		if (o->pieces != NIL)
+			(void) cached_file(psprintf(CS_S3_SCHEME "%s/%s",
+										state.config.bucket, o->key),
+							   o->key, o->size);
+	}
 }
 
 /* The listing of the prefix, once per statement. */
@@ -380,12 +436,15 @@ ensure_listed(void)
 		state.objects[n].key = o->key;
 		state.objects[n].size = o->size;
 		state.objects[n].etag = o->etag;
+		state.objects[n].pieces = NIL;
 		n++;
 	}
 	qsort(state.objects, n, sizeof(Listed), cmp_listed);
 	state.nobjects = n;
+	add_tails(prefix);
 	state.listed = true;
 	MemoryContextSwitchTo(old);
+	fetch_tails();
 }
 
 /* The index of the first listed key >= key. */
@@ -570,7 +629,10 @@ evict_for(int64 size)
 	}
 }
 
-/* A new file of the temporary directory for a download, open for writing. */
+/*
+ * A new file of the temporary directory for a download, open for reading
+ * and writing (a segment made of tail objects is checked against itself).
+ */
 static int
 create_cache_file(char *path)
 {
@@ -578,13 +640,13 @@ create_cache_file(char *path)
 
 	snprintf(path, MAXPGPATH, "base/%s/%s_cs_replica.%d.%u", PG_TEMP_FILES_DIR,
 			 PG_TEMP_FILE_PREFIX, MyProcPid, ++cache_serial);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | PG_BINARY,
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | PG_BINARY,
 			  S_IRUSR | S_IWUSR);
 	if (fd < 0 && errno == ENOENT)
 	{
 		/* fd.c makes the temporary directory on demand; so do we */
 		(void) MakePGDirectory(psprintf("base/%s", PG_TEMP_FILES_DIR));
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | PG_BINARY,
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | PG_BINARY,
 				  S_IRUSR | S_IWUSR);
 	}
 	if (fd < 0)
@@ -846,7 +908,315 @@ cached_file(const char *path, const char *key, int64 size)
 	return hit->path;
 }
 
-/* Download the object of path (listed, size bytes) into a cache file. */
+/*
+ * Parses 16 lowercase hex digits at s into *v; false for anything else.
+ */
+static bool
+parse_hex16(const char *s, uint64 *v)
+{
+	*v = 0;
+	for (int i = 0; i < 16; i++)
+	{
+		int			d;
+
+		if (s[i] >= '0' && s[i] <= '9')
+			d = s[i] - '0';
+		else if (s[i] >= 'a' && s[i] <= 'f')
+			d = s[i] - 'a' + 10;
+		else
+			return false;
+		*v = (*v << 4) | (uint64) d;
+	}
+	return true;
+}
+
+/*
+ * Parses the rest of a tail object's key after "<prefix>tail/generations/":
+ * "<gen>/wal/<index>.wal.<start>-<end>" (docs/FORMAT.md section 16); false
+ * for any other name, which readers ignore.
+ */
+static bool
+parse_tail_key(const char *rest, uint64 *gen, uint64 *index, int64 *start,
+			   int64 *end)
+{
+	uint64		s;
+	uint64		e;
+
+	if (strlen(rest) != 16 + 5 + 16 + 5 + 16 + 1 + 16 ||
+		!parse_hex16(rest, gen) || strncmp(rest + 16, "/wal/", 5) != 0 ||
+		!parse_hex16(rest + 21, index) ||
+		strncmp(rest + 37, ".wal.", 5) != 0 ||
+		!parse_hex16(rest + 42, &s) || rest[58] != '-' ||
+		!parse_hex16(rest + 59, &e) || *index > (uint64) PG_INT64_MAX ||
+		e > (uint64) PG_INT64_MAX)
+		return false;
+	*start = (int64) s;
+	*end = (int64) e;
+	return true;
+}
+
+/*
+ * The first segment index of generation gen missing among the listed
+ * compressed segments "<prefix>generations/<gen>/wal/<index>.wal.gz"
+ * (counting from the lowest listed, or 0 when none is); *raw_listed tells
+ * whether a raw "<index>.wal" object of that index is listed too.
+ */
+static int64
+first_missing_segment(const char *prefix, uint64 gen, bool *raw_listed)
+{
+	char	   *wal = psprintf("%sgenerations/%016llx/wal/", prefix,
+							   (unsigned long long) gen);
+	size_t		wlen = strlen(wal);
+	int64		next = -1;
+	char	   *raw;
+
+	for (int i = lower_bound(wal); i < state.nobjects; i++)
+	{
+		const char *key = state.objects[i].key;
+		int64		index;
+		bool		compressed;
+
+		if (strncmp(key, wal, wlen) != 0)
+			break;
+		if (!cs_parse_segment_file_name(key + wlen, &index, &compressed) ||
+			!compressed)
+			continue;
+		if (next < 0 || index == next)
+			next = index + 1;
+		else if (index > next)
+			break;
+	}
+	if (next < 0)
+		next = 0;
+	raw = psprintf("%s%016llx.wal", wal, (unsigned long long) next);
+	*raw_listed = find_object(raw) != NULL;
+	pfree(raw);
+	pfree(wal);
+	return next;
+}
+
+/*
+ * The contiguous prefix [0, L) of segment index of generation gen that its
+ * tail objects in listing positions [lo, hi) (sorted by start: the keys'
+ * hex fields are fixed-width) cover, per docs/FORMAT.md section 16 step 2:
+ * the pieces taking part appended to *pieces, L returned (0: none).  A
+ * tail object whose listed size is not end - start, or with end <= start,
+ * is damage (XX001) naming it.
+ */
+static int64
+tail_prefix(const char *tprefix, int lo, int hi, uint64 gen, uint64 index,
+			List **pieces)
+{
+	int64		covered = 0;
+
+	for (int i = lo; i < hi; i++)
+	{
+		Listed	   *o = &state.objects[i];
+		uint64		g;
+		uint64		x;
+		int64		start;
+		int64		end;
+		TailPiece  *piece;
+
+		if (!parse_tail_key(o->key + strlen(tprefix), &g, &x, &start, &end) ||
+			g != gen || x != index)
+			continue;
+		if (end <= start || o->size != end - start)
+			cs_file_damage(psprintf(CS_S3_SCHEME "%s/%s", state.config.bucket,
+									o->key), 0,
+						   "The tail object holds %lld bytes where its name says bytes %lld to %lld of the segment.",
+						   (long long) o->size, (long long) start,
+						   (long long) end);
+		if (start > covered)
+			break;				/* a gap: the rest is not usable */
+		if (end <= covered)
+			continue;
+		piece = palloc(sizeof(TailPiece));
+		piece->key = o->key;
+		piece->start = start;
+		piece->end = end;
+		*pieces = lappend(*pieces, piece);
+		covered = end;
+	}
+	return covered;
+}
+
+/*
+ * Adds to the sorted listing, for each generation with tail objects under
+ * "<prefix>tail/generations/", the raw segment they hold (docs/FORMAT.md
+ * section 16): "<prefix>generations/<gen>/wal/<n>.wal", n the first
+ * segment index missing among the generation's compressed segments, of
+ * the length its tail objects cover from offset 0, made of them when
+ * opened (download_tail()).  Tail objects of other indexes are leftovers
+ * and ignored; so are the tail objects of n when a raw object of that
+ * name is listed.  Call in the state's context.
+ */
+static void
+add_tails(const char *prefix)
+{
+	char	   *tprefix = psprintf("%s" CS_S3_TAIL_DIR, prefix);
+	size_t		tlen = strlen(tprefix);
+	int			first = lower_bound(tprefix);
+	int			end = first;
+	List	   *added = NIL;
+	ListCell   *lc;
+	int			n;
+
+	while (end < state.nobjects &&
+		   strncmp(state.objects[end].key, tprefix, tlen) == 0)
+		end++;
+	for (int i = first; i < end;)
+	{
+		uint64		gen;
+		uint64		index;
+		int64		start;
+		int64		stop;
+		int			next = i;
+		bool		raw_listed;
+		int64		segment;
+		List	   *pieces = NIL;
+		int64		length;
+
+		if (!parse_tail_key(state.objects[i].key + tlen, &gen, &index,
+							&start, &stop))
+		{
+			i++;
+			continue;
+		}
+		/* the keys of this generation: "<gen>/" after the tail prefix */
+		while (next < end &&
+			   strncmp(state.objects[next].key + tlen,
+					   state.objects[i].key + tlen, 17) == 0)
+			next++;
+		segment = first_missing_segment(prefix, gen, &raw_listed);
+		length = raw_listed ? 0 :
+			tail_prefix(tprefix, i, next, gen, (uint64) segment, &pieces);
+		if (length > 0)
+		{
+			Listed	   *v = palloc0(sizeof(Listed));
+
+			v->key = psprintf("%sgenerations/%016llx/wal/%016llx.wal", prefix,
+							  (unsigned long long) gen,
+							  (unsigned long long) segment);
+			v->size = length;
+			v->pieces = pieces;
+			added = lappend(added, v);
+		}
+		i = next;
+	}
+	if (added == NIL)
+		return;
+	n = state.nobjects;
+	state.objects = repalloc(state.objects,
+							 sizeof(Listed) * (n + list_length(added)));
+	foreach(lc, added)
+		state.objects[n++] = *(Listed *) lfirst(lc);
+	qsort(state.objects, n, sizeof(Listed), cmp_listed);
+	state.nobjects = n;
+}
+
+/*
+ * Check (where bytes are in fd already) or write the bytes of the tail
+ * object downloaded into the file pfd, bytes [piece->start, piece->end) of
+ * the segment, into fd, which holds the segment's first *have bytes:
+ * overlapping bytes that differ are damage (XX001) naming the object.
+ */
+static void
+merge_piece(const char *ppath, int pfd, const TailPiece *piece, int fd,
+			int64 *have)
+{
+	char	   *buf = palloc(CS_S3_TAIL_CHUNK);
+	char	   *old = palloc(CS_S3_TAIL_CHUNK);
+
+	for (int64 pos = piece->start; pos < piece->end;)
+	{
+		size_t		len = Min(piece->end - pos, CS_S3_TAIL_CHUNK);
+
+		CHECK_FOR_INTERRUPTS();
+		if (pos < *have)
+			len = Min((int64) len, *have - pos);
+		if (pg_pread(pfd, buf, len, pos - piece->start) != (ssize_t) len)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not read the temporary file holding \"%s\": %m",
+							ppath)));
+		if (pos < *have)
+		{
+			if (pg_pread(fd, old, len, pos) != (ssize_t) len)
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not read the temporary file assembling \"%s\": %m",
+								ppath)));
+			for (size_t k = 0; k < len; k++)
+				if (buf[k] != old[k])
+					cs_file_damage(ppath, pos + (int64) k - piece->start,
+								   "Its byte at segment offset %lld differs from that of an overlapping tail object of the same segment.",
+								   (long long) (pos + (int64) k));
+		}
+		else if (pg_pwrite(fd, buf, len, pos) != (ssize_t) len)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not write the temporary file assembling \"%s\": %m",
+							ppath)));
+		pos += len;
+	}
+	*have = Max(*have, piece->end);
+	pfree(buf);
+	pfree(old);
+}
+
+/*
+ * Make the segment o of path, listed as made of tail objects, in the file
+ * fd: each piece downloaded (as any object: tried again, its length
+ * checked, 58P01 when the uploader removed it since the listing) into a
+ * temporary file of its own, then merged (merge_piece()).
+ */
+static void
+download_tail(const char *path, Listed *o, int fd)
+{
+	int64	   *have = palloc0(sizeof(int64));	/* bytes in fd */
+	ListCell   *lc;
+
+	if (ftruncate(fd, 0) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not reset a temporary file for \"%s\": %m", path)));
+	foreach(lc, o->pieces)
+	{
+		TailPiece  *piece = lfirst(lc);
+		char	   *ppath = psprintf(CS_S3_SCHEME "%s/%s", state.config.bucket,
+									 piece->key);
+		char		local[MAXPGPATH];
+		volatile int pfd;
+
+		evict_for(state.prefetch_bytes + o->size + (piece->end - piece->start));
+		pfd = create_cache_file(local);
+		PG_TRY();
+		{
+			download(ppath, piece->key, piece->end - piece->start, pfd);
+			merge_piece(ppath, pfd, piece, fd, have);
+		}
+		PG_CATCH();
+		{
+			(void) close(pfd);
+			(void) unlink(local);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		(void) close(pfd);
+		(void) unlink(local);
+		pfree(ppath);
+	}
+	if (*have != o->size)
+		cs_file_damage(path, *have, "The tail objects hold %lld bytes where the bucket's listing says %lld.",
+					   (long long) *have, (long long) o->size);
+	pfree(have);
+}
+
+/*
+ * Download the object of path (listed, size bytes) into a cache file; a
+ * segment made of tail objects is assembled from them.
+ */
 static Cached *
 download_to_cache(const char *path, const char *key, int64 size)
 {
@@ -862,7 +1232,12 @@ download_to_cache(const char *path, const char *key, int64 size)
 	fd = create_cache_file(fresh->path);
 	PG_TRY();
 	{
-		download(path, key, size, fd);
+		Listed	   *o = find_object(key);
+
+		if (o != NULL && o->pieces != NIL)
+			download_tail(path, o, fd);
+		else
+			download(path, key, size, fd);
 		if (close(fd) != 0)
 		{
 			fd = -1;
