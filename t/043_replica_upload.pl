@@ -380,8 +380,19 @@ cs_poll_or_diag($other, $db,
 	't', 60, 'the second cluster is refused: replica_state error');
 ok(scalar(keys %{ local_files(cs_archive_dir($other)) }) > 0,
 	'the second cluster archives locally');
-is(bucket_listing(), $listing_before,
-	"the bucket's keys, sizes and ETags are as they were: nothing of the second cluster");
+# the first cluster keeps archiving (its tail objects, a sealed segment,
+# its horizon may change the listing meanwhile): the second cluster's
+# generation is in no key, and the marker is the first cluster's still
+my $other_gen = $other->safe_psql($db, 'SELECT max(generation) FROM changestream.generations()');
+my $listing_after = bucket_listing();
+is(join("\n", grep { /\Q$other_gen\E/ } split /\n/, $listing_after), '',
+	"no key of the bucket holds the second cluster's generation $other_gen");
+is(join("\n", grep { m{/changestream\.cluster\t} } split /\n/, $listing_after),
+	join("\n", grep { m{/changestream\.cluster\t} } split /\n/, $listing_before),
+	"the marker object is the first cluster's, unchanged (size and ETag)");
+is(scalar(grep { !/\Q$other_gen\E/ && !m{/tail/} } split /\n/, $listing_after) >=
+	scalar(grep { !m{/tail/} } split /\n/, $listing_before), 1,
+	'every finished object listed before is still listed');
 my $other_text = cs_log_since($other, $other_log);
 my $lines = () = $other_text =~ /belongs to another cluster/g;
 is($lines, 1, 'one log line for the refusal');
