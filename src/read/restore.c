@@ -790,8 +790,13 @@ copy_data(void *outbuf, int minread, int maxread)
 	return n;
 }
 
+/*
+ * Load one table section of the snapshot (the reader r is copy_reader)
+ * into t's target: a walk_snapshot() step.
+ */
 static void
-copy_section(RestoreState *rs, CsRestoreTable *t)
+copy_section(RestoreState *rs, CsSnapshotReader *r, CsRestoreTable *t,
+			 int section)
 {
 	Relation	rel = table_open(t->relid, RowExclusiveLock);
 	ParseState *pstate = make_parsestate(NULL);
@@ -819,8 +824,18 @@ copy_section(RestoreState *rs, CsRestoreTable *t)
 	CommandCounterIncrement();
 }
 
+/* What walk_snapshot() does with the section of a restored table. */
+typedef void (*SectionStep) (RestoreState *rs, CsSnapshotReader *r,
+							 CsRestoreTable *t, int section);
+
+/*
+ * Walk the snapshot's table sections in the order of rs->tables (one per
+ * section, as the manifest lists them): step for each table restored,
+ * the others read past.  The file holding more or fewer sections than
+ * its manifest is damage (XX001).
+ */
 static void
-load_snapshot(RestoreState *rs)
+walk_snapshot(RestoreState *rs, SectionStep step)
 {
 	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
 	char	   *scratch = palloc(64 * 1024);
@@ -828,7 +843,6 @@ load_snapshot(RestoreState *rs)
 	int			sections = 0;
 
 	copy_reader = r;
-	copy_state = rs;
 	while (cs_snapreader_next_table(r) != NULL)
 	{
 		CsRestoreTable *t;
@@ -838,20 +852,28 @@ load_snapshot(RestoreState *rs)
 						   "The file holds more table sections than its manifest lists.");
 		t = lfirst(lc);
 		lc = lnext(rs->tables, lc);
-		sections++;
 		if (t->target_schema != NULL)
-			copy_section(rs, t);
+			step(rs, r, t, sections);
 		else
 			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
 				;
+		sections++;
 	}
 	if (sections != list_length(rs->manifest))
 		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
 					   "The file holds %d table sections; its manifest lists %d.",
 					   sections, list_length(rs->manifest));
 	copy_reader = NULL;
-	copy_state = NULL;
 	cs_snapreader_close(r);
+	pfree(scratch);
+}
+
+static void
+load_snapshot(RestoreState *rs)
+{
+	copy_state = rs;
+	walk_snapshot(rs, copy_section);
+	copy_state = NULL;
 }
 
 /* ---------- schema history (docs/DESIGN.md section 12) ---------- */
@@ -1853,40 +1875,24 @@ apply_archive(RestoreState *rs)
  * load_snapshot() would load them, into rs->snapshot_rows.
  */
 static void
+dry_count_section(RestoreState *rs, CsSnapshotReader *r, CsRestoreTable *t,
+				  int section)
+{
+	if (section >= list_length(rs->manifest))
+		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
+					   "The file holds more table sections than its manifest lists.");
+	rs->snapshot_rows +=
+		cs_dry_count_section(r, rs->snapshot_path, t->name,
+							 psprintf("%s.%s", t->target_schema, t->name),
+							 rs->row_filter == NULL ? NIL :
+							 cs_manifest_column_types(list_nth(rs->manifest, section)),
+							 rs->row_filter);
+}
+
+static void
 dry_count_snapshot(RestoreState *rs)
 {
-	CsSnapshotReader *r = cs_snapreader_open(rs->snapshot_path);
-	char	   *scratch = palloc(64 * 1024);
-	ListCell   *lc = list_head(rs->tables);
-	int			sections = 0;
-
-	while (cs_snapreader_next_table(r) != NULL)
-	{
-		CsRestoreTable *t;
-
-		if (lc == NULL || sections >= list_length(rs->manifest))
-			cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
-						   "The file holds more table sections than its manifest lists.");
-		t = lfirst(lc);
-		lc = lnext(rs->tables, lc);
-		if (t->target_schema != NULL)
-			rs->snapshot_rows +=
-				cs_dry_count_section(r, rs->snapshot_path, t->name,
-									 psprintf("%s.%s", t->target_schema, t->name),
-									 rs->row_filter == NULL ? NIL :
-									 cs_manifest_column_types(list_nth(rs->manifest, sections)),
-									 rs->row_filter);
-		else
-			while (cs_snapreader_read(r, scratch, 64 * 1024) > 0)
-				;
-		sections++;
-	}
-	if (sections != list_length(rs->manifest))
-		cs_file_damage(rs->snapshot_path, cs_snapreader_offset(r),
-					   "The file holds %d table sections; its manifest lists %d.",
-					   sections, list_length(rs->manifest));
-	cs_snapreader_close(r);
-	pfree(scratch);
+	walk_snapshot(rs, dry_count_section);
 }
 
 /*
