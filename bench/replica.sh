@@ -104,6 +104,14 @@ cs_cluster_start "$W" "$W/log"
 psql() { cs_cluster_psql "$W" "$PORT" -q "$@"; }
 status() { psql -Atc "SELECT $1 FROM changestream.status()"; }
 now() { date +%s.%N; }
+# seconds (two decimals) a command takes; its output is discarded
+seconds_of() {
+	local t0 t1
+	t0=$(now)
+	"$@" >/dev/null || return
+	t1=$(now)
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }'
+}
 phase() { echo "phase $1: $(date -u +%T)" >&2; }
 
 cs_as_pg "$PG_BINDIR/pgbench" -i -q -s "$SCALE" -h "$W" -p "$PORT" postgres >"$W/pgbench_init.log" 2>&1
@@ -208,22 +216,10 @@ read -r up_secs up_bytes up_puts < <(awk -v p0="${c0%% *}" -v n="$files" -v b0="
 
 # each client's start-up: one object of 1 byte
 mkdir "$W/one" && echo >"$W/one/x"
-t0=$(now)
-aws s3 cp --recursive --only-show-errors "$W/one" "s3://$BUCKET/one-aws/"
-t1=$(now)
-aws_start=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-t0=$(now)
-s3cmd -c "$W/s3cfg" --quiet put --recursive "$W/one/" "s3://$BUCKET/one-s3cmd/" >/dev/null
-t1=$(now)
-s3cmd_start=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-t0=$(now)
-aws s3 cp --recursive --only-show-errors "$W/files" "s3://$BUCKET/cli-aws/"
-t1=$(now)
-aws_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-t0=$(now)
-s3cmd -c "$W/s3cfg" --quiet put --recursive "$W/files/" "s3://$BUCKET/cli-s3cmd/" >/dev/null
-t1=$(now)
-s3cmd_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+aws_start=$(seconds_of aws s3 cp --recursive --only-show-errors "$W/one" "s3://$BUCKET/one-aws/")
+s3cmd_start=$(seconds_of s3cmd -c "$W/s3cfg" --quiet put --recursive "$W/one/" "s3://$BUCKET/one-s3cmd/")
+aws_secs=$(seconds_of aws s3 cp --recursive --only-show-errors "$W/files" "s3://$BUCKET/cli-aws/")
+s3cmd_secs=$(seconds_of s3cmd -c "$W/s3cfg" --quiet put --recursive "$W/files/" "s3://$BUCKET/cli-s3cmd/")
 for p in cli-aws cli-s3cmd; do
 	n=$(aws s3api list-objects-v2 --bucket "$BUCKET" --prefix "$p/generations/" --query 'length(Contents)' --output text)
 	[ "$n" = "$files" ] || cs_die "$p holds $n objects, not $files"
