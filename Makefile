@@ -88,6 +88,9 @@ OBJS = \
 	src/read/restore_progress.o \
 	src/read/restore_sequences.o \
 	src/read/ddl_record.o \
+	src/read/json_member.o \
+	src/read/definition_read.o \
+	src/read/restore_definition.o \
 	src/sql/ddl_history.o
 
 EXTENSION = changestream

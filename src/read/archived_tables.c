@@ -229,6 +229,9 @@ see_change(Catalog *cat, const CsChange *c, const LogicalRepRelation *rel)
 		if (c->kind != CS_CHANGE_INSERT)
 			return;
 		cs_ddl_read(c, &rec);
+		/* a dropped index's record names the index, not a table */
+		if (cs_ddl_is_index_drop(&rec))
+			return;
 		v = variant(cat, rec.table_oid, rec.schema_name, rec.table_name, false);
 		sight(&v->t, c->commit_lsn);
 		return;

@@ -37,6 +37,22 @@ column_value(const CsChange *c, const char *name, bool required)
 }
 
 /*
+ * cs_ddl_is_index_drop
+ *	  Is record the sql_drop record of an index dropped on its own (DROP
+ *	  INDEX)?  Its table is gone from the catalog when sql_drop fires, so
+ *	  the record has table_oid 0 and the index's schema and name in
+ *	  schema_name and table_name; readers match it by those against the
+ *	  definitions they hold.
+ */
+bool
+cs_ddl_is_index_drop(const CsDdlRecord *record)
+{
+	return strcmp(record->event, "sql_drop") == 0 &&
+		record->object_type != NULL &&
+		strcmp(record->object_type, "index") == 0;
+}
+
+/*
  * cs_ddl_read
  *	  Reads the ddl_history row of change (an INSERT into the relation
  *	  cs_ddl_is_history() accepts) into *record; the strings point into
@@ -68,8 +84,10 @@ cs_ddl_read(const CsChange *change, CsDdlRecord *record)
 	changed = column_value(change, "rows_changed", true);
 	errno = 0;
 	oid = strtoul(oid_text, &end, 10);
+	record->definition = column_value(change, "definition", false);
+	/* a dropped index's record has no table (DESIGN.md section 12) */
 	if (errno != 0 || end == oid_text || *end != '\0' || oid > PG_UINT32_MAX ||
-		oid == InvalidOid)
+		(oid == InvalidOid && !cs_ddl_is_index_drop(record)))
 		cs_segment_damage(change->path, change->frame_offset,
 						  "A row of %s.%s has table_oid \"%s\", not an OID.",
 						  CS_DDL_SCHEMA, CS_DDL_TABLE, oid_text);

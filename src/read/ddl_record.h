@@ -30,8 +30,11 @@ typedef struct CsDdlRecord
 	const char *retyped;		/* columns retyped without USING (text[]) */
 	const char *retyped_to;		/* their new types (text[]), or NULL */
 	bool		rows_changed;
+	const char *definition;		/* the table's definition after the
+								 * command (JSON text), or NULL */
 } CsDdlRecord;
 
 extern void cs_ddl_read(const CsChange *change, CsDdlRecord *record);
+extern bool cs_ddl_is_index_drop(const CsDdlRecord *record);
 
 #endif							/* CS_DDL_RECORD_H */

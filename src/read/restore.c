@@ -65,6 +65,7 @@
 #include "read/ddl_record.h"
 #include "read/read_source.h"
 #include "read/restore_apply.h"
+#include "read/restore_definition.h"
 #include "read/restore_filter.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
@@ -113,6 +114,8 @@ typedef struct RestoreState
 								 * filter only) */
 	List	   *tables;			/* CsRestoreTable *; relid 0 = not wanted */
 	List	   *manifest;		/* CsManifestTable *: the first tables */
+	List	   *future_definitions; /* CsFutureDefinition *: of tables not
+									 * seen in the stream yet */
 	int			restored_tables;
 	int64		snapshot_rows;
 	int64		transactions;
@@ -130,6 +133,14 @@ typedef struct CsLaterType
 	XLogRecPtr	lsn;			/* the record's commit LSN */
 	CsDdlRecord *rec;
 } CsLaterType;
+
+/* The definition a record gave a table not seen in the stream yet. */
+typedef struct CsFutureDefinition
+{
+	Oid			oid;			/* the table's, on the archived server */
+	char	   *schema;			/* its schema, as the record names it */
+	CsTableDefinition *def;
+} CsFutureDefinition;
 
 /* A name a table of the archived server had by the schema history. */
 typedef struct CsAlias
@@ -417,6 +428,7 @@ read_manifest_tables(RestoreState *rs)
 		t->schema = mt->schema;
 		t->name = mt->name;
 		t->remote_oid = mt->oid;
+		t->definition = mt->definition;
 		foreach(lp, mt->columns)
 			t->columns = lappend(t->columns, linitial(lfirst(lp)));
 
@@ -596,6 +608,18 @@ static bool past_target(RestoreState *rs, const CsChange *c);
 static Oid	target_column_type(RestoreState *rs, const CsRestoreTable *t,
 							   const char *name);
 
+/* The definition a record gave table oid before it was seen, or NULL. */
+static CsTableDefinition *
+future_definition(RestoreState *rs, Oid oid)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->future_definitions)
+		if (((CsFutureDefinition *) lfirst(lc))->oid == oid)
+			return ((CsFutureDefinition *) lfirst(lc))->def;
+	return NULL;
+}
+
 /* The target of an archived relation seen in the stream, or NULL. */
 static CsRestoreTable *
 table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
@@ -620,6 +644,7 @@ table_for(RestoreState *rs, CsDecoder *d, LogicalRepRelation *rel)
 	t->remote_oid = rel->remoteid;
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
+	t->definition = future_definition(rs, t->remote_oid);
 	rs->tables = lappend(rs->tables, t);
 	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
 		return NULL;
@@ -1238,6 +1263,7 @@ copy_record(const CsDdlRecord *rec)
 	COPY_STRING(columns);
 	COPY_STRING(retyped);
 	COPY_STRING(retyped_to);
+	COPY_STRING(definition);
 #undef COPY_STRING
 	return copy;
 }
@@ -1350,6 +1376,76 @@ forget_key(CsRestoreTable *t)
 }
 
 /*
+ * A record's definition of its table (the table as the command left it)
+ * becomes the table's definition from here on; kept apart for a table not
+ * seen in the stream yet.  An unreadable one is damage (XX001).
+ */
+static void
+note_definition(RestoreState *rs, const CsChange *c, const CsDdlRecord *rec)
+{
+	CsTableDefinition *def;
+	CsRestoreTable *t;
+	CsFutureDefinition *f;
+	ListCell   *lc;
+	char	   *why = NULL;
+
+	if (rec->definition == NULL)
+		return;
+	def = cs_definition_from_text(rec->definition, &why);
+	if (def == NULL)
+		cs_segment_damage(c->path, c->frame_offset,
+						  "The definition in a row of %s.%s cannot be read: %s.",
+						  CS_DDL_SCHEMA, CS_DDL_TABLE, why);
+	def->origin = psprintf("file \"%s\" at offset %lld", c->path,
+						   (long long) c->frame_offset);
+	if ((t = table_by_oid(rs, rec->table_oid)) != NULL)
+	{
+		t->definition = def;
+		return;
+	}
+	foreach(lc, rs->future_definitions)
+	{
+		f = lfirst(lc);
+		if (f->oid != rec->table_oid)
+			continue;
+		f->def = def;
+		f->schema = pstrdup(rec->schema_name);
+		return;
+	}
+	f = palloc(sizeof(CsFutureDefinition));
+	f->oid = rec->table_oid;
+	f->schema = pstrdup(rec->schema_name);
+	f->def = def;
+	rs->future_definitions = lappend(rs->future_definitions, f);
+}
+
+/*
+ * A DROP INDEX (its record names the index, not its table: see
+ * cs_ddl_is_index_drop()): the index leaves the definition of the table
+ * of that schema that has it.
+ */
+static void
+forget_index(RestoreState *rs, const CsDdlRecord *rec)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->definition != NULL && strcmp(t->schema, rec->schema_name) == 0)
+			t->definition = cs_definition_without_index(t->definition, rec->table_name);
+	}
+	foreach(lc, rs->future_definitions)
+	{
+		CsFutureDefinition *f = lfirst(lc);
+
+		if (strcmp(f->schema, rec->schema_name) == 0)
+			f->def = cs_definition_without_index(f->def, rec->table_name);
+	}
+}
+
+/*
  * A row of changestream.ddl_history in a transaction being applied: a
  * table whose rows the command changed without changes, or whose changes
  * stop or start being archived (a change of the generation's publication's
@@ -1366,6 +1462,12 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 	bool		publication;
 
 	cs_ddl_read(c, &rec);
+	if (cs_ddl_is_index_drop(&rec))
+	{
+		forget_index(rs, &rec);
+		return;
+	}
+	note_definition(rs, c, &rec);
 	publication = is_publication_record(&rec);
 	if (publication && !publication_concerns(rs, &rec))
 		return;
@@ -1776,8 +1878,54 @@ see_relation(RestoreState *rs, LogicalRepRelation *rel)
 }
 
 /*
+ * Does t's definition (the one of its last record) have the columns the
+ * target has, by name and type, the generated ones aside?  Then an ALTER
+ * TABLE after the table's last Relation message changed no column (it
+ * added a constraint, an index, a default, NOT NULL...), and what it did
+ * is in the definition.  The dry run, which has no target, compares the
+ * names.
+ */
+static bool
+definition_has_columns(const CsRestoreTable *t)
+{
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, t->definition->columns)
+	{
+		CsDefColumn *col = lfirst(lc);
+		char	   *why = NULL;
+		char	   *type;
+		Oid			typid;
+		int32		typmod;
+		Oid			collid;
+		AttrNumber	attnum;
+
+		if (col->generated != NULL)
+			continue;
+		n++;
+		if (cs_name_index(t->columns, col->name) < 0)
+			return false;
+		if (!OidIsValid(t->relid))
+			continue;
+		attnum = get_attnum(t->relid, col->name);
+		if (attnum == InvalidAttrNumber ||
+			(type = cs_type_sql(col->type, &why)) == NULL)
+			return false;
+		get_atttypetypmodcoll(t->relid, attnum, &typid, &typmod, &collid);
+		if (strcmp(type, format_type_extended(typid, typmod,
+											  FORMAT_TYPE_TYPEMOD_GIVEN |
+											  FORMAT_TYPE_FORCE_QUALIFY)) != 0)
+			return false;
+	}
+	return n == list_length(t->columns);
+}
+
+/*
  * The target reached: a table altered after its last Relation message
- * has a definition at the target the archive does not hold: refused.
+ * has a definition at the target the archive does not hold: refused,
+ * unless the command's own record holds the definition and it has the
+ * target's columns (definition_has_columns()).
  */
 static void
 refuse_stale(RestoreState *rs)
@@ -1789,7 +1937,9 @@ refuse_stale(RestoreState *rs)
 		CsRestoreTable *t = lfirst(lc);
 
 		if (t->stale != NULL && t->target_schema != NULL &&
-			(rs->dry_run || OidIsValid(t->relid)))
+			(rs->dry_run || OidIsValid(t->relid)) &&
+			!(t->renamed == NULL && t->stale->definition != NULL &&
+			  t->definition != NULL && definition_has_columns(t)))
 			refuse_definition(rs, t, t->stale_lsn, t->stale, false);
 	}
 }
@@ -1920,6 +2070,7 @@ dry_wanted(RestoreState *rs, LogicalRepRelation *rel)
 	t->remote_oid = rel->remoteid;
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
+	t->definition = future_definition(rs, t->remote_oid);
 	rs->tables = lappend(rs->tables, t);
 	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
 		return NULL;
@@ -2063,6 +2214,29 @@ match_manifest_keys(RestoreState *rs)
 			continue;
 		if (mt->has_key || mt->identity == 'f' || mt->identity == 'n')
 			match_key(t, mt->identity, mt->key);
+	}
+}
+
+/*
+ * After the archive is applied: each table restore() created gets the
+ * source's definition as of the target, where the archive has one
+ * (restore_definition.c); before the sequences are set, so that those of
+ * identity and serial columns it creates are set too.
+ */
+static void
+apply_definitions(RestoreState *rs)
+{
+	ListCell   *lc;
+
+	foreach(lc, rs->tables)
+	{
+		CsRestoreTable *t = lfirst(lc);
+
+		if (t->target_schema == NULL || !OidIsValid(t->relid) || !t->created ||
+			t->definition == NULL)
+			continue;
+		close_apply_states();
+		cs_restore_definition(t->relid, t->definition);
 	}
 }
 
@@ -2333,6 +2507,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 		cs_progress_applied(InvalidXLogRecPtr, 0, 0, rs.restored_tables);
 		apply_archive(&rs);
 		close_apply_states();
+		apply_definitions(&rs);
 		cs_progress_phase(CS_RESTORE_SEQUENCES);
 		set_sequences(&rs);
 	}

@@ -44,6 +44,9 @@ typedef struct CsRestoreTable
 								 * existing target that own a sequence */
 	Node	   *row_filter;		/* restore()'s row_filter, raw
 								 * (restore_row_filter.c), or NULL */
+	struct CsTableDefinition *definition;	/* the source's definition as of
+											 * the point applied, or NULL
+											 * when the archive has none */
 } CsRestoreTable;
 
 extern void cs_apply_change(CsRestoreTable *t, const CsChange *change);

@@ -8,7 +8,9 @@
  *	  values at the snapshot.  The file is untrusted: every member is
  *	  checked for its JSON type, strings for their length, numbers for
  *	  their range, key columns for being columns of the table, a sequence's
- *	  value for agreeing with its is_called; anything else is XX001 naming
+ *	  value for agreeing with its is_called, a table's definition (written
+ *	  since changestream 0.2's definition capture) by definition_read.c;
+ *	  anything else is XX001 naming
  *	  the file and the offset of the manifest line, the table and the
  *	  member in the detail.  Members added by later formats are ignored.
  *	  A column's type is text that restore() puts into CREATE TABLE: it is
@@ -19,15 +21,13 @@
  */
 #include "postgres.h"
 
-#include <errno.h>
-
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
-#include "utils/numeric.h"
 
 #include "archive/storage.h"
+#include "read/json_member.h"
 #include "read/restore_key.h"
 #include "read/restore_manifest.h"
 #include "base/compat.h"
@@ -46,62 +46,6 @@ typedef struct ManifestPlace
 #define manifest_damage(place, ...) \
 	cs_file_damage((place)->path, (place)->offset, __VA_ARGS__)
 
-static JsonbValue *
-member(JsonbContainer *obj, const char *key)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = unconstify(char *, key);
-	k.val.string.len = strlen(key);
-	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
-}
-
-/* A member that is an object or an array (a container), or NULL. */
-static JsonbContainer *
-container(JsonbContainer *obj, const char *key, bool array)
-{
-	JsonbValue *v = member(obj, key);
-
-	if (v == NULL || v->type != jbvBinary ||
-		(array ? !JsonContainerIsArray(v->val.binary.data) :
-		 !JsonContainerIsObject(v->val.binary.data)))
-		return NULL;
-	return v->val.binary.data;
-}
-
-/* A string value of at most maxlen bytes, without NUL, or NULL. */
-static char *
-string_value(JsonbValue *v, int maxlen)
-{
-	if (v == NULL || v->type != jbvString || v->val.string.len > maxlen ||
-		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
-		return NULL;
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-/* A number that is an integer in int64's range, into *out. */
-static bool
-int64_value(JsonbValue *v, int64 *out)
-{
-	char	   *text;
-	char	   *end;
-
-	if (v == NULL || v->type != jbvNumeric)
-		return false;
-	text = DatumGetCString(DirectFunctionCall1(numeric_out,
-											   NumericGetDatum(v->val.numeric)));
-	errno = 0;
-	*out = strtoi64(text, &end, 10);
-	return errno == 0 && end != text && *end == '\0';
-}
-
-static JsonbValue *
-element(JsonbContainer *arr, int i)
-{
-	return getIthJsonbValueFromContainer(arr, i);
-}
-
 /* The columns member: a List per column of (name, type). */
 static List *
 read_columns(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *cols)
@@ -110,15 +54,15 @@ read_columns(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *co
 
 	for (int j = 0; j < JsonContainerSize(cols); j++)
 	{
-		JsonbValue *cv = element(cols, j);
+		JsonbValue *cv = cs_json_element(cols, j);
 		char	   *cname = NULL;
 		char	   *ctype = NULL;
 
 		if (cv != NULL && cv->type == jbvBinary &&
 			JsonContainerIsObject(cv->val.binary.data))
 		{
-			cname = string_value(member(cv->val.binary.data, "name"), NAMEDATALEN - 1);
-			ctype = string_value(member(cv->val.binary.data, "type"), 1024);
+			cname = cs_json_string(cs_json_member(cv->val.binary.data, "name"), NAMEDATALEN - 1);
+			ctype = cs_json_string(cs_json_member(cv->val.binary.data, "type"), 1024);
 		}
 		if (cname == NULL || ctype == NULL)
 			manifest_damage(place,
@@ -152,7 +96,7 @@ read_key(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *key)
 						place->table, mt->schema, mt->name, n, INDEX_MAX_KEYS);
 	for (int j = 0; j < n; j++)
 	{
-		char	   *name = string_value(element(key, j), NAMEDATALEN - 1);
+		char	   *name = cs_json_string(cs_json_element(key, j), NAMEDATALEN - 1);
 
 		if (name == NULL || !is_column(mt, name) || cs_name_index(mt->key, name) >= 0)
 			manifest_damage(place,
@@ -179,10 +123,10 @@ read_sequence(const ManifestPlace *place, CsManifestTable *mt, JsonbValue *sv,
 						"Sequence %d of table %d (\"%s.%s\") of the manifest is not an object.",
 						j + 1, place->table, mt->schema, mt->name);
 	obj = sv->val.binary.data;
-	s->column = string_value(member(obj, "column"), NAMEDATALEN - 1);
-	s->sequence = string_value(member(obj, "sequence"), MAX_QUALIFIED_NAME);
-	called = member(obj, "is_called");
-	last = member(obj, "last_value");
+	s->column = cs_json_string(cs_json_member(obj, "column"), NAMEDATALEN - 1);
+	s->sequence = cs_json_string(cs_json_member(obj, "sequence"), MAX_QUALIFIED_NAME);
+	called = cs_json_member(obj, "is_called");
+	last = cs_json_member(obj, "last_value");
 	valid = s->column != NULL && s->sequence != NULL &&
 		called != NULL && last != NULL;
 	if (valid && called->type == jbvBool)
@@ -190,7 +134,7 @@ read_sequence(const ManifestPlace *place, CsManifestTable *mt, JsonbValue *sv,
 		s->known = true;
 		s->is_called = called->val.boolean;
 		if (s->is_called)
-			valid = int64_value(last, &s->last_value);
+			valid = cs_json_int64(last, &s->last_value);
 		else
 			valid = (last->type == jbvNull);
 	}
@@ -207,8 +151,8 @@ read_sequence(const ManifestPlace *place, CsManifestTable *mt, JsonbValue *sv,
 static void
 read_format2(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *tv)
 {
-	JsonbContainer *key = container(tv, "key", true);
-	JsonbContainer *seqs = container(tv, "sequences", true);
+	JsonbContainer *key = cs_json_container(tv, "key", true);
+	JsonbContainer *seqs = cs_json_container(tv, "sequences", true);
 
 	if (mt->identity == '\0' || key == NULL || seqs == NULL)
 		manifest_damage(place,
@@ -221,7 +165,26 @@ read_format2(const ManifestPlace *place, CsManifestTable *mt, JsonbContainer *tv
 						place->table, mt->schema, mt->name, JsonContainerSize(seqs));
 	for (int j = 0; j < JsonContainerSize(seqs); j++)
 		mt->sequences = lappend(mt->sequences,
-								read_sequence(place, mt, element(seqs, j), j));
+								read_sequence(place, mt, cs_json_element(seqs, j), j));
+}
+
+/* The optional definition member (absent before it was written). */
+static void
+read_definition(const ManifestPlace *place, CsManifestTable *mt,
+				JsonbContainer *tv)
+{
+	JsonbValue *dv = cs_json_member(tv, "definition");
+	JsonbContainer *obj = cs_json_object_value(dv);
+	char	   *why = "it is not a JSON object";
+
+	if (dv == NULL || dv->type == jbvNull)
+		return;
+	if (obj == NULL || (mt->definition = cs_definition_from_jsonb(obj, &why)) == NULL)
+		manifest_damage(place,
+						"The definition of table %d (\"%s.%s\") of the manifest cannot be read: %s.",
+						place->table, mt->schema, mt->name, why);
+	mt->definition->origin = psprintf("file \"%s\", the manifest line at offset %lld",
+									  place->path, (long long) place->offset);
 }
 
 static CsManifestTable *
@@ -236,11 +199,11 @@ read_table(const ManifestPlace *place, JsonbValue *tv, int version)
 	if (tv == NULL || tv->type != jbvBinary || !JsonContainerIsObject(tv->val.binary.data))
 		manifest_damage(place, "Table %d of the manifest is not an object.", place->table);
 	obj = tv->val.binary.data;
-	mt->schema = string_value(member(obj, "schema"), NAMEDATALEN - 1);
-	mt->name = string_value(member(obj, "name"), NAMEDATALEN - 1);
-	cols = container(obj, "columns", true);
+	mt->schema = cs_json_string(cs_json_member(obj, "schema"), NAMEDATALEN - 1);
+	mt->name = cs_json_string(cs_json_member(obj, "name"), NAMEDATALEN - 1);
+	cols = cs_json_container(obj, "columns", true);
 	if (mt->schema == NULL || mt->name == NULL || cols == NULL ||
-		!int64_value(member(obj, "oid"), &oid) || oid <= 0 || oid > PG_UINT32_MAX)
+		!cs_json_int64(cs_json_member(obj, "oid"), &oid) || oid <= 0 || oid > PG_UINT32_MAX)
 		manifest_damage(place,
 						"Table %d of the manifest lacks schema, name, oid or columns.",
 						place->table);
@@ -248,7 +211,7 @@ read_table(const ManifestPlace *place, JsonbValue *tv, int version)
 	mt->path = place->path;
 	mt->offset = place->offset;
 	mt->position = place->table;
-	ident = member(obj, "replica_identity");
+	ident = cs_json_member(obj, "replica_identity");
 	if (ident != NULL)
 	{
 		if (ident->type != jbvString || ident->val.string.len != 1 ||
@@ -261,6 +224,7 @@ read_table(const ManifestPlace *place, JsonbValue *tv, int version)
 	mt->columns = read_columns(place, mt, cols);
 	if (version >= 2)
 		read_format2(place, mt, obj);
+	read_definition(place, mt, obj);
 	return mt;
 }
 
@@ -284,29 +248,31 @@ cs_manifest_tables(CsSnapshotReader *reader, const char *path)
 	place.path = path;
 	place.offset = cs_snapreader_manifest_offset(reader);
 	place.table = 0;
-	arr = container(&jb->root, "tables", true);
+	arr = cs_json_container(&jb->root, "tables", true);
 	if (arr == NULL)
 		manifest_damage(&place, "The manifest has no tables array.");
 	for (int i = 0; i < JsonContainerSize(arr); i++)
 	{
 		place.table = i + 1;
-		tables = lappend(tables, read_table(&place, element(arr, i),
+		tables = lappend(tables, read_table(&place, cs_json_element(arr, i),
 											cs_snapreader_format_version(reader)));
 	}
 	return tables;
 }
 
 /*
- * The type text names, as the SQL of a column definition: resolved by the
- * parser (cs_parse_type_string()) in a subtransaction, so that text that
- * is not a type name is caught and not raised as the parser's error, and
- * written back by format_type_extended() from the OID and modifier, schema
- * qualified.  NULL, with the parser's message in *why, when text names no
- * type of this database.  Errors other than syntax errors, undefined
- * objects and invalid modifiers (classes 42 and 22) are raised.
+ * cs_type_sql
+ *	  The type text names, as the SQL of a column definition: resolved by
+ *	  the parser (cs_parse_type_string()) in a subtransaction, so that text
+ *	  that is not a type name is caught and not raised as the parser's
+ *	  error, and written back by format_type_extended() from the OID and
+ *	  modifier, schema qualified.  NULL, with the parser's message in *why,
+ *	  when text names no type of this database.  Errors other than syntax
+ *	  errors, undefined objects and invalid modifiers (classes 42 and 22)
+ *	  are raised.
  */
-static char *
-type_sql(const char *text, char **why)
+char *
+cs_type_sql(const char *text, char **why)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -373,7 +339,7 @@ cs_manifest_column_types(const CsManifestTable *mt)
 	{
 		List	   *pair = lfirst(lc);
 		char	   *why = NULL;
-		char	   *sql = type_sql(lsecond(pair), &why);
+		char	   *sql = cs_type_sql(lsecond(pair), &why);
 
 		if (sql == NULL)
 			ereport(ERROR,

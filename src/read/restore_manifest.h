@@ -13,6 +13,7 @@
 #include "nodes/pg_list.h"
 
 #include "archive/snapshot_reader.h"
+#include "read/definition_read.h"
 
 /* A sequence a column of a table owned on the source, at the snapshot. */
 typedef struct CsArchivedSequence
@@ -38,6 +39,8 @@ typedef struct CsManifestTable
 	bool		has_key;		/* "key" given (snapshot format 2 on) */
 	List	   *key;			/* char *: replica identity key columns */
 	List	   *sequences;		/* CsArchivedSequence * (format 2 on) */
+	CsTableDefinition *definition;	/* the table's definition, or NULL when
+									 * the manifest has none */
 	const char *path;			/* the snapshot file, for messages */
 	int64		offset;			/* the manifest line's offset in it */
 	int			position;		/* 1-based, in the manifest's tables */
@@ -45,5 +48,6 @@ typedef struct CsManifestTable
 
 extern List *cs_manifest_tables(CsSnapshotReader *reader, const char *path);
 extern List *cs_manifest_column_types(const CsManifestTable *mt);
+extern char *cs_type_sql(const char *text, char **why);
 
 #endif							/* CS_RESTORE_MANIFEST_H */
