@@ -681,6 +681,24 @@ REVOKE ALL ON FUNCTION sigv4_authorization(text, text, text, text[], text, text,
  *     unlogged are never decoded), an ALTER TYPE of a type its columns
  *     use, a table added to or removed from a publication.
  *     restore() refuses to replay the table across it.
+ *   definition: the table's full definition at the end of the command
+ *     (ddl_table_definition(): columns, constraints, indexes, replica
+ *     identity, as docs/FORMAT.md section 3.2 describes it) on every
+ *     ddl_command_end row, and on the sql_drop rows of a table a
+ *     publication stops publishing; NULL on table_rewrite rows (the
+ *     command's ddl_command_end row carries it) and on the rows of a
+ *     dropped table or index.
+ *   A dropped index is recorded on its own (sql_drop, object_type
+ *   'index', table_oid 0, schema_name and table_name the INDEX's schema
+ *   and name: its table can no longer be looked up), so that a reader
+ *   holding the table's definition can remove it by name: an index that
+ *   DROP INDEX named, and any other index dropped by a command that drops
+ *   no table of the index's schema (ALTER TABLE ... DROP COLUMN, DROP ...
+ *   CASCADE); an index dropped with its table is not recorded (a table of
+ *   its schema is dropped by the same command: an index always lives in
+ *   its table's schema).  The index may have belonged to a table that is
+ *   not recorded (unlogged, say): a reader ignores a name it does not
+ *   hold.
  */
 CREATE TABLE ddl_history (
 	id bigserial PRIMARY KEY,
@@ -696,7 +714,8 @@ CREATE TABLE ddl_history (
 	columns text[],
 	retyped text[],
 	retyped_to oid[],
-	rows_changed boolean NOT NULL
+	rows_changed boolean NOT NULL,
+	definition json
 );
 REVOKE ALL ON TABLE ddl_history FROM PUBLIC;
 REVOKE ALL ON SEQUENCE ddl_history_id_seq FROM PUBLIC;
@@ -731,6 +750,20 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'changestream_ddl_adds_enum_value'
 LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION ddl_adds_enum_value(pg_ddl_command) FROM PUBLIC;
+
+/*
+ * ddl_table_definition(relid oid) -> json
+ *   The full definition of the table relid as the catalog holds it in the
+ *   caller's transaction (docs/FORMAT.md section 3.2, "definition": the
+ *   snapshot manifest's, read by the same query); NULL when relid is no
+ *   ordinary or partitioned table.
+ */
+CREATE FUNCTION ddl_table_definition(relid oid)
+RETURNS json
+AS 'MODULE_PATHNAME', 'changestream_ddl_table_definition'
+LANGUAGE C STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION ddl_table_definition(oid) FROM PUBLIC;
 
 /*
  * ddl_recorded_table(relid, any_persistence) -> (schema_name, table_name)
@@ -878,10 +911,11 @@ BEGIN
 					CONTINUE WHEN tbl.table_name IS NULL;
 					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
 						object_identity, table_oid, schema_name, table_name,
-						publication, rows_changed)
+						publication, rows_changed, definition)
 					VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
 						cmd.object_identity, part, tbl.schema_name, tbl.table_name,
-						pub, @extschema@.ddl_table_has_rows(part));
+						pub, @extschema@.ddl_table_has_rows(part),
+						@extschema@.ddl_table_definition(part));
 				END LOOP;
 			END LOOP;
 			CONTINUE;
@@ -917,7 +951,7 @@ BEGIN
 				END IF;
 				INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
 					object_identity, table_oid, schema_name, table_name, columns,
-					rows_changed)
+					rows_changed, definition)
 				-- (for an ALTER TABLE, the record names the table's row type)
 				VALUES ('ddl_command_end', cmd.command_tag,
 					CASE WHEN cmd.command_tag = 'ALTER TYPE' THEN cmd.object_type
@@ -927,7 +961,7 @@ BEGIN
 								 FROM pg_catalog.pg_identify_object('pg_catalog.pg_type'::regclass, typ, 0) o)
 						 END,
 					relid, tbl.schema_name, tbl.table_name, cols,
-					cols IS NOT NULL);
+					cols IS NOT NULL, @extschema@.ddl_table_definition(relid));
 			END LOOP;
 			CONTINUE WHEN cmd.command_tag = 'ALTER TYPE';
 		END IF;
@@ -979,10 +1013,11 @@ BEGIN
 			END IF;
 			INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
 				object_identity, table_oid, schema_name, table_name, columns,
-				retyped, retyped_to, rows_changed)
+				retyped, retyped_to, rows_changed, definition)
 			VALUES ('ddl_command_end', cmd.command_tag, cmd.object_type,
 				cmd.object_identity, relid, tbl.schema_name, tbl.table_name, cols,
-				rcols, rtypes, cols IS NOT NULL);
+				rcols, rtypes, cols IS NOT NULL,
+				@extschema@.ddl_table_definition(relid));
 		END LOOP;
 	END LOOP;
 END
@@ -991,7 +1026,9 @@ $$;
 /*
  * sql_drop: one row per table dropped, and per table a publication stops
  * publishing (ALTER PUBLICATION ... DROP TABLE, DROP TABLES IN SCHEMA:
- * its later changes are not archived, rows_changed true).
+ * its later changes are not archived, rows_changed true; with the table's
+ * definition), and per index dropped other than with its table (table_oid
+ * 0, named by the index: see ddl_history above for the rule).
  */
 CREATE FUNCTION ddl_sql_drop_trigger()
 RETURNS event_trigger
@@ -1027,12 +1064,29 @@ BEGIN
 					CONTINUE WHEN tbl.table_name IS NULL;
 					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
 						object_identity, table_oid, schema_name, table_name,
-						publication, rows_changed)
+						publication, rows_changed, definition)
 					VALUES ('sql_drop', tg_tag, obj.object_type, obj.object_identity,
 						part, tbl.schema_name, tbl.table_name,
-						obj.address_args[1], true);
+						obj.address_args[1], true,
+						@extschema@.ddl_table_definition(part));
 				END LOOP;
 			END LOOP;
+			CONTINUE;
+		END IF;
+		-- an index dropped by DROP INDEX, or by a command that drops no
+		-- table of its schema (so not with its table)
+		IF obj.classid = 'pg_catalog.pg_class'::regclass AND obj.objsubid = 0
+			AND obj.object_type = 'index' AND NOT obj.is_temporary
+			AND obj.schema_name NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@')
+			AND (obj.original
+				 OR NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() t
+								 WHERE t.classid = 'pg_catalog.pg_class'::regclass
+								   AND t.objsubid = 0 AND t.object_type = 'table'
+								   AND t.schema_name = obj.schema_name)) THEN
+			INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+				object_identity, table_oid, schema_name, table_name, rows_changed)
+			VALUES ('sql_drop', tg_tag, obj.object_type,
+				obj.object_identity, 0, obj.schema_name, obj.object_name, false);
 			CONTINUE;
 		END IF;
 		CONTINUE WHEN obj.classid <> 'pg_catalog.pg_class'::regclass
@@ -1283,11 +1337,12 @@ COMMENT ON FUNCTION replica_check() IS 'Self-test of the object store bucket the
 COMMENT ON FUNCTION sigv4_authorization(text, text, text, text[], text, text, text, text, text) IS 'The AWS Signature Version 4 Authorization header of a request (test and diagnostic aid, test keys only).';
 COMMENT ON FUNCTION ddl_columns_set(pg_ddl_command) IS 'Internal: the columns an ALTER TABLE may have set without archived changes.';
 COMMENT ON FUNCTION ddl_adds_enum_value(pg_ddl_command) IS 'Internal: is a collected command an ALTER TYPE ... ADD VALUE?';
+COMMENT ON FUNCTION ddl_table_definition(oid) IS 'Internal: a table''s full definition (columns, constraints, indexes, replica identity) as JSON.';
 COMMENT ON FUNCTION ddl_recorded_table(oid, boolean) IS 'Internal: the name of a table whose DDL the schema history records, NULLs for any other relation.';
 COMMENT ON FUNCTION ddl_table_has_rows(oid) IS 'Internal: may the table (or a partition of it) hold rows?';
 COMMENT ON FUNCTION ddl_type_columns(oid) IS 'Internal: the columns whose values are or hold values of a type.';
 COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger recording DDL commands in ddl_history.';
-COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables, and tables a publication stops publishing, in ddl_history.';
+COMMENT ON FUNCTION ddl_sql_drop_trigger() IS 'Internal: event trigger recording dropped tables and indexes, and tables a publication stops publishing, in ddl_history.';
 COMMENT ON FUNCTION ddl_table_rewrite_trigger() IS 'Internal: event trigger recording table rewrites in ddl_history.';
 COMMENT ON TABLE ddl_history IS 'The schema history: one row per DDL command and table it affects, archived through the publication changestream_ddl.';
 COMMENT ON VIEW stat_archiver IS 'The archive''s health at a glance (one row per archived database): healthy, current error, lag in bytes and seconds, replica, slot, retention and failure counts since the server started.';

@@ -9,7 +9,9 @@
  *	  ALTER COLUMN TYPE ... USING): only the collected command's parse
  *	  tree says so, and SQL cannot read it; and
  *	  changestream_ddl_adds_enum_value(), which tells an ALTER TYPE ... ADD
- *	  VALUE (no stored value changes) from a RENAME VALUE.
+ *	  VALUE (no stored value changes) from a RENAME VALUE; and
+ *	  changestream_ddl_table_definition(), a table's full definition as
+ *	  the trigger records it with each row (archive/table_definition.c).
  *
  *	  The archive side is in archive/schema_history.c (which relation is
  *	  the history table) and read/ddl_record.c (reading one of its rows).
@@ -23,6 +25,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "nodes/parsenodes.h"
@@ -34,10 +37,12 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "archive/table_definition.h"
 #include "base/compat.h"
 
 PG_FUNCTION_INFO_V1(changestream_ddl_columns_set);
 PG_FUNCTION_INFO_V1(changestream_ddl_adds_enum_value);
+PG_FUNCTION_INFO_V1(changestream_ddl_table_definition);
 
 /* How an ALTER TABLE subcommand set a column's existing values. */
 typedef enum CsColumnSet
@@ -156,4 +161,43 @@ changestream_ddl_adds_enum_value(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	stmt = (AlterEnumStmt *) cmd->parsetree;
 	PG_RETURN_BOOL(stmt->oldVal == NULL);
+}
+
+/*
+ * changestream.ddl_table_definition(relid oid) -> json
+ *	  The full definition of the table relid as the catalog holds it now
+ *	  (in the caller's transaction, the command that ran included): the
+ *	  JSON of docs/FORMAT.md section 3.2 ("definition"), read by the query
+ *	  of archive/table_definition.c, the one the snapshot manifest uses.
+ *	  NULL when relid is no relation, or not an ordinary or partitioned
+ *	  table.
+ */
+Datum
+changestream_ddl_table_definition(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	Datum		result = (Datum) 0;
+	bool		isnull = true;
+	int			ret;
+
+	args[0] = PG_GETARG_DATUM(0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args(cs_table_definition_query("$1"), 1, argtypes,
+								args, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "reading a table definition failed: %s",
+			 SPI_result_code_string(ret));
+	if (SPI_processed > 0)
+	{
+		result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   2, &isnull);
+		if (!isnull)
+			result = SPI_datumTransfer(result, false, -1);
+	}
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
 }

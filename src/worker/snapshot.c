@@ -59,6 +59,7 @@
 #include "archive/archive_layout.h"
 #include "archive/generation.h"
 #include "archive/segment_format.h"
+#include "archive/table_definition.h"
 #include "base/archive_config.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
@@ -81,6 +82,7 @@ typedef struct SnapTable
 	char	   *key_json;		/* replica identity key columns, in index
 								 * order ([] for FULL, NOTHING, no key) */
 	char	   *sequences_json; /* owned sequences and their values */
+	char	   *definition_json;	/* full definition, or NULL if unread */
 	bool		lacks_identity;
 	int64		rows;
 } SnapTable;
@@ -317,6 +319,47 @@ read_sequences(WalReceiverConn *conn, List *tables)
 }
 
 /*
+ * Each table's full definition (archive/table_definition.c) into its
+ * definition_json, in one query on the copy connection, in the exported
+ * snapshot's transaction.  Which columns, constraints and indexes the
+ * table has is the catalog's at the consistent point; the deparsed texts
+ * (pg_get_expr(), pg_get_constraintdef(), pg_get_indexdef(),
+ * format_type()) read the current catalog (docs/FORMAT.md section 3.2).
+ */
+static void
+read_definitions(WalReceiverConn *conn, List *tables)
+{
+	StringInfoData oids;
+	List	   *rows;
+	ListCell   *lc;
+	ListCell   *lt;
+
+	if (tables == NIL)
+		return;
+	initStringInfo(&oids);
+	foreach(lc, tables)
+		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "",
+						 ((SnapTable *) lfirst(lc))->oid);
+	rows = cs_exec_rows(conn, cs_table_definition_query(oids.data), 2);
+	foreach(lc, rows)
+	{
+		char	  **r = lfirst(lc);
+
+		foreach(lt, tables)
+		{
+			SnapTable  *t = lfirst(lt);
+
+			if (r[0] != NULL && r[1] != NULL && strcmp(t->oid, r[0]) == 0)
+			{
+				t->definition_json = r[1];
+				break;
+			}
+		}
+	}
+	pfree(oids.data);
+}
+
+/*
  * Publish in status() the published tables that lack a replica identity
  * (UPDATE and DELETE on them fail), and warn when that list changes
  * (ri_monitor.c).
@@ -531,8 +574,11 @@ build_manifest(uint64 generation, XLogRecPtr lsn, TimestampTz when,
 		appendStringInfo(&json, ", \"oid\": %s, \"replica_identity\": ", t->oid);
 		escape_json(&json, t->replident);
 		appendStringInfo(&json, ", \"columns\": %s, \"key\": %s, \"sequences\": %s, "
-						 "\"rows\": " INT64_FORMAT "}",
+						 "\"rows\": " INT64_FORMAT,
 						 t->columns_json, t->key_json, t->sequences_json, t->rows);
+		if (t->definition_json != NULL)
+			appendStringInfo(&json, ", \"definition\": %s", t->definition_json);
+		appendStringInfoChar(&json, '}');
 	}
 	appendStringInfoString(&json, "]}");
 
@@ -637,8 +683,8 @@ set_copy_encoding(WalReceiverConn *copy_conn, char *encoding)
 
 /*
  * In the exported snapshot: the published tables (as the snapshot sees the
- * catalog) with their owned sequences' values, and how many tables a batch
- * may lock.
+ * catalog) with their owned sequences' values and their definitions, and
+ * how many tables a batch may lock.
  */
 static List *
 list_in_snapshot(const CsArchiveConfig *config, WalReceiverConn *copy_conn,
@@ -651,6 +697,7 @@ list_in_snapshot(const CsArchiveConfig *config, WalReceiverConn *copy_conn,
 	begin_in_snapshot(copy_conn, snapshot_name);
 	tables = published_tables(config, copy_conn);
 	read_sequences(copy_conn, tables);
+	read_definitions(copy_conn, tables);
 	row = linitial(cs_exec_rows(copy_conn,
 								"SELECT pg_catalog.current_setting('max_locks_per_transaction')", 1));
 	walrcv_clear_result(cs_exec(copy_conn, "COMMIT", WALRCV_OK_COMMAND));
