@@ -175,7 +175,8 @@ changestream_ddl_adds_enum_value(PG_FUNCTION_ARGS)
 Datum
 changestream_ddl_table_definition(PG_FUNCTION_ARGS)
 {
-	Oid			argtypes[1] = {OIDOID};
+	/* the query's plan, kept for the session: a DDL may record many tables */
+	static SPIPlanPtr plan = NULL;
 	Datum		args[1];
 	Datum		result = (Datum) 0;
 	bool		isnull = true;
@@ -184,8 +185,18 @@ changestream_ddl_table_definition(PG_FUNCTION_ARGS)
 	args[0] = PG_GETARG_DATUM(0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute_with_args(cs_table_definition_query("$1"), 1, argtypes,
-								args, NULL, false, 1);
+	if (plan == NULL)
+	{
+		Oid			argtypes[1] = {OIDOID};
+		SPIPlanPtr	prepared;
+
+		prepared = SPI_prepare(cs_table_definition_query("$1"), 1, argtypes);
+		if (prepared == NULL || SPI_keepplan(prepared) != 0)
+			elog(ERROR, "preparing the table definition query failed: %s",
+				 SPI_result_code_string(SPI_result));
+		plan = prepared;
+	}
+	ret = SPI_execute_plan(plan, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "reading a table definition failed: %s",
 			 SPI_result_code_string(ret));
