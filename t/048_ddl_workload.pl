@@ -50,11 +50,19 @@
 # the schema history's type records, the composite tables' restores fail
 # (their old values do not fit the type now) or differ.
 #
-# Stored generated columns are not published by pgoutput before
-# PostgreSQL 18 (and not by default on 18 and later), so the archive does
-# not hold them and a restored table lacks them (docs/DESIGN.md section
-# 12, not covered yet): the generated column is left out of that table's
-# digest, and the other columns are compared.
+# Each table's definition is compared too: restore() gives a table it
+# created the source's definition as of the target (docs/DESIGN.md
+# section 12), from the snapshot manifest and the schema history records:
+# columns with types, NOT NULL, defaults, identity and serial columns,
+# stored generated columns (which pgoutput does not publish: restore()
+# adds them with their expression, and their values are compared),
+# PRIMARY KEY, UNIQUE, CHECK and EXCLUDE constraints, indexes and the
+# replica identity, read here from the catalog of both databases by the
+# test's own query (definition_sql).  A table counts as equal only when
+# its rows and its definition are the source's.  w_def exercises the
+# definition alone: constraints and indexes added and dropped with no
+# change of the table after them, an identity column, REPLICA IDENTITY
+# FULL and USING INDEX.
 use strict;
 use warnings;
 
@@ -97,12 +105,14 @@ CREATE TABLE w_notnull (id int PRIMARY KEY, v int);
 CREATE TABLE w_json (id int PRIMARY KEY, j json);
 CREATE TABLE w_serial (id serial PRIMARY KEY, v int);
 CREATE TABLE w_gone (id int PRIMARY KEY, v text);
+CREATE TABLE w_def (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	code text NOT NULL UNIQUE, n int CHECK (n > 0), created int DEFAULT 5);
+CREATE INDEX w_def_lower ON w_def (lower(code)) WHERE n > 1;
 CREATE PUBLICATION changestream FOR TABLES IN SCHEMA public;
 });
 cs_start_archiving($node);
 
-my @steps;    # { name, lsn, tables, cols => {t => cols}, digest => {t => md5} }
-my %no_digest = (w_gen => { g => 1 });    # not in the archive (header)
+my @steps;    # { name, lsn, tables, cols => {t => cols}, digest => {t => md5}, def => {t => text} }
 
 sub record_step
 {
@@ -114,19 +124,16 @@ sub record_step
 		  AND a.attnum > 0 AND NOT a.attisdropped
 		GROUP BY c.relname ORDER BY c.relname});
 	my %cols = map { split /\|/, $_, 2 } split /\n/, $cols;
-	for my $t (keys %no_digest)
-	{
-		next unless exists $cols{$t};
-		$cols{$t} = join(',', grep { !$no_digest{$t}{$_} } split /,/, $cols{$t});
-	}
 	my @tables = sort keys %cols;
 	my $out = $node->safe_psql($db, "$S SELECT pg_current_wal_lsn();\n"
-		  . join(";\n", map { digest_sql('public', $_, $cols{$_}) } @tables));
+		  . join(";\n", map { digest_sql('public', $_, $cols{$_}) } @tables)
+		  . ";\n" . definition_sql('public'));
 	my @lines = split /\n/, $out;
 	my $lsn = shift @lines;
-	my %digest = map { split /\|/ } @lines;
+	my %digest = map { split /\|/, $_, 2 } @lines;
+	my %def = map { /^def:(\w+)$/ ? ($1 => normalized($digest{$_})) : () } keys %digest;
 	push @steps, { name => $name, lsn => $lsn, tables => \@tables, cols => \%cols,
-		digest => \%digest };
+		digest => \%digest, def => \%def };
 	note("step $name at $lsn");
 	return;
 }
@@ -136,6 +143,43 @@ sub digest_sql
 	my ($schema, $table, $cols) = @_;
 	return qq{SELECT '$table', md5(coalesce(string_agg(r, '|' ORDER BY r), ''))
 		FROM (SELECT ROW($cols)::text AS r FROM ONLY $schema.$table) x};
+}
+
+# Each table's definition, as this test reads it from the catalog (not
+# the archiver's query): columns by name with type, NOT NULL, default or
+# generated expression and identity; PRIMARY KEY, UNIQUE, CHECK and
+# EXCLUDE constraints; every index; the replica identity.  Column order
+# is left out (a generated column restore() adds comes last).
+sub definition_sql
+{
+	my ($schema) = @_;
+	return qq{SELECT 'def:' || c.relname, concat_ws(' ; ',
+		(SELECT string_agg(concat_ws(' ', a.attname, format_type(a.atttypid, a.atttypmod),
+				CASE WHEN a.attnotnull THEN 'not null' END,
+				CASE WHEN a.attgenerated <> '' THEN 'generated ' || a.attgenerated::text END,
+				CASE WHEN d.adbin IS NOT NULL THEN 'expr ' || pg_get_expr(d.adbin, d.adrelid) END,
+				CASE WHEN a.attidentity <> '' THEN 'identity ' || a.attidentity::text END), ', '
+				ORDER BY a.attname)
+		   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+		(SELECT string_agg(k.conname || ' ' || pg_get_constraintdef(k.oid), ', ' ORDER BY k.conname)
+		   FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype IN ('p', 'u', 'c', 'x')),
+		(SELECT string_agg(x.def, ', ' ORDER BY x.def)
+		   FROM (SELECT regexp_replace(pg_get_indexdef(i.indexrelid), ' ON (ONLY )?\\S+ ', ' ON ') AS def
+				   FROM pg_index i WHERE i.indrelid = c.oid) x),
+		'identity ' || c.relreplident::text
+		  || coalesce(' ' || (SELECT x.relname FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
+				WHERE i.indrelid = c.oid AND i.indisreplident), ''))
+		FROM pg_class c WHERE c.relnamespace = to_regnamespace('$schema') AND c.relkind = 'r'};
+}
+
+# Names in expressions (a serial's sequence) are qualified by schema when
+# it is not on the search path: the source's public, the restore's r.
+sub normalized
+{
+	my ($text) = @_;
+	$text =~ s/\b(?:public|r)\.//g;
+	return $text;
 }
 
 # Did the step add a schema history record with rows_changed?  (The
@@ -196,6 +240,7 @@ INSERT INTO w_notnull SELECT i, i FROM generate_series(1, 10) i;
 INSERT INTO w_json VALUES (1, '{"a": "x\u0000y"}'), (2, '[1, "\u0000"]'), (3, 'null');
 INSERT INTO w_serial (v) SELECT i FROM generate_series(1, 10) i;
 INSERT INTO w_gone SELECT i, 'first' || i FROM generate_series(1, 10) i;
+INSERT INTO w_def (code, n) SELECT 'c' || i, i FROM generate_series(1, 10) i;
 });
 step('ALTER TYPE ADD ATTRIBUTE', q{ALTER TYPE comp ADD ATTRIBUTE z int});
 step('rows of the composite tables updated', q{
@@ -241,6 +286,22 @@ INSERT INTO w_child VALUES (21, 21, -21);
 ALTER TABLE w_parent ADD COLUMN q int DEFAULT 3;
 });
 step('TRUNCATE', q{TRUNCATE w_trunc; INSERT INTO w_trunc VALUES (1, 1, 1)});
+# no change of w_def after these: the definition is the records' alone
+step('constraints and indexes added and dropped', q{
+ALTER TABLE w_def ADD CONSTRAINT w_def_n_max CHECK (n < 1000) NOT VALID;
+CREATE UNIQUE INDEX w_def_code_n ON w_def (code, n);
+CREATE INDEX w_def_inc ON w_def (n) INCLUDE (created) WHERE n > 2;
+DROP INDEX w_def_lower;
+ALTER TABLE w_def ALTER COLUMN created SET NOT NULL, ALTER COLUMN created SET DEFAULT 6;
+});
+step('replica identity FULL, then USING INDEX', q{
+ALTER TABLE w_def REPLICA IDENTITY FULL;
+UPDATE w_def SET n = n + 1 WHERE id <= 2;
+INSERT INTO w_def (code, n) VALUES ('c11', 11);
+ALTER TABLE w_def DROP CONSTRAINT w_def_code_key;
+ALTER TABLE w_def ALTER COLUMN n SET NOT NULL;
+ALTER TABLE w_def REPLICA IDENTITY USING INDEX w_def_code_n;
+});
 step('enum ADD VALUE', q{ALTER TYPE mood ADD VALUE 'happy'});
 step('enum RENAME VALUE', q{ALTER TYPE mood RENAME VALUE 'sad' TO 'blue'});
 step('SET NOT NULL, SET DEFAULT', q{
@@ -297,6 +358,7 @@ for my $i (0 .. $#steps)
 	my $step = $steps[$i];
 	my $sql = "$S BEGIN; SELECT tables FROM changestream.restore('r', target_lsn => '$step->{lsn}', skip_inexact => true);\n"
 	  . join(";\n", map { digest_sql('r', $_, $step->{cols}{$_}) } @{ $step->{tables} })
+	  . ";\n" . definition_sql('r')
 	  . ";\nSELECT 'extra', string_agg(relname, ',' ORDER BY relname) FROM pg_class
 		 WHERE relnamespace = to_regnamespace('r') AND relkind = 'r';\nROLLBACK;";
 	my ($o, $e) = ('', '');
@@ -312,11 +374,13 @@ for my $i (0 .. $#steps)
 	my @wrong;
 	for my $t (@{ $step->{tables} })
 	{
+		my $def = defined $got{"def:$t"} ? normalized($got{"def:$t"}) : 'missing';
 		if ($refused{$t} && !defined $got{$t})
 		{
 			$count{refused}++;
 		}
-		elsif (!$refused{$t} && ($got{$t} // 'missing') eq $step->{digest}{$t})
+		elsif (!$refused{$t} && ($got{$t} // 'missing') eq $step->{digest}{$t}
+			&& $def eq $step->{def}{$t})
 		{
 			$count{equal}++;
 		}
@@ -324,6 +388,9 @@ for my $i (0 .. $#steps)
 		{
 			$count{wrong}++;
 			push @wrong, $t;
+			diag("$t: rows " . ($got{$t} // 'missing') . " vs $step->{digest}{$t}\n"
+				  . "  definition restored: $def\n  definition source:   $step->{def}{$t}")
+			  unless $refused{$t};
 		}
 	}
 	note("step '$step->{name}': refused: " . join(' ', sort keys %refused));

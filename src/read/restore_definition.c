@@ -182,7 +182,7 @@ target_rows(const Target *t, const char *query, int ncols)
 	Datum		args[1] = {ObjectIdGetDatum(t->relid)};
 	List	   *rows = NIL;
 
-	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(query, 1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the definition of %s", t->qualified);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
