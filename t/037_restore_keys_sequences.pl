@@ -16,14 +16,16 @@
 # REPLICA IDENTITY FULL keeping its primary key (the target keeps it:
 # FULL says nothing of the key), then drops the key under FULL and
 # inserts a duplicate (the schema history record drops the target's).
-# The expected target identity is the source's, except under FULL or
-# NOTHING, where it keeps the source's primary key if the archive showed
-# it as the key at the previous step and the source still has it.  After each step (each
+# While the changes are applied, the target's key follows the archive's
+# replica identity (so that UPDATE and DELETE find their rows, also in a
+# database whose FOR ALL TABLES publication needs a key); once they are
+# applied, the target gets the source's definition as of the target
+# (docs/DESIGN.md section 12): its primary key and replica identity
+# (USING INDEX with its index) must equal the source's.  After each step (each
 # ends with a change to every table, so that the archive holds the
 # Relation of the new identity) the test records the LSN and, per table,
 # the source's digest (md5 of its rows' text forms in order) and its
-# replica identity (the kind, DEFAULT and USING INDEX both as a key, and
-# the key's columns).  Every point is restored into a scratch schema,
+# replica identity and primary key columns (cs_pk).  Every point is restored into a scratch schema,
 # into a fresh database, and into a database with a FOR ALL TABLES
 # publication (where UPDATE and DELETE need the key): each table's digest
 # and its primary key columns and replica identity must equal the
@@ -45,8 +47,10 @@
 # restore starts from and at or past the restored column's maximum, a
 # NOTICE names each one set, and rows inserted with defaults must not
 # collide.  A target sequence already past that is not moved back.  Into
-# a fresh database (tables restore() creates, without sequences) nothing
-# is set.
+# a fresh database, restore() creates the tables with the source's serial
+# and identity columns (their sequences in the target's schema), and
+# sets those sequences the same way: a NOTICE each, and rows inserted
+# with defaults do not collide.
 #
 # Damage: a manifest whose new members are of the wrong type, whose key
 # names no column, whose JSON is broken or nested beyond the stack, whose
@@ -164,24 +168,6 @@ $gen = $gen->[0];
 my @steps;    # { name, lsn, digest => {t}, ident => {t} }
 my @key_tables = qw(lk lk2 fk ck kf);
 
-# The target's expected replica identity and primary key: the source's
-# (cs_ident), except under FULL or NOTHING, which say nothing of the
-# primary key: there the target keeps the source's primary key when the
-# archive showed it as the key (identity DEFAULT at the previous step, or
-# kept at the previous step) and the source still has it.
-sub want_ident
-{
-	my ($t, $ident, $pk) = @_;
-	return $ident unless $ident =~ /^([fn]):$/;
-	my $kind = $1;
-	my ($cols) = $pk =~ /^[fn]:(.*)$/;
-	my ($prev) = grep { exists $_->{pk}{$t} } reverse @steps;
-	return "$kind:" if !$prev || $cols eq '';
-	my $kept = ($prev->{pk}{$t} eq "d:$cols")
-	  || ($prev->{want}{$t} eq "f:$cols" || $prev->{want}{$t} eq "n:$cols");
-	return $kept ? "$kind:$cols" : "$kind:";
-}
-
 sub record_step
 {
 	my ($name, @tables) = @_;
@@ -196,7 +182,8 @@ sub record_step
 		$ident{$t} = shift @f;
 		$maxever{$t} = shift @f;
 		$pk{$t} = shift @f;
-		$want{$t} = want_ident($t, $ident{$t}, $pk{$t});
+		# the target's replica identity and primary key: the source's
+		$want{$t} = $pk{$t};
 	}
 	push @steps, { name => $name, lsn => $lsn, digest => \%digest, ident => \%ident,
 		maxever => \%maxever, pk => \%pk, want => \%want, tables => [@tables] };
@@ -340,7 +327,7 @@ sub check_keys
 	my @t = @{ $step->{tables} };
 	my $list = join(',', @t);
 	my $sql = "$S BEGIN; SELECT tables FROM changestream.restore($q, target_lsn => '$step->{lsn}', tables => '{$list}');"
-	  . join('', map { "SELECT '$_', public.cs_digest('$rs', '$_', '$cols{$_}'), public.cs_ident('$rs', '$_', false);" } @t)
+	  . join('', map { "SELECT '$_', public.cs_digest('$rs', '$_', '$cols{$_}'), public.cs_pk('$rs', '$_');" } @t)
 	  . ' ROLLBACK;';
 	my ($out, $err) = ('', '');
 	$node->psql($dbname, $sql, stdout => \$out, stderr => \$err);
@@ -449,17 +436,26 @@ check_sequences($steps[-1], 'with sq1\'s target sequence ahead', ahead => 100000
 	$node->safe_psql('dr', 'DROP TABLE sq1; DROP OWNED BY restorer; DROP ROLE restorer');
 }
 
-# into a fresh database: restore() creates the tables, no sequence is set
+# into a fresh database: restore() creates the tables with the source's
+# serial and identity columns, and sets their sequences
 {
 	my $step = $steps[-1];
 	my ($out, $err) = ('', '');
 	$node->psql('fresh', "$S BEGIN; SELECT tables FROM changestream.restore(NULL, target_lsn => '$step->{lsn}', tables => '{$sq_list}');"
-		  . join('', map { "SELECT public.cs_digest('public', '$_', 'id,v');" } @sq) . ' ROLLBACK;',
+		  . join('', map { "SELECT public.cs_digest('public', '$_', 'id,v');" } @sq)
+		  . join('', map { "INSERT INTO public.$_ (v) VALUES ('after') RETURNING id > $step->{maxever}{$_};" } @sq)
+		  . ' ROLLBACK;',
 		stdout => \$out, stderr => \$err);
 	my ($n, @d) = split /\n/, $out;
+	my @after = splice(@d, scalar(@sq));
 	is_deeply([ $n, @d ], [ scalar(@sq), map { $step->{digest}{$_} } @sq ],
 		'sequences: into tables restore() creates, the rows match');
-	unlike($err, qr/NOTICE:  sequence|ERROR/, 'sequences: tables restore() creates own no sequence: none set');
+	my $notices = () = $err =~ /NOTICE:  sequence public\.\w+ of column id of public\.sq\d set to/g;
+	is($notices, scalar(@sq), 'sequences: the serial and identity columns restore() created have their sequences set, a NOTICE each')
+	  or diag($err);
+	is_deeply(\@after, [ map { 't' } @sq ],
+		'sequences: an insert with defaults into each created table draws a value past every one the source handed out')
+	  or diag($err);
 }
 
 # damage to the manifest's new members, in a copy of the archive

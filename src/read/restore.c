@@ -577,6 +577,41 @@ refuse_reused_name(RestoreState *rs, CsRestoreTable *t)
 }
 
 /*
+ * The columns of t, a table restore() created, that get a sequence from
+ * the definition at the end (identity and serial columns of an integer
+ * type, or a domain over one): the values the archived rows give them are
+ * tracked, as for an existing target's (cs_sequence_columns()), so that
+ * the sequence is set past the values of rows deleted before the target.
+ */
+static List *
+definition_sequence_columns(const CsRestoreTable *t)
+{
+	List	   *seen = NIL;
+	ListCell   *lc;
+
+	if (t->definition == NULL)
+		return NIL;
+	foreach(lc, t->definition->columns)
+	{
+		CsDefColumn *col = lfirst(lc);
+		AttrNumber	attnum = get_attnum(t->relid, col->name);
+		Oid			base;
+		CsSeenValues *v;
+
+		if ((col->identity == '\0' && col->serial_sequence == NULL) ||
+			attnum == InvalidAttrNumber)
+			continue;
+		base = getBaseType(get_atttype(t->relid, attnum));
+		if (base != INT2OID && base != INT4OID && base != INT8OID)
+			continue;
+		v = palloc0(sizeof(CsSeenValues));
+		v->attnum = attnum;
+		seen = lappend(seen, v);
+	}
+	return seen;
+}
+
+/*
  * Find or create the target of a wanted table: with pairs (name, type SQL)
  * for a table first seen in the stream, or with the manifest table mt's
  * columns, whose types are resolved only when the target is created
@@ -596,7 +631,10 @@ prepare_target(RestoreState *rs, CsRestoreTable *t, List *pairs,
 	if (OidIsValid(t->relid))
 		check_existing(t);
 	else
+	{
 		create_target(t, mt != NULL ? cs_manifest_column_types(mt) : pairs);
+		t->seen_values = definition_sequence_columns(t);
+	}
 	check_distinct_targets(rs, t);
 	rs->restored_tables++;
 	(void) refuse_later_type(rs, t);
