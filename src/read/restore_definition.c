@@ -20,6 +20,10 @@
  *	    back no constraint;
  *	  - the replica identity.
  *
+ *	  A constraint, an index or a generated column that names a column the
+ *	  target lacks (one a publication's column list leaves out) is left
+ *	  out with a NOTICE, and so is a replica identity on such an index.
+ *
  *	  It runs after the changes are applied: a constraint added later on
  *	  the source need not hold for the rows of earlier points, and an index
  *	  is cheaper to build once.  Foreign keys are not restored (the tables
@@ -48,6 +52,7 @@
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
@@ -148,19 +153,136 @@ names_target(const Target *t, RangeVar *rv)
 		get_namespace_oid(rv->schemaname, true) == t->nsp;
 }
 
+/* ---------- columns a constraint, an index or an expression names ---------- */
+
+/* The first column named that the target lacks, while walking. */
+typedef struct ColumnSearch
+{
+	const Target *t;
+	const char *missing;
+} ColumnSearch;
+
+static void
+look_up_column(ColumnSearch *cs, const char *name)
+{
+	if (cs->missing == NULL && get_attnum(cs->t->relid, name) == InvalidAttrNumber)
+		cs->missing = name;
+}
+
+static bool
+column_walker(Node *node, void *arg)
+{
+	ColumnSearch *cs = arg;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+	{
+		Node	   *last = llast(((ColumnRef *) node)->fields);
+
+		if (IsA(last, String))
+			look_up_column(cs, strVal(last));
+		return false;
+	}
+	if (IsA(node, IndexElem))
+	{
+		IndexElem  *e = (IndexElem *) node;
+
+		if (e->name != NULL)
+			look_up_column(cs, e->name);
+		return column_walker(e->expr, arg);
+	}
+	return raw_expression_tree_walker(node, column_walker, arg);
+}
+
+static void walk_constraint(ColumnSearch *cs, Constraint *c);
+
 /*
- * Run sql, an ALTER TABLE of the target with text from the archive in
- * it, once it is checked to be one subcommand of type subtype; returns
- * that subcommand's definition node for further checks (made before the
- * statement runs: check, if given, is called with it first).
+ * Walk each element of list: String names, IndexElems, expressions,
+ * constraints, or lists of them (an exclusion's element and operator).
  */
 static void
+walk_list(ColumnSearch *cs, List *list)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		Node	   *n = lfirst(lc);
+
+		if (n == NULL)
+			continue;
+		if (IsA(n, String))
+			look_up_column(cs, strVal(n));
+		else if (IsA(n, List))
+			walk_list(cs, (List *) n);
+		else if (IsA(n, Constraint))
+			walk_constraint(cs, (Constraint *) n);
+		else
+			(void) column_walker(n, cs);
+	}
+}
+
+static void
+walk_constraint(ColumnSearch *cs, Constraint *c)
+{
+	walk_list(cs, c->keys);
+	walk_list(cs, c->including);
+	walk_list(cs, c->exclusions);
+	(void) column_walker(c->raw_expr, cs);
+	(void) column_walker(c->where_clause, cs);
+}
+
+/*
+ * The first column a parsed constraint, index or generated column names
+ * that the target lacks (a column a publication's column list leaves
+ * out), or NULL.
+ */
+static const char *
+missing_column(const Target *t, Node *node)
+{
+	ColumnSearch cs = {t, NULL};
+
+	if (IsA(node, IndexStmt))
+	{
+		IndexStmt  *x = (IndexStmt *) node;
+
+		walk_list(&cs, x->indexParams);
+		walk_list(&cs, x->indexIncludingParams);
+		(void) column_walker(x->whereClause, &cs);
+	}
+	else if (IsA(node, Constraint))
+		walk_constraint(&cs, (Constraint *) node);
+	else if (IsA(node, ColumnDef))
+		walk_list(&cs, ((ColumnDef *) node)->constraints);
+	return cs.missing;
+}
+
+/* A part of the definition left out: NOTICE naming the column. */
+static void
+notice_left_out(const Target *t, const char *what, const char *column)
+{
+	ereport(NOTICE,
+			(errmsg("%s of table %s is not restored: it names column \"%s\", which the archive does not hold",
+					what, t->qualified, column),
+			 errdetail("The publication's column list leaves the column out.")));
+}
+
+/*
+ * Run sql, an ALTER TABLE of the target with text from the archive in
+ * it, once it is checked to be one subcommand of type subtype on column
+ * (when given), whose definition node check (when given) accepts.
+ * Returns whether it ran: a constraint or generated column naming a
+ * column the target lacks is left out with a NOTICE.
+ */
+static bool
 run_alter(const Target *t, const char *sql, AlterTableType subtype,
 		  const char *column, const char *what,
 		  bool (*check) (Node *def, const void *arg), const void *arg)
 {
 	AlterTableStmt *stmt = (AlterTableStmt *) parse_one(t, sql, T_AlterTableStmt, what);
 	AlterTableCmd *cmd;
+	const char *missing;
 
 	if (!names_target(t, stmt->relation) || list_length(stmt->cmds) != 1)
 		definition_damage(t, what, "makes a statement of more than one command");
@@ -169,7 +291,13 @@ run_alter(const Target *t, const char *sql, AlterTableType subtype,
 		(column != NULL && (cmd->name == NULL || strcmp(cmd->name, column) != 0)) ||
 		(check != NULL && !check(cmd->def, arg)))
 		definition_damage(t, what, "makes another command than the one recorded");
+	if (cmd->def != NULL && (missing = missing_column(t, cmd->def)) != NULL)
+	{
+		notice_left_out(t, what, missing);
+		return false;
+	}
 	run(sql);
+	return true;
 }
 
 /* ---------- the target now ---------- */
@@ -383,6 +511,7 @@ add_indexes(const Target *t)
 		char	   *what = psprintf("index %s", quote_identifier(x->name));
 		char	   *sql;
 		IndexStmt  *stmt;
+		const char *missing;
 
 		if (find_existing(now, x->name) != NULL)
 			continue;
@@ -394,6 +523,11 @@ add_indexes(const Target *t)
 			strcmp(stmt->idxname, x->name) != 0 || stmt->unique != x->unique ||
 			stmt->primary || stmt->isconstraint || stmt->concurrent)
 			definition_damage(t, what, "makes another command than the one recorded");
+		if ((missing = missing_column(t, (Node *) stmt)) != NULL)
+		{
+			notice_left_out(t, what, missing);
+			continue;
+		}
 		run(sql);
 	}
 }
@@ -530,6 +664,9 @@ match_replica_identity(const Target *t)
 {
 	const CsTableDefinition *def = t->def;
 
+	if (def->replica_identity == 'i' && def->replica_identity_index != NULL &&
+		!OidIsValid(get_relname_relid(def->replica_identity_index, t->nsp)))
+		return;					/* its index names a column not restored */
 	if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
 		run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
 					 quote_identifier(def->replica_identity_index)));
