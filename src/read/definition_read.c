@@ -101,8 +101,7 @@ read_constraint(JsonbContainer *obj)
 	if (obj == NULL ||
 		(k->name = cs_json_string(cs_json_member(obj, "name"), NAMEDATALEN - 1)) == NULL ||
 		!kind_letter(obj, "type", "pucx", false, &k->type) ||
-		(k->definition = cs_json_string(cs_json_member(obj, "definition"),
-										MAX_DEFINITION_TEXT)) == NULL)
+		!nullable_string(obj, "definition", MAX_DEFINITION_TEXT, &k->definition))
 		return NULL;
 	return k;
 }
@@ -176,7 +175,7 @@ cs_definition_from_jsonb(JsonbContainer *obj, char **why)
 	def->constraints = read_list(obj, "constraints", read_constraint, &ok);
 	if (!ok)
 	{
-		*why = pstrdup("its constraints are missing, or a constraint lacks a name, a type (p, u, c or x) or a definition, or two constraints have one name");
+		*why = pstrdup("its constraints are missing, or a constraint lacks a name, a type (p, u, c or x) or a definition (text or null), or two constraints have one name");
 		return NULL;
 	}
 	def->indexes = read_list(obj, "indexes", read_index, &ok);

@@ -33,7 +33,9 @@ typedef struct CsDefConstraint
 {
 	char	   *name;
 	char		type;			/* 'p', 'u', 'c' or 'x' */
-	char	   *definition;		/* pg_get_constraintdef() text */
+	char	   *definition;		/* pg_get_constraintdef() text, or NULL when
+								 * the source could not give it (dropped
+								 * while a snapshot read it) */
 } CsDefConstraint;
 
 /* An index that backs no constraint. */

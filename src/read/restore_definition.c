@@ -269,6 +269,21 @@ notice_left_out(const Target *t, const char *what, const char *column)
 }
 
 /*
+ * A constraint or index the archive names without its text (the source
+ * dropped it while a snapshot read the definitions: its record follows in
+ * the stream): left out, with a NOTICE.
+ */
+static void
+notice_no_text(const Target *t, const char *what)
+{
+	ereport(NOTICE,
+			(errmsg("%s of table %s is not restored: the archive holds no text of it",
+					what, t->qualified),
+			 errdetail("Read from %s; the source dropped it while the snapshot read the table's definition.",
+					   t->def->origin ? t->def->origin : "the archive")));
+}
+
+/*
  * Run sql, an ALTER TABLE of the target with text from the archive in
  * it, once it is checked to be one subcommand of type subtype on column
  * (when given), whose definition node check (when given) accepts.
@@ -423,7 +438,7 @@ wanted_constraint(const CsTableDefinition *def, const Existing *e)
 		CsDefConstraint *k = lfirst(lc);
 
 		if (strcmp(k->name, e->name) == 0 && e->text[0] == k->type &&
-			strcmp(e->text + 2, k->definition) == 0)
+			k->definition != NULL && strcmp(e->text + 2, k->definition) == 0)
 			return k;
 	}
 	return NULL;
@@ -457,6 +472,11 @@ add_constraints(const Target *t)
 
 		if (find_existing(now, k->name) != NULL)
 			continue;
+		if (k->definition == NULL)
+		{
+			notice_no_text(t, psprintf("constraint %s", quote_identifier(k->name)));
+			continue;
+		}
 		run_alter(t, psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
 							  quote_identifier(k->name), k->definition),
 				  AT_AddConstraint, NULL,
@@ -516,7 +536,10 @@ add_indexes(const Target *t)
 		if (find_existing(now, x->name) != NULL)
 			continue;
 		if (x->using_clause == NULL)
-			definition_damage(t, what, "has no access method and key text");
+		{
+			notice_no_text(t, what);
+			continue;
+		}
 		sql = psprintf("%s%s", index_prefix(t, x->name, x->unique), x->using_clause);
 		stmt = (IndexStmt *) parse_one(t, sql, T_IndexStmt, what);
 		if (!names_target(t, stmt->relation) || stmt->idxname == NULL ||
