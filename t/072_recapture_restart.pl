@@ -92,6 +92,8 @@ sub stopped_before_the_snapshot
 		"$mode: the recapture file wants the command's commit")
 	  or diag("file: " . ($wanted // 'none') . ", command between $p_before and $p_between");
 	is(snapshot_count(), $before, "$mode: no snapshot yet when the server stops");
+	is($node->safe_psql($db, "SELECT count(*) FROM changestream.verify('$gen')"), '0',
+		"$mode: verify() passes the recapture file by");
 	$node->stop($mode);
 	my $offset = cs_log_offset($node);
 	$node->start;
