@@ -209,11 +209,11 @@ cs_recapture_commit(XLogRecPtr end_lsn, TimestampTz now)
 		first_at = now;
 	want_lsn = Max(want_lsn, end_lsn);
 	want_generation = cs_writer_generation();
-	record_request();
 	latest = TimestampTzPlusMilliseconds(first_at, (int64) cs_recapture_delay_s *
 										 1000 * RECAPTURE_BURST_FACTOR);
 	due_at = Min(TimestampTzPlusMilliseconds(now, (int64) cs_recapture_delay_s * 1000),
 				 latest);
+	record_request();
 }
 
 /*
