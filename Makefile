@@ -44,6 +44,7 @@ OBJS = \
 	src/archive/segment_recovery.o \
 	src/archive/segment_schema.o \
 	src/archive/schema_history.o \
+	src/archive/recapture_request.o \
 	src/archive/table_definition.o \
 	src/archive/segment_reader.o \
 	src/archive/compress.o \

@@ -39,6 +39,7 @@
 #define IDENTITY_FILE		"generation"
 #define SCHEMA_HISTORY_FILE	"schema_history"
 #define TIMELINES_FILE		"timelines"
+#define RECAPTURE_FILE		"recapture"
 #define LOCK_FILE			"changestream.lock"
 /* an on-disk name: kept from before the worker was renamed */
 #define MAINTENANCE_LOCK_FILE "changestream.compressor.lock"
@@ -312,6 +313,18 @@ char *
 cs_schema_history_path(const char *directory, uint64 generation)
 {
 	return psprintf("%s/generations/%016llx/" SCHEMA_HISTORY_FILE, directory,
+					(unsigned long long) generation);
+}
+
+/*
+ * cs_recapture_path
+ *	  Returns a palloc'd "<directory>/generations/<generation>/recapture",
+ *	  the archiver's pending re-capture (docs/FORMAT.md 3.5).
+ */
+char *
+cs_recapture_path(const char *directory, uint64 generation)
+{
+	return psprintf("%s/generations/%016llx/" RECAPTURE_FILE, directory,
 					(unsigned long long) generation);
 }
 

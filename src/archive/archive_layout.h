@@ -49,6 +49,7 @@ extern char *cs_identity_path(const char *gendir);
 extern char *cs_horizon_path(const char *directory, uint64 generation);
 extern char *cs_schema_history_path(const char *directory, uint64 generation);
 extern char *cs_timelines_path(const char *directory, uint64 generation);
+extern char *cs_recapture_path(const char *directory, uint64 generation);
 extern char *cs_replica_journal_path(const char *directory);
 extern char *cs_replica_verified_path(const char *directory);
 extern char *cs_replica_retention_path(const char *directory);

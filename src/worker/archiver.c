@@ -871,6 +871,7 @@ run_session(void)
 	if (handoff_lsn != InvalidXLogRecPtr)
 		cs_stream_set_handoff(handoff_lsn, handoff_to_new_generation);
 	cs_status_set_generation(cs_writer_generation());
+	cs_recapture_resume(sess_config->directory, GetCurrentTimestamp());
 
 	sess_trusted = cs_ddl_trusted_oids(sess_config->directory, cs_writer_generation());
 	sess_with_ddl = ddl_publication_for_session(position);

@@ -19,9 +19,12 @@
  *	  whose LSN is at or after the command's commit covers it, whoever
  *	  asked for it (take_snapshot(), snapshot_interval).
  *
- *	  The request lives in the archiver's memory: a command whose
- *	  transaction the archiver archived before a restart of the server is
- *	  not re-captured (its tables stay refused until the next snapshot).
+ *	  The request outlives the archiver: it is written durably to the
+ *	  generation's "recapture" file (archive/recapture_request.c) when a
+ *	  commit raises it, before the commit is archived, and removed once a
+ *	  snapshot covers it; a session that finds the file wanting an LSN
+ *	  past the generation's newest snapshot takes the request up again,
+ *	  due a delay from then.
  *
  * Source: the pgoutput readers of replication/logicalproto.h.
  *
@@ -36,6 +39,8 @@
 #include "utils/timestamp.h"
 
 #include "archive/archive_layout.h"
+#include "archive/recapture_request.h"
+#include "archive/retention_horizon.h"
 #include "archive/segment_writer.h"
 #include "base/guc.h"
 #include "base/shmem_status.h"
@@ -65,6 +70,15 @@ static uint64 want_generation = 0;	/* the writer's, at the last commit */
 static TimestampTz first_at = 0;
 static TimestampTz due_at = 0;
 static bool launched = false;
+
+/*
+ * The archive being written (set at session start) and what its
+ * generations/<gen>/recapture file holds: the generation and LSN written
+ * last (file_lsn Invalid: no file written or found by this process).
+ */
+static char directory[MAXPGPATH];
+static uint64 file_generation = 0;
+static XLogRecPtr file_lsn = InvalidXLogRecPtr;
 
 /* the payload of a pgoutput message as a StringInfo, past its type byte */
 static void
@@ -141,6 +155,41 @@ cs_recapture_insert(const char *payload, uint32 plen)
 }
 
 /*
+ * Make the request durable before its commit is archived: rewrite the
+ * generation's recapture file when the wanted LSN passes what it holds
+ * (once per such commit, never for other transactions), and remove the
+ * file of an older generation a hand-off left behind.
+ */
+static void
+record_request(void)
+{
+	if (file_lsn != InvalidXLogRecPtr && file_generation == want_generation &&
+		file_lsn >= want_lsn)
+		return;
+	if (file_lsn != InvalidXLogRecPtr && file_generation != want_generation)
+	{
+		cs_remove_recapture_request(directory, file_generation);
+		file_lsn = InvalidXLogRecPtr;
+	}
+	cs_write_recapture_request(directory, want_generation, want_lsn);
+	file_generation = want_generation;
+	file_lsn = want_lsn;
+}
+
+/* The request is satisfied or dropped: so is its file. */
+static void
+forget_request(void)
+{
+	want_lsn = InvalidXLogRecPtr;
+	launched = false;
+	if (file_lsn != InvalidXLogRecPtr)
+	{
+		cs_remove_recapture_request(directory, file_generation);
+		file_lsn = InvalidXLogRecPtr;
+	}
+}
+
+/*
  * cs_recapture_commit
  *	  The transaction being archived committed, its commit record ending at
  *	  end_lsn, seen at now: if it held a rows_changed record, a snapshot at
@@ -164,6 +213,7 @@ cs_recapture_commit(XLogRecPtr end_lsn, TimestampTz now)
 										 1000 * RECAPTURE_BURST_FACTOR);
 	due_at = Min(TimestampTzPlusMilliseconds(now, (int64) cs_recapture_delay_s * 1000),
 				 latest);
+	record_request();
 }
 
 /*
@@ -201,8 +251,7 @@ cs_recapture_tick(TimestampTz now)
 		return;
 	if (cs_recapture_delay_s < 0)
 	{
-		want_lsn = InvalidXLogRecPtr;
-		launched = false;
+		forget_request();
 		return;
 	}
 	(void) cs_status_last_snapshot(&running);
@@ -211,8 +260,7 @@ cs_recapture_tick(TimestampTz now)
 	if (cs_writer_generation() != want_generation)
 	{
 		/* a newer generation opened with its own snapshot, after it */
-		want_lsn = InvalidXLogRecPtr;
-		launched = false;
+		forget_request();
 		return;
 	}
 	lsn = cs_status_snapshot_result(&code, error, false);
@@ -221,8 +269,7 @@ cs_recapture_tick(TimestampTz now)
 		ereport(LOG,
 				(errmsg("tables re-captured by the snapshot at " CS_LSN_FMT " after a schema change that changed rows without archived changes",
 						LSN_FORMAT_ARGS(lsn))));
-		want_lsn = InvalidXLogRecPtr;
-		launched = false;
+		forget_request();
 		return;
 	}
 	if (launched)
@@ -256,4 +303,59 @@ cs_recapture_session_start(void)
 	history_oid = InvalidOid;
 	rows_changed_col = -1;
 	txn_wants = false;
+}
+
+/* The LSN of generation's newest snapshot; Invalid when it has none. */
+static XLogRecPtr
+newest_snapshot_lsn(uint64 generation)
+{
+	List	   *names = cs_list_snapshots(directory, generation);
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
+
+	if (names != NIL && !cs_snapshot_name_lsn(llast(names), &lsn))
+		lsn = InvalidXLogRecPtr;
+	list_free_deep(names);
+	return lsn;
+}
+
+/*
+ * cs_recapture_resume
+ *	  The session's generation is open (the writer's, in archive_dir, seen
+ *	  at now): unless this process still holds a request, take up the one
+ *	  the generation's recapture file records, if no snapshot of the
+ *	  generation covers it yet (a damaged file wants a snapshot after the
+ *	  newest one); it is due a delay from now.  A covered file is removed,
+ *	  and so is any with changestream.recapture_delay = -1 (no re-capture).
+ */
+void
+cs_recapture_resume(const char *archive_dir, TimestampTz now)
+{
+	uint64		generation = cs_writer_generation();
+	XLogRecPtr	lsn;
+	XLogRecPtr	newest;
+
+	strlcpy(directory, archive_dir, sizeof(directory));
+	if (want_lsn != InvalidXLogRecPtr ||
+		!cs_read_recapture_request(directory, generation, &lsn))
+		return;
+	newest = newest_snapshot_lsn(generation);
+	if (lsn == InvalidXLogRecPtr)
+		lsn = newest + 1;
+	if (cs_recapture_delay_s < 0 || lsn <= newest)
+	{
+		cs_remove_recapture_request(directory, generation);
+		return;
+	}
+	want_lsn = lsn;
+	want_generation = generation;
+	file_generation = generation;
+	file_lsn = lsn;
+	first_at = now;
+	due_at = TimestampTzPlusMilliseconds(now, (int64) cs_recapture_delay_s * 1000);
+	launched = false;
+	ereport(LOG,
+			(errmsg("resuming the re-capture of tables after a schema change at " CS_LSN_FMT " that changed rows without archived changes",
+					LSN_FORMAT_ARGS(lsn)),
+			 errdetail("The generation's newest snapshot is at " CS_LSN_FMT "; a snapshot starts in %d s.",
+					   LSN_FORMAT_ARGS(newest), cs_recapture_delay_s)));
 }

@@ -13,6 +13,7 @@
 #include "datatype/timestamp.h"
 
 extern void cs_recapture_session_start(void);
+extern void cs_recapture_resume(const char *archive_dir, TimestampTz now);
 extern void cs_recapture_relation(const char *payload, uint32 plen,
 								  bool trusted);
 extern void cs_recapture_begin(void);
