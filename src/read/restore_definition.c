@@ -11,7 +11,8 @@
  *	    PostgreSQL 18, and on 18 unless the publication publishes them;
  *	    virtual ones), added at the end with their expression, so that
  *	    PostgreSQL computes their values from the restored row;
- *	  - NOT NULL, column defaults, identity columns (ALWAYS or BY DEFAULT),
+ *	  - column collations other than the type's, NOT NULL, column
+ *	    defaults, identity columns (ALWAYS or BY DEFAULT),
  *	    and serial columns, whose sequence is created in the target's
  *	    schema, owned by the column, as serial creates it;
  *	  - PRIMARY KEY, UNIQUE, CHECK and EXCLUDE constraints under their
@@ -422,8 +423,10 @@ add_generated(const Target *t, const CsDefColumn *col)
 
 	if (type == NULL)
 		definition_damage(t, what, psprintf("has a type that is not one of this database: %s", why));
-	run_alter(t, psprintf("ALTER TABLE %s ADD COLUMN %s %s GENERATED ALWAYS AS (%s) %s",
+	run_alter(t, psprintf("ALTER TABLE %s ADD COLUMN %s %s%s%s GENERATED ALWAYS AS (%s) %s",
 						  t->qualified, quote_identifier(col->name), type,
+						  col->collation ? " COLLATE " : "",
+						  col->collation ? col->collation : "",
 						  col->generated,
 #if PG_VERSION_NUM >= 180000
 						  col->generated_kind == 'v' ? "VIRTUAL" : "STORED"),
@@ -454,18 +457,56 @@ add_serial(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 }
 
 static bool
+is_collation(Node *def, const void *arg)
+{
+	ColumnDef  *cd = (ColumnDef *) def;
+
+	(void) arg;
+	return def != NULL && IsA(def, ColumnDef) && cd->collClause != NULL &&
+		cd->raw_default == NULL && cd->constraints == NIL;
+}
+
+/*
+ * The column's collation where it is not its type's: the column retyped
+ * to the type it has (written back from the OID) with the collation.
+ */
+static void
+match_collation(const Target *t, const CsDefColumn *col, AttrNumber attnum)
+{
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	const char *column = quote_identifier(col->name);
+
+	get_atttypetypmodcoll(t->relid, attnum, &typid, &typmod, &collid);
+	run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE %s",
+						  t->qualified, column,
+						  format_type_extended(typid, typmod,
+											   FORMAT_TYPE_TYPEMOD_GIVEN |
+											   FORMAT_TYPE_FORCE_QUALIFY),
+						  col->collation),
+			  AT_AlterColumnType, col->name,
+			  psprintf("the collation of column %s", column), is_collation, NULL);
+}
+
+static bool
 is_default(Node *def, const void *arg)
 {
 	(void) arg;
 	return def != NULL;
 }
 
-/* NOT NULL (set only: dropped after the constraints), default, identity. */
+/*
+ * Collation, NOT NULL (set only: dropped after the constraints), default,
+ * identity.
+ */
 static void
 match_column(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 {
 	const char *column = quote_identifier(col->name);
 
+	if (col->collation != NULL)
+		match_collation(t, col, attnum);
 	if (col->not_null)
 		run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t->qualified, column));
 	if (col->identity != '\0')
