@@ -311,6 +311,19 @@ for my $f (@forged)
 	my $e = expect_damage($f->[0], $f->[1]);
 	diag($e) if $ENV{CS_DIAG};
 }
+
+# a CHECK calling a volatile function is one subcommand, as recorded: it
+# is added NOT VALID and not validated (that would call the function once
+# a row); the others are validated (the table of quoted names above)
+my $volatile = forge_row(forged(sub {
+	push @{ $_[0]{constraints} }, { name => 'vol', type => 'c', definition => "CHECK ((pg_catalog.nextval('public.canary') > 0)) --" } }));
+($rc, $out, $err) = $node->psql($db, 'BEGIN; ' . restore_sql(q{'rf'}, target_lsn => "'$volatile'", tables => q{'{src.f1}'})
+	  . q{; SELECT conname, convalidated, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'rf.f1'::regclass AND contype = 'c';
+		SELECT is_called FROM public.canary; ROLLBACK});
+like($err, qr/WARNING:  CHECK constraint vol of rf\.f1 is restored NOT VALID/, 'a CHECK calling a volatile function: a WARNING');
+unlike($err, qr/ERROR/, 'a CHECK calling a volatile function: restored');
+is($out, "1|{src.f1}\nvol|f|CHECK ((nextval('canary'::regclass) > 0)) NOT VALID\nf",
+	'a CHECK calling a volatile function: added NOT VALID, the function not called');
 for my $a (@json_attacks)
 {
 	my $def = $a->[3] // forged($a->[2]);
@@ -363,5 +376,31 @@ with_manifest('an index that runs a second statement',
 with_manifest('a column name longer than a name', sub { column($_[0], 'b')->{name} = 'b' x 64 }, $cols);
 with_manifest('unique a string', sub { push @{ $_[0]{indexes} }, { name => 'ix', unique => 'no', using => 'btree (a)' } },
 	qr/its indexes are missing/);
+
+# ---------- a publication column list ----------
+
+# The definition lists every column; the target has the published ones:
+# what refers to an unpublished column cannot be restored.
+my $cl = cs_setup('defcl', sql => q{
+CREATE TABLE cl (a int PRIMARY KEY, b int CHECK (b > 0), secret text NOT NULL DEFAULT 'x' CHECK (length(secret) < 100),
+	g int GENERATED ALWAYS AS (length(secret)) STORED);
+CREATE INDEX cl_b ON cl (b DESC);
+CREATE INDEX cl_secret ON cl (secret);
+CREATE INDEX cl_partial ON cl (b) WHERE secret <> '';
+CREATE PUBLICATION changestream FOR TABLE cl (a, b);
+}, archive => 1);
+$cl->safe_psql($db, q{INSERT INTO cl (a, b, secret) VALUES (1, 1, 'one'), (2, 2, 'two');
+	ALTER TABLE cl ADD CONSTRAINT both_pos CHECK (a + b > 0);
+	INSERT INTO cl (a, b, secret) VALUES (3, 3, 'three')});
+my $cl_lsn = cs_wait_archived($cl, name => 'column list');
+($rc, $out, $err) = $cl->psql($db, restore_sql(q{'r'}, target_lsn => "'$cl_lsn'")
+	. q{; SELECT string_agg(a.attname, ',' ORDER BY attnum) FROM pg_attribute a WHERE attrelid = 'r.cl'::regclass AND attnum > 0;
+	SELECT string_agg(conname || ':' || pg_get_constraintdef(oid), ',' ORDER BY conname) FROM pg_constraint WHERE conrelid = 'r.cl'::regclass;
+	SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'r.cl'::regclass;
+	SELECT * FROM r.cl ORDER BY a});
+diag($err) if $err;
+unlike($err, qr/ERROR/, 'column list: restored');
+is($out, "1|{public.cl}\na,b\nboth_pos:CHECK (((a + b) > 0)),cl_b_check:CHECK ((b > 0)),cl_pkey:PRIMARY KEY (a)\nr.cl_b,r.cl_pkey\n1|1\n2|2\n3|3",
+	'column list: the published columns, and the constraints and indexes of those only');
 
 done_testing();

@@ -46,10 +46,12 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -150,15 +152,15 @@ names_target(const Target *t, RangeVar *rv)
 }
 
 /*
- * Run sql, an ALTER TABLE of the target with text from the archive in
- * it, once it is checked to be one subcommand of type subtype; returns
- * that subcommand's definition node for further checks (made before the
- * statement runs: check, if given, is called with it first).
+ * Check sql, an ALTER TABLE of the target with text from the archive in
+ * it, to be one subcommand of type subtype (of column, if given) whose
+ * definition node passes check (if given, called with arg); returns that
+ * subcommand.  Damage otherwise.
  */
-static void
-run_alter(const Target *t, const char *sql, AlterTableType subtype,
-		  const char *column, const char *what,
-		  bool (*check) (Node *def, const void *arg), const void *arg)
+static AlterTableCmd *
+check_alter(const Target *t, const char *sql, AlterTableType subtype,
+			const char *column, const char *what,
+			bool (*check) (Node *def, const void *arg), const void *arg)
 {
 	AlterTableStmt *stmt = (AlterTableStmt *) parse_one(t, sql, T_AlterTableStmt, what);
 	AlterTableCmd *cmd;
@@ -170,6 +172,16 @@ run_alter(const Target *t, const char *sql, AlterTableType subtype,
 		(column != NULL && (cmd->name == NULL || strcmp(cmd->name, column) != 0)) ||
 		(check != NULL && !check(cmd->def, arg)))
 		definition_damage(t, what, "makes another command than the one recorded");
+	return cmd;
+}
+
+/* Run sql once check_alter() has checked it. */
+static void
+run_alter(const Target *t, const char *sql, AlterTableType subtype,
+		  const char *column, const char *what,
+		  bool (*check) (Node *def, const void *arg), const void *arg)
+{
+	(void) check_alter(t, sql, subtype, column, what, check, arg);
 	run(sql);
 }
 
@@ -318,6 +330,62 @@ drop_other_constraints(const Target *t)
 	}
 }
 
+static bool
+is_unvalidated_check(Node *def, const void *arg)
+{
+	return is_constraint(def, arg) && ((Constraint *) def)->skip_validation;
+}
+
+/* Does the target's CHECK constraint name call a volatile function? */
+static bool
+check_is_volatile(const Target *t, const char *name)
+{
+	Oid			conoid = get_relation_constraint_oid(t->relid, name, false);
+	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(conoid));
+	bool		isnull;
+	Datum		bin;
+	bool		volatile_expr;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for constraint %u", conoid);
+	bin = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_conbin, &isnull);
+	volatile_expr = !isnull &&
+		contain_volatile_functions(stringToNode(TextDatumGetCString(bin)));
+	ReleaseSysCache(tuple);
+	return volatile_expr;
+}
+
+/*
+ * A CHECK constraint is added NOT VALID, so that adding it evaluates
+ * nothing, and then validated unless its expression calls a volatile
+ * function (nextval(), lo_import()...): checking the restored rows would
+ * run that function, with its effects, once a row, at the archive's word;
+ * such a constraint stays NOT VALID, with a WARNING.
+ */
+static void
+add_check(const Target *t, const CsDefConstraint *k, const char *sql,
+		  const char *what)
+{
+	AlterTableCmd *cmd = check_alter(t, sql, AT_AddConstraint, NULL, what,
+									 is_constraint, k);
+	bool		recorded_valid = !((Constraint *) cmd->def)->skip_validation;
+
+	run_alter(t, recorded_valid ? psprintf("%s\nNOT VALID", sql) : sql,
+			  AT_AddConstraint, NULL, what, is_unvalidated_check, k);
+	if (!recorded_valid)
+		return;
+	if (check_is_volatile(t, k->name))
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("CHECK constraint %s of %s is restored NOT VALID",
+						quote_identifier(k->name), t->qualified),
+				 errdetail("Its expression calls a volatile function, which restore() does not run on the restored rows."),
+				 errhint("Run ALTER TABLE ... VALIDATE CONSTRAINT once you have read the constraint's definition.")));
+	else
+		run(psprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t->qualified,
+					 quote_identifier(k->name)));
+}
+
 static void
 add_constraints(const Target *t)
 {
@@ -327,14 +395,18 @@ add_constraints(const Target *t)
 	foreach(lc, t->def->constraints)
 	{
 		CsDefConstraint *k = lfirst(lc);
+		char	   *sql;
+		char	   *what;
 
 		if (find_existing(now, k->name) != NULL)
 			continue;
-		run_alter(t, psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
-							  quote_identifier(k->name), k->definition),
-				  AT_AddConstraint, NULL,
-				  psprintf("constraint %s", quote_identifier(k->name)),
-				  is_constraint, k);
+		sql = psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
+					   quote_identifier(k->name), k->definition);
+		what = psprintf("constraint %s", quote_identifier(k->name));
+		if (k->type == 'c')
+			add_check(t, k, sql, what);
+		else
+			run_alter(t, sql, AT_AddConstraint, NULL, what, is_constraint, k);
 	}
 }
 
