@@ -398,8 +398,10 @@ my $cl_lsn = cs_wait_archived($cl, name => 'column list');
 	SELECT string_agg(conname || ':' || pg_get_constraintdef(oid), ',' ORDER BY conname) FROM pg_constraint WHERE conrelid = 'r.cl'::regclass;
 	SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'r.cl'::regclass;
 	SELECT * FROM r.cl ORDER BY a});
-diag($err) if $err;
 unlike($err, qr/ERROR/, 'column list: restored');
+is(join(',', sort $err =~ /WARNING:  (.*) of r\.cl is not restored/g),
+	'constraint cl_secret_check,generated column g,index cl_partial,index cl_secret',
+	'column list: a WARNING for each generated column, constraint and index that refers to an unpublished column');
 is($out, "1|{public.cl}\na,b\nboth_pos:CHECK (((a + b) > 0)),cl_b_check:CHECK ((b > 0)),cl_pkey:PRIMARY KEY (a)\nr.cl_b,r.cl_pkey\n1|1\n2|2\n3|3",
 	'column list: the published columns, and the constraints and indexes of those only');
 

@@ -50,6 +50,7 @@
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/optimizer.h"
 #include "parser/parser.h"
@@ -69,6 +70,9 @@ typedef struct Target
 	const char *relname;
 	const char *qualified;
 	const CsTableDefinition *def;
+	List	   *missing;		/* the definition's columns the target lacks
+								 * (a publication's column list left them
+								 * out), and generated ones not added */
 } Target;
 
 /* A constraint or index of the target now: name and definition text. */
@@ -183,6 +187,84 @@ run_alter(const Target *t, const char *sql, AlterTableType subtype,
 {
 	(void) check_alter(t, sql, subtype, column, what, check, arg);
 	run(sql);
+}
+
+/* ---------- columns the target lacks ---------- */
+
+static bool
+is_missing(const Target *t, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, t->missing)
+		if (strcmp((char *) lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+/* raw_expression_tree_walker() step: a column reference to a missing one? */
+static bool
+refers_walker(Node *node, void *arg)
+{
+	const Target *t = arg;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef) &&
+		IsA(llast(((ColumnRef *) node)->fields), String) &&
+		is_missing(t, strVal(llast(((ColumnRef *) node)->fields))))
+		return true;
+	if (IsA(node, IndexElem) && ((IndexElem *) node)->name != NULL &&
+		is_missing(t, ((IndexElem *) node)->name))
+		return true;
+	return raw_expression_tree_walker(node, refers_walker, arg);
+}
+
+/* Does a list of column names (String) or index elements name a missing one? */
+static bool
+refers_list(const Target *t, List *list)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (IsA(lfirst(lc), String) ? is_missing(t, strVal(lfirst(lc))) :
+			refers_walker(lfirst(lc), unconstify(Target *, t)))
+			return true;
+	return false;
+}
+
+/* Does raw constraint c (of ALTER TABLE ADD) refer to a missing column? */
+static bool
+constraint_refers(const Target *t, Constraint *c)
+{
+	ListCell   *lc;
+
+	if (t->missing == NIL)
+		return false;
+	foreach(lc, c->exclusions)
+		if (refers_walker(linitial((List *) lfirst(lc)), unconstify(Target *, t)))
+			return true;
+	return refers_walker(c->raw_expr, unconstify(Target *, t)) ||
+		refers_walker(c->where_clause, unconstify(Target *, t)) ||
+		refers_list(t, c->keys) || refers_list(t, c->including);
+}
+
+/* Does raw index statement x refer to a missing column? */
+static bool
+index_refers(const Target *t, IndexStmt *x)
+{
+	return t->missing != NIL &&
+		(refers_list(t, x->indexParams) || refers_list(t, x->indexIncludingParams) ||
+		 refers_walker(x->whereClause, unconstify(Target *, t)));
+}
+
+/* what is left out: it refers to a column the target lacks. */
+static void
+not_restored(const Target *t, const char *what)
+{
+	ereport(WARNING,
+			(errmsg("%s of %s is not restored", what, t->qualified),
+			 errdetail("It refers to a column the target lacks: one the publication's column list leaves out, or a generated column not restored for that reason.")));
 }
 
 /* ---------- the target now ---------- */
@@ -403,10 +485,13 @@ add_constraints(const Target *t)
 		sql = psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
 					   quote_identifier(k->name), k->definition);
 		what = psprintf("constraint %s", quote_identifier(k->name));
-		if (k->type == 'c')
+		if (constraint_refers(t, (Constraint *) check_alter(t, sql, AT_AddConstraint, NULL, what,
+															  is_constraint, k)->def))
+			not_restored(t, what);
+		else if (k->type == 'c')
 			add_check(t, k, sql, what);
 		else
-			run_alter(t, sql, AT_AddConstraint, NULL, what, is_constraint, k);
+			run(sql);
 	}
 }
 
@@ -467,7 +552,10 @@ add_indexes(const Target *t)
 			strcmp(stmt->idxname, x->name) != 0 || stmt->unique != x->unique ||
 			stmt->primary || stmt->isconstraint || stmt->concurrent)
 			definition_damage(t, what, "makes another command than the one recorded");
-		run(sql);
+		if (index_refers(t, stmt))
+			not_restored(t, what);
+		else
+			run(sql);
 	}
 }
 
@@ -485,27 +573,40 @@ is_generated(Node *def, const void *arg)
 		((Constraint *) linitial(cd->constraints))->contype == CONSTR_GENERATED;
 }
 
-/* A generated column the stream left out, with its expression. */
+/*
+ * A generated column the stream left out, with its expression; one whose
+ * expression refers to a column the target lacks is not added, and is
+ * missing too.
+ */
 static void
-add_generated(const Target *t, const CsDefColumn *col)
+add_generated(Target *t, const CsDefColumn *col)
 {
 	char	   *why = NULL;
 	char	   *type = cs_type_sql(col->type, &why);
 	char	   *what = psprintf("generated column %s", quote_identifier(col->name));
+	char	   *sql;
+	AlterTableCmd *cmd;
 
 	if (type == NULL)
 		definition_damage(t, what, psprintf("has a type that is not one of this database: %s", why));
-	run_alter(t, psprintf("ALTER TABLE %s ADD COLUMN %s %s%s%s GENERATED ALWAYS AS (%s) %s",
-						  t->qualified, quote_identifier(col->name), type,
-						  col->collation ? " COLLATE " : "",
-						  col->collation ? col->collation : "",
-						  col->generated,
+	sql = psprintf("ALTER TABLE %s ADD COLUMN %s %s%s%s GENERATED ALWAYS AS (%s) %s",
+				   t->qualified, quote_identifier(col->name), type,
+				   col->collation ? " COLLATE " : "",
+				   col->collation ? col->collation : "",
+				   col->generated,
 #if PG_VERSION_NUM >= 180000
-						  col->generated_kind == 'v' ? "VIRTUAL" : "STORED"),
+				   col->generated_kind == 'v' ? "VIRTUAL" : "STORED");
 #else
-						  "STORED"),
+				   "STORED");
 #endif
-			  AT_AddColumn, NULL, what, is_generated, col);
+	cmd = check_alter(t, sql, AT_AddColumn, NULL, what, is_generated, col);
+	if (constraint_refers(t, linitial(((ColumnDef *) cmd->def)->constraints)))
+	{
+		not_restored(t, what);
+		t->missing = lappend(t->missing, col->name);
+	}
+	else
+		run(sql);
 }
 
 /*
@@ -594,9 +695,27 @@ match_column(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 				  psprintf("the default of column %s", column), is_default, NULL);
 }
 
+/* The definition's columns, not generated, that the target lacks. */
+static List *
+missing_columns(const Target *t)
+{
+	List	   *missing = NIL;
+	ListCell   *lc;
+
+	foreach(lc, t->def->columns)
+	{
+		CsDefColumn *col = lfirst(lc);
+
+		if (col->generated == NULL &&
+			get_attnum(t->relid, col->name) == InvalidAttrNumber)
+			missing = lappend(missing, col->name);
+	}
+	return missing;
+}
+
 /* Columns: generated ones added, the others matched (match_column()). */
 static void
-match_columns(const Target *t)
+match_columns(Target *t)
 {
 	ListCell   *lc;
 
@@ -643,7 +762,11 @@ match_replica_identity(const Target *t)
 {
 	const CsTableDefinition *def = t->def;
 
-	if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
+	if (def->replica_identity == 'i' && def->replica_identity_index != NULL &&
+		t->missing != NIL &&
+		!OidIsValid(get_relname_relid(def->replica_identity_index, t->nsp)))
+		not_restored(t, "the replica identity");
+	else if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
 		run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
 					 quote_identifier(def->replica_identity_index)));
 	else if (def->replica_identity != 'i')
@@ -674,6 +797,7 @@ cs_restore_definition(Oid relid, const CsTableDefinition *def)
 	t.relname = get_rel_name(relid);
 	t.qualified = quote_qualified_identifier(get_namespace_name(t.nsp), t.relname);
 	t.def = def;
+	t.missing = missing_columns(&t);
 	drop_other_constraints(&t);
 	drop_other_indexes(&t);
 	match_columns(&t);
