@@ -14,19 +14,25 @@
 # then CREATE INDEX of that name on the other); an index renamed, a
 # constraint renamed, an index's storage parameter set; a table dropped
 # after the target, restored into its own schema (target_schema NULL)
-# with a tables filter.  The oracle is this test's catalog query on the
-# source (before the drop) compared with the restored table's, the rows
-# compared with the source's, and the next insert into the restored table
-# must not collide with a restored row.
+# with a tables filter; the dry run's tables equal the real run's (an
+# ALTER TABLE after a table's last change once made the dry run refuse
+# it).  The oracle is this test's catalog query on the source (before the
+# drop; columns by name: a generated column is restored last) compared
+# with the restored table's, the rows compared with the source's, and the
+# next insert into the restored table must not collide with a restored
+# row.  A publication column list (a second node): what refers to an
+# unpublished column is left out with a WARNING, the rest restored.
 #
 # Attack: rows forged into changestream.ddl_history (a superuser can)
 # whose definition puts a second statement or a second subcommand into a
 # default, a CHECK, a generated expression or type, an index's "using",
 # a FOREIGN KEY typed as CHECK, names longer than a name, wrong JSON
 # types, repeated names; and the same in a snapshot manifest's
-# definition.  Each must be XX001 naming the file and offset, with
-# nothing run: a canary sequence nextval() would advance (not rolled
-# back) and a victim table the injection would drop.
+# definition, a collation with USING or a second subcommand.  Each must
+# be XX001 naming the file and offset, with nothing run: a canary
+# sequence nextval() would advance (not rolled back) and a victim table
+# the injection would drop.  A forged CHECK calling nextval() is one
+# subcommand: it is added NOT VALID and never evaluated.
 
 use strict;
 use warnings;
