@@ -237,6 +237,8 @@ my @attacks = (
 	[ 'a generated column whose collation adds a CHECK',
 		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'text', collation => '"C" CHECK (false)', not_null => JSON::PP::false,
 				default => undef, generated => "'x'", generated_kind => 's', identity => '', serial_sequence => undef } } ],
+	[ 'a replica identity index the table does not have',
+		sub { $_[0]{replica_identity} = 'i'; $_[0]{replica_identity_index} = 'victim_pkey' } ],
 	[ 'a default that is not an expression',
 		sub { column($_[0], 'b')->{default} = '0 /* unterminated' } ],
 	[ 'a CHECK that closes itself and drops a table',

@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_constraint.h"
@@ -761,11 +762,20 @@ static void
 match_replica_identity(const Target *t)
 {
 	const CsTableDefinition *def = t->def;
+	Oid			index = InvalidOid;
 
+	if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
+		index = get_relname_relid(def->replica_identity_index, t->nsp);
+	/* the index, restored above, is the target's (or was left out) */
 	if (def->replica_identity == 'i' && def->replica_identity_index != NULL &&
-		t->missing != NIL &&
-		!OidIsValid(get_relname_relid(def->replica_identity_index, t->nsp)))
+		(!OidIsValid(index) || IndexGetRelation(index, true) != t->relid))
+	{
+		if (t->missing == NIL)
+			definition_damage(t, psprintf("replica identity index %s",
+										  quote_identifier(def->replica_identity_index)),
+							  "is not an index of the table");
 		not_restored(t, "the replica identity");
+	}
 	else if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
 		run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
 					 quote_identifier(def->replica_identity_index)));
