@@ -16,9 +16,11 @@
 # REPLICA IDENTITY FULL keeping its primary key (the target keeps it:
 # FULL says nothing of the key), then drops the key under FULL and
 # inserts a duplicate (the schema history record drops the target's).
-# The expected target identity is the source's, except under FULL or
-# NOTHING, where it keeps the source's primary key if the archive showed
-# it as the key at the previous step and the source still has it.  After each step (each
+# At the target, restore() gives a table it created the source's
+# definition (docs/DESIGN.md section 12): the expected primary key and
+# replica identity are the source's, whatever the identity (under FULL
+# or NOTHING too, and under USING INDEX the primary key stays the
+# source's, the index the identity).  After each step (each
 # ends with a change to every table, so that the archive holds the
 # Relation of the new identity) the test records the LSN and, per table,
 # the source's digest (md5 of its rows' text forms in order) and its
@@ -45,8 +47,8 @@
 # restore starts from and at or past the restored column's maximum, a
 # NOTICE names each one set, and rows inserted with defaults must not
 # collide.  A target sequence already past that is not moved back.  Into
-# a fresh database (tables restore() creates, without sequences) nothing
-# is set.
+# a fresh database, the tables restore() creates get their serial and identity
+# columns' sequences from the definition, and a NOTICE names each one set.
 #
 # Damage: a manifest whose new members are of the wrong type, whose key
 # names no column, whose JSON is broken or nested beyond the stack, whose
@@ -164,22 +166,12 @@ $gen = $gen->[0];
 my @steps;    # { name, lsn, digest => {t}, ident => {t} }
 my @key_tables = qw(lk lk2 fk ck kf);
 
-# The target's expected replica identity and primary key: the source's
-# (cs_ident), except under FULL or NOTHING, which say nothing of the
-# primary key: there the target keeps the source's primary key when the
-# archive showed it as the key (identity DEFAULT at the previous step, or
-# kept at the previous step) and the source still has it.
+# The target's expected replica identity and primary key, as cs_ident()
+# reads the target: the source's (cs_pk()), USING INDEX read as DEFAULT.
 sub want_ident
 {
-	my ($t, $ident, $pk) = @_;
-	return $ident unless $ident =~ /^([fn]):$/;
-	my $kind = $1;
-	my ($cols) = $pk =~ /^[fn]:(.*)$/;
-	my ($prev) = grep { exists $_->{pk}{$t} } reverse @steps;
-	return "$kind:" if !$prev || $cols eq '';
-	my $kept = ($prev->{pk}{$t} eq "d:$cols")
-	  || ($prev->{want}{$t} eq "f:$cols" || $prev->{want}{$t} eq "n:$cols");
-	return $kept ? "$kind:$cols" : "$kind:";
+	my ($pk) = @_;
+	return $pk =~ s/^i:/d:/r;
 }
 
 sub record_step
@@ -196,7 +188,7 @@ sub record_step
 		$ident{$t} = shift @f;
 		$maxever{$t} = shift @f;
 		$pk{$t} = shift @f;
-		$want{$t} = want_ident($t, $ident{$t}, $pk{$t});
+		$want{$t} = want_ident($pk{$t});
 	}
 	push @steps, { name => $name, lsn => $lsn, digest => \%digest, ident => \%ident,
 		maxever => \%maxever, pk => \%pk, want => \%want, tables => [@tables] };
@@ -449,7 +441,8 @@ check_sequences($steps[-1], 'with sq1\'s target sequence ahead', ahead => 100000
 	$node->safe_psql('dr', 'DROP TABLE sq1; DROP OWNED BY restorer; DROP ROLE restorer');
 }
 
-# into a fresh database: restore() creates the tables, no sequence is set
+# into a fresh database: restore() creates the tables, with their serial and identity
+# columns' sequences from the definition, and sets them
 {
 	my $step = $steps[-1];
 	my ($out, $err) = ('', '');
@@ -459,7 +452,10 @@ check_sequences($steps[-1], 'with sq1\'s target sequence ahead', ahead => 100000
 	my ($n, @d) = split /\n/, $out;
 	is_deeply([ $n, @d ], [ scalar(@sq), map { $step->{digest}{$_} } @sq ],
 		'sequences: into tables restore() creates, the rows match');
-	unlike($err, qr/NOTICE:  sequence|ERROR/, 'sequences: tables restore() creates own no sequence: none set');
+	unlike($err, qr/ERROR/, 'sequences: into tables restore() creates, no error');
+	is(join(',', sort $err =~ /NOTICE:  sequence public\.(\w+) of column id of public\.\w+ set to/g),
+		join(',', map { "$_\_id_seq" } sort @sq),
+		'sequences: tables restore() creates own their serial and identity sequences (the definition): each is set');
 }
 
 # damage to the manifest's new members, in a copy of the archive
