@@ -264,8 +264,10 @@ static void
 not_restored(const Target *t, const char *what)
 {
 	ereport(WARNING,
-			(errmsg("%s of %s is not restored", what, t->qualified),
-			 errdetail("It refers to a column the target lacks: one the publication's column list leaves out, or a generated column not restored for that reason.")));
+			(errcode(ERRCODE_WARNING),
+			 errmsg("%s of %s is not restored", what, t->qualified),
+			 errdetail("It refers to a column the target lacks: one the publication's column list leaves out, or a generated column not restored for that reason."),
+			 errhint("Add it yourself once the target has the column, or publish the column.")));
 }
 
 /* ---------- the target now ---------- */
