@@ -30,7 +30,9 @@
  * partitioned table whose OID the subquery or list %s gives.
  *
  * columns: every column not dropped, generated ones and ones a column
- * list leaves unpublished included, in attnum order; "default" is the
+ * list leaves unpublished included, in attnum order; "collation" is the
+ * column's collation where it is not its type's (regcollation text,
+ * qualified unless in pg_catalog), else null; "default" is the
  * default expression of a column that is not generated, "generated" the
  * expression of a generated one (generated_kind 's' stored, 'v' virtual),
  * "serial_sequence" the unqualified name of the sequence the column owns
@@ -48,6 +50,9 @@ static const char *const definition_query =
 	" 'columns', COALESCE((SELECT pg_catalog.json_agg(pg_catalog.json_build_object( "
 	"     'name', a.attname, "
 	"     'type', pg_catalog.format_type(a.atttypid, a.atttypmod), "
+	"     'collation', CASE WHEN a.attcollation <> (SELECT t.typcollation "
+	"         FROM pg_catalog.pg_type t WHERE t.oid = a.atttypid) "
+	"         THEN a.attcollation::pg_catalog.regcollation::pg_catalog.text END, "
 	"     'not_null', a.attnotnull, "
 	"     'default', CASE WHEN a.attgenerated = '' THEN pg_catalog.pg_get_expr(d.adbin, d.adrelid) END, "
 	"     'generated', CASE WHEN a.attgenerated <> '' THEN pg_catalog.pg_get_expr(d.adbin, d.adrelid) END, "

@@ -63,6 +63,15 @@ kind_letter(JsonbContainer *obj, const char *key, const char *allowed,
 	return strchr(allowed, s[0]) != NULL;
 }
 
+/* As nullable_string(), the member absent allowed too (NULL). */
+static bool
+optional_string(JsonbContainer *obj, const char *key, int maxlen, char **out)
+{
+	*out = NULL;
+	return cs_json_member(obj, key) == NULL ||
+		nullable_string(obj, key, maxlen, out);
+}
+
 static bool
 bool_member(JsonbContainer *obj, const char *key, bool *out)
 {
@@ -82,6 +91,7 @@ read_column(JsonbContainer *obj)
 	if (obj == NULL ||
 		(c->name = cs_json_string(cs_json_member(obj, "name"), NAMEDATALEN - 1)) == NULL ||
 		(c->type = cs_json_string(cs_json_member(obj, "type"), MAX_TYPE_TEXT)) == NULL ||
+		!optional_string(obj, "collation", MAX_TYPE_TEXT, &c->collation) ||
 		!bool_member(obj, "not_null", &c->not_null) ||
 		!nullable_string(obj, "default", MAX_DEFINITION_TEXT, &c->default_expr) ||
 		!nullable_string(obj, "generated", MAX_DEFINITION_TEXT, &c->generated) ||
@@ -169,7 +179,7 @@ cs_definition_from_jsonb(JsonbContainer *obj, char **why)
 	def->columns = read_list(obj, "columns", read_column, &ok);
 	if (!ok || def->columns == NIL)
 	{
-		*why = pstrdup("its columns are missing, or a column lacks a name, a type, not_null, default, generated, generated_kind, identity or serial_sequence of the right JSON type, or two columns have one name");
+		*why = pstrdup("its columns are missing, or a column lacks a name, a type, not_null, default, generated, generated_kind, identity or serial_sequence of the right JSON type, or has a collation that is not a string or null, or two columns have one name");
 		return NULL;
 	}
 	def->constraints = read_list(obj, "constraints", read_constraint, &ok);

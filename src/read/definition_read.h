@@ -19,6 +19,8 @@ typedef struct CsDefColumn
 {
 	char	   *name;
 	char	   *type;			/* format_type() text of the source */
+	char	   *collation;		/* regcollation text where not the type's,
+								 * or NULL */
 	bool		not_null;
 	char	   *default_expr;	/* pg_get_expr() text, or NULL */
 	char	   *generated;		/* a generated column's expression, or NULL */

@@ -1882,6 +1882,17 @@ see_values(CsRestoreTable *t, const CsChange *c)
 			cs_see_value(t->seen_values, t->attmap[i], tup->colvalues[i].data);
 }
 
+/* The column names of relation rel, as CsRestoreTable.columns holds them. */
+static List *
+relation_columns(LogicalRepRelation *rel)
+{
+	List	   *names = NIL;
+
+	for (int i = 0; i < rel->natts; i++)
+		names = lappend(names, pstrdup(rel->attnames[i]));
+	return names;
+}
+
 /*
  * A Relation message of an archived table (rel): its definition is
  * archived again as it is now.  A RENAME COLUMN since the last one is
@@ -1913,6 +1924,9 @@ see_relation(RestoreState *rs, LogicalRepRelation *rel)
 	}
 	t->renamed = NULL;
 	t->stale = NULL;
+	/* the dry run has no target to sync: its columns are rel's from now */
+	if (rs->dry_run)
+		t->columns = relation_columns(rel);
 }
 
 /*
@@ -2109,6 +2123,7 @@ dry_wanted(RestoreState *rs, LogicalRepRelation *rel)
 	t->schema = pstrdup(rel->nspname);
 	t->name = pstrdup(rel->relname);
 	t->definition = future_definition(rs, t->remote_oid);
+	t->columns = relation_columns(rel);
 	rs->tables = lappend(rs->tables, t);
 	if (!table_wanted(rs, t->remote_oid, t->schema, t->name))
 		return NULL;

@@ -11,7 +11,8 @@
  *	    PostgreSQL 18, and on 18 unless the publication publishes them;
  *	    virtual ones), added at the end with their expression, so that
  *	    PostgreSQL computes their values from the restored row;
- *	  - NOT NULL, column defaults, identity columns (ALWAYS or BY DEFAULT),
+ *	  - column collations other than the type's, NOT NULL, column
+ *	    defaults, identity columns (ALWAYS or BY DEFAULT),
  *	    and serial columns, whose sequence is created in the target's
  *	    schema, owned by the column, as serial creates it;
  *	  - PRIMARY KEY, UNIQUE, CHECK and EXCLUDE constraints under their
@@ -19,10 +20,6 @@
  *	    kept when it is the source's, else dropped), and the indexes that
  *	    back no constraint;
  *	  - the replica identity.
- *
- *	  A constraint, an index or a generated column that names a column the
- *	  target lacks (one a publication's column list leaves out) is left
- *	  out with a NOTICE, and so is a replica identity on such an index.
  *
  *	  It runs after the changes are applied: a constraint added later on
  *	  the source need not hold for the rows of earlier points, and an index
@@ -47,13 +44,16 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -71,6 +71,9 @@ typedef struct Target
 	const char *relname;
 	const char *qualified;
 	const CsTableDefinition *def;
+	List	   *missing;		/* the definition's columns the target lacks
+								 * (a publication's column list left them
+								 * out), and generated ones not added */
 } Target;
 
 /* A constraint or index of the target now: name and definition text. */
@@ -153,151 +156,19 @@ names_target(const Target *t, RangeVar *rv)
 		get_namespace_oid(rv->schemaname, true) == t->nsp;
 }
 
-/* ---------- columns a constraint, an index or an expression names ---------- */
-
-/* The first column named that the target lacks, while walking. */
-typedef struct ColumnSearch
-{
-	const Target *t;
-	const char *missing;
-} ColumnSearch;
-
-static void
-look_up_column(ColumnSearch *cs, const char *name)
-{
-	if (cs->missing == NULL && get_attnum(cs->t->relid, name) == InvalidAttrNumber)
-		cs->missing = name;
-}
-
-static bool
-column_walker(Node *node, void *arg)
-{
-	ColumnSearch *cs = arg;
-
-	if (node == NULL)
-		return false;
-	if (IsA(node, ColumnRef))
-	{
-		Node	   *last = llast(((ColumnRef *) node)->fields);
-
-		if (IsA(last, String))
-			look_up_column(cs, strVal(last));
-		return false;
-	}
-	if (IsA(node, IndexElem))
-	{
-		IndexElem  *e = (IndexElem *) node;
-
-		if (e->name != NULL)
-			look_up_column(cs, e->name);
-		return column_walker(e->expr, arg);
-	}
-	return raw_expression_tree_walker(node, column_walker, arg);
-}
-
-static void walk_constraint(ColumnSearch *cs, Constraint *c);
-
 /*
- * Walk each element of list: String names, IndexElems, expressions,
- * constraints, or lists of them (an exclusion's element and operator).
+ * Check sql, an ALTER TABLE of the target with text from the archive in
+ * it, to be one subcommand of type subtype (of column, if given) whose
+ * definition node passes check (if given, called with arg); returns that
+ * subcommand.  Damage otherwise.
  */
-static void
-walk_list(ColumnSearch *cs, List *list)
-{
-	ListCell   *lc;
-
-	foreach(lc, list)
-	{
-		Node	   *n = lfirst(lc);
-
-		if (n == NULL)
-			continue;
-		if (IsA(n, String))
-			look_up_column(cs, strVal(n));
-		else if (IsA(n, List))
-			walk_list(cs, (List *) n);
-		else if (IsA(n, Constraint))
-			walk_constraint(cs, (Constraint *) n);
-		else
-			(void) column_walker(n, cs);
-	}
-}
-
-static void
-walk_constraint(ColumnSearch *cs, Constraint *c)
-{
-	walk_list(cs, c->keys);
-	walk_list(cs, c->including);
-	walk_list(cs, c->exclusions);
-	(void) column_walker(c->raw_expr, cs);
-	(void) column_walker(c->where_clause, cs);
-}
-
-/*
- * The first column a parsed constraint, index or generated column names
- * that the target lacks (a column a publication's column list leaves
- * out), or NULL.
- */
-static const char *
-missing_column(const Target *t, Node *node)
-{
-	ColumnSearch cs = {t, NULL};
-
-	if (IsA(node, IndexStmt))
-	{
-		IndexStmt  *x = (IndexStmt *) node;
-
-		walk_list(&cs, x->indexParams);
-		walk_list(&cs, x->indexIncludingParams);
-		(void) column_walker(x->whereClause, &cs);
-	}
-	else if (IsA(node, Constraint))
-		walk_constraint(&cs, (Constraint *) node);
-	else if (IsA(node, ColumnDef))
-		walk_list(&cs, ((ColumnDef *) node)->constraints);
-	return cs.missing;
-}
-
-/* A part of the definition left out: NOTICE naming the column. */
-static void
-notice_left_out(const Target *t, const char *what, const char *column)
-{
-	ereport(NOTICE,
-			(errmsg("%s of table %s is not restored: it names column \"%s\", which the archive does not hold",
-					what, t->qualified, column),
-			 errdetail("The publication's column list leaves the column out.")));
-}
-
-/*
- * A constraint or index the archive names without its text (the source
- * dropped it while a snapshot read the definitions: its record follows in
- * the stream): left out, with a NOTICE.
- */
-static void
-notice_no_text(const Target *t, const char *what)
-{
-	ereport(NOTICE,
-			(errmsg("%s of table %s is not restored: the archive holds no text of it",
-					what, t->qualified),
-			 errdetail("Read from %s; the source dropped it while the snapshot read the table's definition.",
-					   t->def->origin ? t->def->origin : "the archive")));
-}
-
-/*
- * Run sql, an ALTER TABLE of the target with text from the archive in
- * it, once it is checked to be one subcommand of type subtype on column
- * (when given), whose definition node check (when given) accepts.
- * Returns whether it ran: a constraint or generated column naming a
- * column the target lacks is left out with a NOTICE.
- */
-static bool
-run_alter(const Target *t, const char *sql, AlterTableType subtype,
-		  const char *column, const char *what,
-		  bool (*check) (Node *def, const void *arg), const void *arg)
+static AlterTableCmd *
+check_alter(const Target *t, const char *sql, AlterTableType subtype,
+			const char *column, const char *what,
+			bool (*check) (Node *def, const void *arg), const void *arg)
 {
 	AlterTableStmt *stmt = (AlterTableStmt *) parse_one(t, sql, T_AlterTableStmt, what);
 	AlterTableCmd *cmd;
-	const char *missing;
 
 	if (!names_target(t, stmt->relation) || list_length(stmt->cmds) != 1)
 		definition_damage(t, what, "makes a statement of more than one command");
@@ -306,13 +177,112 @@ run_alter(const Target *t, const char *sql, AlterTableType subtype,
 		(column != NULL && (cmd->name == NULL || strcmp(cmd->name, column) != 0)) ||
 		(check != NULL && !check(cmd->def, arg)))
 		definition_damage(t, what, "makes another command than the one recorded");
-	if (cmd->def != NULL && (missing = missing_column(t, cmd->def)) != NULL)
-	{
-		notice_left_out(t, what, missing);
-		return false;
-	}
+	return cmd;
+}
+
+/* Run sql once check_alter() has checked it. */
+static void
+run_alter(const Target *t, const char *sql, AlterTableType subtype,
+		  const char *column, const char *what,
+		  bool (*check) (Node *def, const void *arg), const void *arg)
+{
+	(void) check_alter(t, sql, subtype, column, what, check, arg);
 	run(sql);
-	return true;
+}
+
+/* ---------- columns the target lacks ---------- */
+
+static bool
+is_missing(const Target *t, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, t->missing)
+		if (strcmp((char *) lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+/* raw_expression_tree_walker() step: a column reference to a missing one? */
+static bool
+refers_walker(Node *node, void *arg)
+{
+	const Target *t = arg;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef) &&
+		IsA(llast(((ColumnRef *) node)->fields), String) &&
+		is_missing(t, strVal(llast(((ColumnRef *) node)->fields))))
+		return true;
+	if (IsA(node, IndexElem) && ((IndexElem *) node)->name != NULL &&
+		is_missing(t, ((IndexElem *) node)->name))
+		return true;
+	return raw_expression_tree_walker(node, refers_walker, arg);
+}
+
+/* Does a list of column names (String) or index elements name a missing one? */
+static bool
+refers_list(const Target *t, List *list)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+		if (IsA(lfirst(lc), String) ? is_missing(t, strVal(lfirst(lc))) :
+			refers_walker(lfirst(lc), unconstify(Target *, t)))
+			return true;
+	return false;
+}
+
+/* Does raw constraint c (of ALTER TABLE ADD) refer to a missing column? */
+static bool
+constraint_refers(const Target *t, Constraint *c)
+{
+	ListCell   *lc;
+
+	if (t->missing == NIL)
+		return false;
+	foreach(lc, c->exclusions)
+		if (refers_walker(linitial((List *) lfirst(lc)), unconstify(Target *, t)))
+			return true;
+	return refers_walker(c->raw_expr, unconstify(Target *, t)) ||
+		refers_walker(c->where_clause, unconstify(Target *, t)) ||
+		refers_list(t, c->keys) || refers_list(t, c->including);
+}
+
+/* Does raw index statement x refer to a missing column? */
+static bool
+index_refers(const Target *t, IndexStmt *x)
+{
+	return t->missing != NIL &&
+		(refers_list(t, x->indexParams) || refers_list(t, x->indexIncludingParams) ||
+		 refers_walker(x->whereClause, unconstify(Target *, t)));
+}
+
+/* what is left out: it refers to a column the target lacks. */
+static void
+not_restored(const Target *t, const char *what)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("%s of %s is not restored", what, t->qualified),
+			 errdetail("It refers to a column the target lacks: one the publication's column list leaves out, or a generated column not restored for that reason."),
+			 errhint("Add it yourself once the target has the column, or publish the column.")));
+}
+
+/*
+ * A constraint or index the archive names without its text (the source
+ * dropped it while a snapshot read the definitions; its record follows in
+ * the stream): left out, with a WARNING.
+ */
+static void
+no_text(const Target *t, const char *what)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("%s of %s is not restored", what, t->qualified),
+			 errdetail("The archive holds no text of it (read from %s): the source dropped it while the snapshot read the table's definition.",
+					   t->def->origin ? t->def->origin : "the archive")));
 }
 
 /* ---------- the target now ---------- */
@@ -460,6 +430,62 @@ drop_other_constraints(const Target *t)
 	}
 }
 
+static bool
+is_unvalidated_check(Node *def, const void *arg)
+{
+	return is_constraint(def, arg) && ((Constraint *) def)->skip_validation;
+}
+
+/* Does the target's CHECK constraint name call a volatile function? */
+static bool
+check_is_volatile(const Target *t, const char *name)
+{
+	Oid			conoid = get_relation_constraint_oid(t->relid, name, false);
+	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(conoid));
+	bool		isnull;
+	Datum		bin;
+	bool		volatile_expr;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for constraint %u", conoid);
+	bin = SysCacheGetAttr(CONSTROID, tuple, Anum_pg_constraint_conbin, &isnull);
+	volatile_expr = !isnull &&
+		contain_volatile_functions(stringToNode(TextDatumGetCString(bin)));
+	ReleaseSysCache(tuple);
+	return volatile_expr;
+}
+
+/*
+ * A CHECK constraint is added NOT VALID, so that adding it evaluates
+ * nothing, and then validated unless its expression calls a volatile
+ * function (nextval(), lo_import()...): checking the restored rows would
+ * run that function, with its effects, once a row, at the archive's word;
+ * such a constraint stays NOT VALID, with a WARNING.
+ */
+static void
+add_check(const Target *t, const CsDefConstraint *k, const char *sql,
+		  const char *what)
+{
+	AlterTableCmd *cmd = check_alter(t, sql, AT_AddConstraint, NULL, what,
+									 is_constraint, k);
+	bool		recorded_valid = !((Constraint *) cmd->def)->skip_validation;
+
+	run_alter(t, recorded_valid ? psprintf("%s\nNOT VALID", sql) : sql,
+			  AT_AddConstraint, NULL, what, is_unvalidated_check, k);
+	if (!recorded_valid)
+		return;
+	if (check_is_volatile(t, k->name))
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("CHECK constraint %s of %s is restored NOT VALID",
+						quote_identifier(k->name), t->qualified),
+				 errdetail("Its expression calls a volatile function, which restore() does not run on the restored rows."),
+				 errhint("Run ALTER TABLE ... VALIDATE CONSTRAINT once you have read the constraint's definition.")));
+	else
+		run(psprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t->qualified,
+					 quote_identifier(k->name)));
+}
+
 static void
 add_constraints(const Target *t)
 {
@@ -469,19 +495,26 @@ add_constraints(const Target *t)
 	foreach(lc, t->def->constraints)
 	{
 		CsDefConstraint *k = lfirst(lc);
+		char	   *sql;
+		char	   *what;
 
 		if (find_existing(now, k->name) != NULL)
 			continue;
+		what = psprintf("constraint %s", quote_identifier(k->name));
 		if (k->definition == NULL)
 		{
-			notice_no_text(t, psprintf("constraint %s", quote_identifier(k->name)));
+			no_text(t, what);
 			continue;
 		}
-		run_alter(t, psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
-							  quote_identifier(k->name), k->definition),
-				  AT_AddConstraint, NULL,
-				  psprintf("constraint %s", quote_identifier(k->name)),
-				  is_constraint, k);
+		sql = psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
+					   quote_identifier(k->name), k->definition);
+		if (constraint_refers(t, (Constraint *) check_alter(t, sql, AT_AddConstraint, NULL, what,
+															  is_constraint, k)->def))
+			not_restored(t, what);
+		else if (k->type == 'c')
+			add_check(t, k, sql, what);
+		else
+			run(sql);
 	}
 }
 
@@ -531,13 +564,12 @@ add_indexes(const Target *t)
 		char	   *what = psprintf("index %s", quote_identifier(x->name));
 		char	   *sql;
 		IndexStmt  *stmt;
-		const char *missing;
 
 		if (find_existing(now, x->name) != NULL)
 			continue;
 		if (x->using_clause == NULL)
 		{
-			notice_no_text(t, what);
+			no_text(t, what);
 			continue;
 		}
 		sql = psprintf("%s%s", index_prefix(t, x->name, x->unique), x->using_clause);
@@ -546,12 +578,10 @@ add_indexes(const Target *t)
 			strcmp(stmt->idxname, x->name) != 0 || stmt->unique != x->unique ||
 			stmt->primary || stmt->isconstraint || stmt->concurrent)
 			definition_damage(t, what, "makes another command than the one recorded");
-		if ((missing = missing_column(t, (Node *) stmt)) != NULL)
-		{
-			notice_left_out(t, what, missing);
-			continue;
-		}
-		run(sql);
+		if (index_refers(t, stmt))
+			not_restored(t, what);
+		else
+			run(sql);
 	}
 }
 
@@ -569,25 +599,40 @@ is_generated(Node *def, const void *arg)
 		((Constraint *) linitial(cd->constraints))->contype == CONSTR_GENERATED;
 }
 
-/* A generated column the stream left out, with its expression. */
+/*
+ * A generated column the stream left out, with its expression; one whose
+ * expression refers to a column the target lacks is not added, and is
+ * missing too.
+ */
 static void
-add_generated(const Target *t, const CsDefColumn *col)
+add_generated(Target *t, const CsDefColumn *col)
 {
 	char	   *why = NULL;
 	char	   *type = cs_type_sql(col->type, &why);
 	char	   *what = psprintf("generated column %s", quote_identifier(col->name));
+	char	   *sql;
+	AlterTableCmd *cmd;
 
 	if (type == NULL)
 		definition_damage(t, what, psprintf("has a type that is not one of this database: %s", why));
-	run_alter(t, psprintf("ALTER TABLE %s ADD COLUMN %s %s GENERATED ALWAYS AS (%s) %s",
-						  t->qualified, quote_identifier(col->name), type,
-						  col->generated,
+	sql = psprintf("ALTER TABLE %s ADD COLUMN %s %s%s%s GENERATED ALWAYS AS (%s) %s",
+				   t->qualified, quote_identifier(col->name), type,
+				   col->collation ? " COLLATE " : "",
+				   col->collation ? col->collation : "",
+				   col->generated,
 #if PG_VERSION_NUM >= 180000
-						  col->generated_kind == 'v' ? "VIRTUAL" : "STORED"),
+				   col->generated_kind == 'v' ? "VIRTUAL" : "STORED");
 #else
-						  "STORED"),
+				   "STORED");
 #endif
-			  AT_AddColumn, NULL, what, is_generated, col);
+	cmd = check_alter(t, sql, AT_AddColumn, NULL, what, is_generated, col);
+	if (constraint_refers(t, linitial(((ColumnDef *) cmd->def)->constraints)))
+	{
+		not_restored(t, what);
+		t->missing = lappend(t->missing, col->name);
+	}
+	else
+		run(sql);
 }
 
 /*
@@ -611,18 +656,56 @@ add_serial(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 }
 
 static bool
+is_collation(Node *def, const void *arg)
+{
+	ColumnDef  *cd = (ColumnDef *) def;
+
+	(void) arg;
+	return def != NULL && IsA(def, ColumnDef) && cd->collClause != NULL &&
+		cd->raw_default == NULL && cd->constraints == NIL;
+}
+
+/*
+ * The column's collation where it is not its type's: the column retyped
+ * to the type it has (written back from the OID) with the collation.
+ */
+static void
+match_collation(const Target *t, const CsDefColumn *col, AttrNumber attnum)
+{
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	const char *column = quote_identifier(col->name);
+
+	get_atttypetypmodcoll(t->relid, attnum, &typid, &typmod, &collid);
+	run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE %s",
+						  t->qualified, column,
+						  format_type_extended(typid, typmod,
+											   FORMAT_TYPE_TYPEMOD_GIVEN |
+											   FORMAT_TYPE_FORCE_QUALIFY),
+						  col->collation),
+			  AT_AlterColumnType, col->name,
+			  psprintf("the collation of column %s", column), is_collation, NULL);
+}
+
+static bool
 is_default(Node *def, const void *arg)
 {
 	(void) arg;
 	return def != NULL;
 }
 
-/* NOT NULL (set only: dropped after the constraints), default, identity. */
+/*
+ * Collation, NOT NULL (set only: dropped after the constraints), default,
+ * identity.
+ */
 static void
 match_column(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 {
 	const char *column = quote_identifier(col->name);
 
+	if (col->collation != NULL)
+		match_collation(t, col, attnum);
 	if (col->not_null)
 		run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t->qualified, column));
 	if (col->identity != '\0')
@@ -638,9 +721,27 @@ match_column(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 				  psprintf("the default of column %s", column), is_default, NULL);
 }
 
+/* The definition's columns, not generated, that the target lacks. */
+static List *
+missing_columns(const Target *t)
+{
+	List	   *missing = NIL;
+	ListCell   *lc;
+
+	foreach(lc, t->def->columns)
+	{
+		CsDefColumn *col = lfirst(lc);
+
+		if (col->generated == NULL &&
+			get_attnum(t->relid, col->name) == InvalidAttrNumber)
+			missing = lappend(missing, col->name);
+	}
+	return missing;
+}
+
 /* Columns: generated ones added, the others matched (match_column()). */
 static void
-match_columns(const Target *t)
+match_columns(Target *t)
 {
 	ListCell   *lc;
 
@@ -686,11 +787,21 @@ static void
 match_replica_identity(const Target *t)
 {
 	const CsTableDefinition *def = t->def;
+	Oid			index = InvalidOid;
 
-	if (def->replica_identity == 'i' && def->replica_identity_index != NULL &&
-		!OidIsValid(get_relname_relid(def->replica_identity_index, t->nsp)))
-		return;					/* its index names a column not restored */
 	if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
+		index = get_relname_relid(def->replica_identity_index, t->nsp);
+	/* the index, restored above, is the target's (or was left out) */
+	if (def->replica_identity == 'i' && def->replica_identity_index != NULL &&
+		(!OidIsValid(index) || IndexGetRelation(index, true) != t->relid))
+	{
+		if (t->missing == NIL)
+			definition_damage(t, psprintf("replica identity index %s",
+										  quote_identifier(def->replica_identity_index)),
+							  "is not an index of the table");
+		not_restored(t, "the replica identity");
+	}
+	else if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
 		run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
 					 quote_identifier(def->replica_identity_index)));
 	else if (def->replica_identity != 'i')
@@ -721,6 +832,7 @@ cs_restore_definition(Oid relid, const CsTableDefinition *def)
 	t.relname = get_rel_name(relid);
 	t.qualified = quote_qualified_identifier(get_namespace_name(t.nsp), t.relname);
 	t.def = def;
+	t.missing = missing_columns(&t);
 	drop_other_constraints(&t);
 	drop_other_indexes(&t);
 	match_columns(&t);

@@ -1,0 +1,416 @@
+
+# restore() gives a table it creates its source's definition as of the
+# target (docs/DESIGN.md section 12, "The table's definition"): an
+# attack on that, and the definitions a DBA may have.
+#
+# Correctness: a table with mixed-case and spaced names, serial,
+# bigserial, smallserial, identity ALWAYS and BY DEFAULT (START 1000),
+# defaults calling a function and a sequence of another schema, a stored
+# generated column calling a function, a COLLATE "C" column, a
+# deferrable UNIQUE, a NO INHERIT and a NOT VALID CHECK (rows break it),
+# an EXCLUDE, DESC NULLS FIRST, opclass, collation, partial, expression
+# and INCLUDE indexes and REPLICA IDENTITY USING INDEX; two tables of one
+# schema where an index name moves from one to the other (DROP INDEX,
+# then CREATE INDEX of that name on the other); an index renamed, a
+# constraint renamed, an index's storage parameter set; a table dropped
+# after the target, restored into its own schema (target_schema NULL)
+# with a tables filter; the dry run's tables equal the real run's (an
+# ALTER TABLE after a table's last change once made the dry run refuse
+# it).  The oracle is this test's catalog query on the source (before the
+# drop; columns by name: a generated column is restored last) compared
+# with the restored table's, the rows compared with the source's, and the
+# next insert into the restored table must not collide with a restored
+# row.  A publication column list (a second node): what refers to an
+# unpublished column is left out with a WARNING, the rest restored.
+#
+# Attack: rows forged into changestream.ddl_history (a superuser can)
+# whose definition puts a second statement or a second subcommand into a
+# default, a CHECK, a generated expression or type, an index's "using",
+# a FOREIGN KEY typed as CHECK, names longer than a name, wrong JSON
+# types, repeated names; and the same in a snapshot manifest's
+# definition, a collation with USING or a second subcommand.  Each must
+# be XX001 naming the file and offset, with nothing run: a canary
+# sequence nextval() would advance (not rolled back) and a victim table
+# the injection would drop.  A forged CHECK calling nextval() is one
+# subcommand: it is added NOT VALID and never evaluated.
+
+use strict;
+use warnings;
+use ChangestreamTest;
+use JSON::PP;
+
+my $node = cs_setup('defadv', sql => q{
+CREATE PUBLICATION changestream FOR ALL TABLES;
+CREATE TABLE public.victim (id int PRIMARY KEY);
+CREATE SEQUENCE public.canary;
+}, archive => 1);
+my $db = 'postgres';
+my $NULL = '<null>';
+
+# ---------- the oracle: the catalog's definition of a table ----------
+
+# Columns (name, type, not null, default with a serial's sequence named
+# by ownership, generated, identity), constraints, indexes (from the
+# access method on) and replica identity, as one text.
+sub definition_of
+{
+	my ($table) = @_;
+	return $node->safe_psql($db, qq{
+	SELECT string_agg(l, E'\n' ORDER BY l COLLATE "C") FROM (
+	  SELECT 'col ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+		|| ' nn=' || a.attnotnull || ' gen=' || a.attgenerated::text || ' id=' || a.attidentity::text || ' coll=' || coalesce(a.attcollation::regcollation::text, '')
+		|| ' def=' || coalesce(CASE WHEN pg_get_serial_sequence('$table', a.attname) IS NOT NULL AND a.attidentity = ''
+				THEN 'owned ' || (SELECT format_type(seqtypid, NULL) FROM pg_sequence
+								   WHERE seqrelid = pg_get_serial_sequence('$table', a.attname)::regclass)
+				ELSE pg_get_expr(d.adbin, d.adrelid) END, '$NULL') AS l
+		FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	   WHERE a.attrelid = '$table'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+	  UNION ALL
+	  SELECT 'con ' || conname || ' ' || contype::text || ' ' || pg_get_constraintdef(oid)
+		   || ' deferrable=' || condeferrable || ' deferred=' || condeferred || ' valid=' || convalidated
+		   || ' noinherit=' || connoinherit
+		FROM pg_constraint WHERE conrelid = '$table'::regclass AND contype IN ('p', 'u', 'c', 'x')
+	  UNION ALL
+	  SELECT 'idx ' || c.relname || ' ' || regexp_replace(pg_get_indexdef(i.indexrelid), '^.* USING ', '')
+		   || ' unique=' || i.indisunique || ' ri=' || i.indisreplident || ' opts=' || coalesce(c.reloptions::text, '')
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = '$table'::regclass
+	  UNION ALL
+	  SELECT 'ri ' || relreplident::text FROM pg_class WHERE oid = '$table'::regclass) s});
+}
+
+sub rows_of
+{
+	my ($table, $order) = @_;
+	return $node->safe_psql($db, "SELECT * FROM $table ORDER BY $order");
+}
+
+# ---------- the source tables ----------
+
+$node->safe_psql($db, q{
+CREATE SCHEMA src;
+CREATE FUNCTION public.def_fn() RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT 42';
+CREATE SEQUENCE public.free_seq;
+CREATE TABLE src."Main T" (
+	"Id" int PRIMARY KEY,
+	s serial,
+	bs bigserial,
+	ss smallserial,
+	ia int GENERATED ALWAYS AS IDENTITY,
+	ib bigint GENERATED BY DEFAULT AS IDENTITY (START 1000),
+	"Mixed Col" text NOT NULL DEFAULT 'it''s',
+	fd int DEFAULT public.def_fn(),
+	fs bigint DEFAULT nextval('public.free_seq'),
+	c text COLLATE "C",
+	g int GENERATED ALWAYS AS ("Id" * 2 + public.def_fn()) STORED,
+	ts tsrange,
+	CONSTRAINT "Uq Deferred" UNIQUE (c) DEFERRABLE INITIALLY DEFERRED,
+	CONSTRAINT "No Inh" CHECK ("Id" > 0) NO INHERIT,
+	CONSTRAINT "Ex Cl" EXCLUDE USING gist (ts WITH &&)
+);
+INSERT INTO src."Main T" ("Id", "Mixed Col", fd, c, ts)
+	SELECT i, 'Row ' || i, i * 50, 'c' || i, tsrange('2020-01-01'::timestamp + i * interval '1 day', '2020-01-01'::timestamp + (i + 1) * interval '1 day')
+	  FROM generate_series(1, 5) i;
+ALTER TABLE src."Main T" ADD CONSTRAINT "Not Valid" CHECK (fd < 100) NOT VALID;
+CREATE INDEX "Idx Desc" ON src."Main T" (c DESC NULLS FIRST);
+CREATE INDEX "Idx Ops" ON src."Main T" (c text_pattern_ops);
+CREATE INDEX "Idx Coll" ON src."Main T" ("Mixed Col" COLLATE "C");
+CREATE INDEX "Idx Part" ON src."Main T" (fd) WHERE fd > 10;
+CREATE INDEX "Idx Expr" ON src."Main T" (lower("Mixed Col"));
+CREATE UNIQUE INDEX "Idx Inc" ON src."Main T" (ia) INCLUDE (ib);
+ALTER TABLE src."Main T" REPLICA IDENTITY USING INDEX "Idx Inc";
+UPDATE src."Main T" SET c = c || 'u' WHERE "Id" = 1;
+DELETE FROM src."Main T" WHERE "Id" = 3;
+
+CREATE TABLE src.ta (a int PRIMARY KEY, b int);
+CREATE TABLE src.tb (a int PRIMARY KEY, b int);
+INSERT INTO src.ta VALUES (1, 10), (2, 20);
+INSERT INTO src.tb VALUES (1, 11), (2, 21);
+CREATE INDEX shared_ix ON src.ta (b);
+DROP INDEX src.shared_ix;
+CREATE INDEX shared_ix ON src.tb (b);
+ALTER TABLE src.tb ADD CONSTRAINT ck CHECK (b > 0);
+CREATE INDEX old_ix ON src.ta (b, a);
+ALTER INDEX src.old_ix RENAME TO new_ix;
+ALTER TABLE src.tb RENAME CONSTRAINT ck TO "ck renamed";
+CREATE TABLE src.tc (a int PRIMARY KEY, b int);
+INSERT INTO src.tc VALUES (1, 1);
+CREATE INDEX tc_b ON src.tc (b);
+ALTER INDEX src.tc_b SET (fillfactor = 50);
+
+CREATE TABLE src.gone (k text PRIMARY KEY, v int DEFAULT 7 CHECK (v < 1000), w serial);
+INSERT INTO src.gone (k, v) VALUES ('a', 1), ('b', 2);
+CREATE INDEX gone_v ON src.gone (v DESC);
+});
+my %want = map { $_ => definition_of($_) } (q{src."Main T"}, 'src.ta', 'src.tb', 'src.tc', 'src.gone');
+my $main_cols = q{"Id", s, bs, ss, ia, ib, "Mixed Col", fd, fs, c, g, ts};
+my %rows = (q{src."Main T"} => rows_of(qq{(SELECT $main_cols FROM src."Main T") m}, '1'), 'src.ta' => rows_of('src.ta', 1),
+	'src.tb' => rows_of('src.tb', 1), 'src.tc' => rows_of('src.tc', 1), 'src.gone' => rows_of('src.gone', 1));
+my $lsn = cs_wait_archived($node, name => 'source tables');
+$node->safe_psql($db, 'DROP TABLE src.gone');
+
+# ---------- restore, then the definitions compared ----------
+
+sub restore_sql
+{
+	my ($schema, %o) = @_;
+	my $args = join('', map { ", $_ => $o{$_}" } sort keys %o);
+	return "SELECT tables, restored_tables FROM changestream.restore($schema$args)";
+}
+
+my ($rc, $out, $err) = $node->psql($db, restore_sql(q{'r'}, target_lsn => "'$lsn'"),
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+unlike($err, qr/ERROR|WARNING/, 'restore into r: no error');
+like($out, qr/^\d+\|/, 'restore into r: tables restored');
+for my $t (sort keys %want)
+{
+	next if $t eq 'src.gone';
+	(my $rt = $t) =~ s/^src\./r./;
+	(my $w = $want{$t}) =~ s/\bsrc\./r./g;
+	is(definition_of($rt), $w, "$rt: the source's definition (catalog) at the target");
+	is(rows_of($rt eq q{r."Main T"} ? qq{(SELECT $main_cols FROM $rt) m} : $rt, 1), $rows{$t}, "$rt: the source's rows");
+}
+
+# the sequences of serial and identity columns are past the restored rows
+($rc, $out, $err) = $node->psql($db, q{
+	INSERT INTO r."Main T" ("Id", c, ts) VALUES (100, 'new', '[2030-01-01,2030-01-02)')
+	RETURNING s > (SELECT max(s) FROM src."Main T"), bs > (SELECT max(bs) FROM src."Main T"),
+		ss > (SELECT max(ss) FROM src."Main T"), ia > (SELECT max(ia) FROM src."Main T"),
+		ib > (SELECT max(ib) FROM src."Main T"), "Mixed Col", fd, g});
+is($err, '', 'an insert into the restored table with its defaults succeeds');
+is($out, "t|t|t|t|t|it's|42|242", 'the serial and identity columns continue past the restored rows; defaults and the generated column apply');
+is($node->safe_psql($db, q{SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
+		WHERE relnamespace = 'r'::regnamespace AND relkind = 'S' AND relname LIKE 'Main T%'}),
+	'Main T_bs_seq,Main T_ia_seq,Main T_ib_seq,Main T_s_seq,Main T_ss_seq',
+	'the sequences of its serial and identity columns are in r');
+($rc, $out, $err) = $node->psql($db, q{INSERT INTO r."Main T" ("Id", ia) VALUES (101, 1)});
+like($err, qr/cannot insert a non-DEFAULT value into column "ia"/, 'the identity ALWAYS column refuses a value');
+($rc, $out, $err) = $node->psql($db, q{BEGIN; INSERT INTO r."Main T" ("Id", c) VALUES (102, 'c1'); INSERT INTO r."Main T" ("Id", c) VALUES (103, 'c1'); UPDATE r."Main T" SET c = 'x' WHERE "Id" = 102; COMMIT});
+is($err, '', 'the UNIQUE constraint is deferred, as on the source');
+
+# the dry run counts the same tables
+my $real = $node->safe_psql($db, "BEGIN; " . restore_sql(q{'r2'}, target_lsn => "'$lsn'") . "; ROLLBACK");
+my $dry = $node->safe_psql($db, restore_sql(q{'r3'}, target_lsn => "'$lsn'", dry_run => 'true'));
+is($dry, $real, 'the dry run gives the tables the real run gives');
+
+# a dropped table restored into its own schema, filtered
+($rc, $out, $err) = $node->psql($db, restore_sql('NULL', target_lsn => "'$lsn'", tables => q{'{src.gone}'}));
+unlike($err, qr/ERROR|WARNING/, 'the dropped table restored into its own schema: no error');
+is($out, '1|{src.gone}', 'the filter restores that table only');
+is(definition_of('src.gone'), $want{'src.gone'}, 'src.gone: the definition it had');
+is(rows_of('src.gone', 1), $rows{'src.gone'}, 'src.gone: its rows');
+is($node->safe_psql($db, q{INSERT INTO src.gone (k) VALUES ('c') RETURNING v, w}), '7|3',
+	'src.gone: default and serial continue');
+
+# ---------- forged schema history rows ----------
+
+$node->safe_psql($db, q{
+CREATE TABLE src.f1 (a int PRIMARY KEY, b int, g int GENERATED ALWAYS AS (b + 1) STORED);
+INSERT INTO src.f1 VALUES (1, 1), (2, 2);
+});
+my $base = decode_json($node->safe_psql($db,
+	q{SELECT changestream.ddl_table_definition('src.f1'::regclass)}));
+my $json = JSON::PP->new->canonical;
+my $inject = 'DROP TABLE public.victim';
+my $canary = q{SELECT pg_catalog.nextval('public.canary')};
+
+sub forged
+{
+	my ($edit) = @_;
+	my $d = decode_json(encode_json($base));
+	$edit->($d);
+	return $json->encode($d);
+}
+
+sub column { my ($d, $n) = @_; return (grep { $_->{name} eq $n } @{ $d->{columns} })[0]; }
+
+my @attacks = (
+	[ 'a default that ends its statement and starts another',
+		sub { column($_[0], 'b')->{default} = "0; $inject" } ],
+	[ 'a default that closes a parenthesis and comments the rest out',
+		sub { column($_[0], 'b')->{default} = "0) ; $canary; --" } ],
+	[ 'a default that adds a second subcommand',
+		sub { column($_[0], 'b')->{default} = '0, ALTER COLUMN a DROP NOT NULL' } ],
+	[ 'a collation with a USING expression',
+		sub { column($_[0], 'b')->{collation} = qq{"C" USING ($canary)::int} } ],
+	[ 'a collation followed by a second subcommand',
+		sub { column($_[0], 'b')->{collation} = '"C", ALTER COLUMN a DROP NOT NULL' } ],
+	[ 'a generated column whose collation adds a CHECK',
+		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'text', collation => '"C" CHECK (false)', not_null => JSON::PP::false,
+				default => undef, generated => "'x'", generated_kind => 's', identity => '', serial_sequence => undef } } ],
+	[ 'a replica identity index the table does not have',
+		sub { $_[0]{replica_identity} = 'i'; $_[0]{replica_identity_index} = 'victim_pkey' } ],
+	[ 'a default that is not an expression',
+		sub { column($_[0], 'b')->{default} = '0 /* unterminated' } ],
+	[ 'a CHECK that closes itself and drops a table',
+		sub { push @{ $_[0]{constraints} }, { name => 'ck', type => 'c', definition => "CHECK (true)) ; $inject; --" } } ],
+	[ 'a CHECK followed by a second ADD CONSTRAINT',
+		sub { push @{ $_[0]{constraints} }, { name => 'ck', type => 'c', definition => 'CHECK (true), ADD CONSTRAINT ck2 CHECK (b > 0)' } } ],
+	[ 'a FOREIGN KEY recorded as a CHECK',
+		sub { push @{ $_[0]{constraints} }, { name => 'ck', type => 'c', definition => 'FOREIGN KEY (a) REFERENCES public.victim (id)' } } ],
+	[ 'a UNIQUE recorded as a PRIMARY KEY',
+		sub { push @{ $_[0]{constraints} }, { name => 'ck', type => 'p', definition => 'UNIQUE (b)' } } ],
+	[ 'an index whose using clause runs a second statement',
+		sub { push @{ $_[0]{indexes} }, { name => 'ix', unique => JSON::PP::false, using => "btree (a); $canary" } } ],
+	[ 'an index whose using clause is no index',
+		sub { push @{ $_[0]{indexes} }, { name => 'ix', unique => JSON::PP::false, using => "btree (a) WITH x y z" } } ],
+	[ 'a generated column whose expression adds another column',
+		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'integer', not_null => JSON::PP::false, default => undef,
+				generated => '1) STORED, ADD COLUMN z2 int GENERATED ALWAYS AS (2', generated_kind => 's', identity => '',
+				serial_sequence => undef } } ],
+	[ 'a generated column whose expression adds a CHECK',
+		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'integer', not_null => JSON::PP::false, default => undef,
+				generated => '1) STORED CHECK (false', generated_kind => 's', identity => '', serial_sequence => undef } } ],
+	[ 'a generated column whose type is SQL',
+		sub { push @{ $_[0]{columns} }, { name => 'z', type => "int; $inject", not_null => JSON::PP::false, default => undef,
+				generated => '1', generated_kind => 's', identity => '', serial_sequence => undef } } ],
+);
+# damaged as JSON (a snapshot is taken after each, so that the next
+# restore() does not read it)
+my $cols = qr/its columns are missing/;
+my @json_attacks = (
+	[ 'a constraint name longer than a name', qr/its constraints are missing/,
+		sub { push @{ $_[0]{constraints} }, { name => 'x' x 64, type => 'c', definition => 'CHECK (true)' } } ],
+	[ 'a column name longer than a name', $cols, sub { column($_[0], 'b')->{name} = 'b' x 64 } ],
+	[ 'not_null a string', $cols, sub { column($_[0], 'b')->{not_null} = 'yes' } ],
+	[ 'a collation that is a number', $cols, sub { column($_[0], 'b')->{collation} = 100 } ],
+	[ 'two columns of one name', $cols, sub { column($_[0], 'g')->{name} = 'b' } ],
+	[ 'no columns', $cols, sub { $_[0]{columns} = [] } ],
+	[ 'a constraint type that is not one of p, u, c, x', qr/its constraints are missing/,
+		sub { push @{ $_[0]{constraints} }, { name => 'fk', type => 'f', definition => 'FOREIGN KEY (a) REFERENCES public.victim (id)' } } ],
+	[ 'indexes an object', qr/its indexes are missing/, sub { $_[0]{indexes} = {} } ],
+	[ 'two indexes of one name', qr/its indexes are missing/,
+		sub { push @{ $_[0]{indexes} }, ({ name => 'ix', unique => JSON::PP::false, using => 'btree (a)' }) x 2 } ],
+	[ 'a replica identity z', qr/replica_identity is not/, sub { $_[0]{replica_identity} = 'z' } ],
+	[ 'a definition that is an array', qr/not a JSON object/, undef, '[1]' ],
+);
+
+sub forge_row
+{
+	my ($definition) = @_;
+	$node->safe_psql($db, qq{
+		INSERT INTO changestream.ddl_history (event, command_tag, object_type, object_identity, table_oid,
+			schema_name, table_name, rows_changed, definition)
+		VALUES ('ddl_command_end', 'ALTER TABLE', 'table', 'src.f1', 'src.f1'::regclass, 'src', 'f1', false,
+			\$forged\$$definition\$forged\$)});
+	return cs_wait_archived($node, name => 'forged row');
+}
+
+my $before = cs_wait_archived($node, name => 'f1 created');
+($rc, $out, $err) = $node->psql($db, 'BEGIN; ' . restore_sql(q{'rf'}, target_lsn => "'$before'", tables => q{'{src.f1}'})
+	  . "; SELECT count(*) FROM rf.f1; ROLLBACK");
+is($err, '', 'f1 restores before the forged rows');
+
+sub expect_damage
+{
+	my ($name, $target, %o) = @_;
+	my ($o, $e) = ('', '');
+	$node->psql($db, 'BEGIN; ' . restore_sql(q{'rf'}, target_lsn => "'$target'", tables => q{'{src.f1}'}, %o) . '; ROLLBACK',
+		stdout => \$o, stderr => \$e, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($e, qr/ERROR:\s+XX001:.*(?:file|segment) "[^"]+"(?: is damaged)? at offset \d+/s,
+		"$name: XX001 naming the segment file and offset");
+	is($node->safe_psql($db, q{SELECT is_called::text || (to_regclass('public.victim') IS NOT NULL)::text || (SELECT count(*) FROM pg_namespace WHERE nspname = 'rf') FROM public.canary}),
+		'falsetrue0', "$name: nothing else ran (canary, victim, no schema left)");
+	return $e;
+}
+
+my @forged = map { [ $_->[0], forge_row(forged($_->[1])) ] } @attacks;
+for my $f (@forged)
+{
+	my $e = expect_damage($f->[0], $f->[1]);
+	diag($e) if $ENV{CS_DIAG};
+}
+
+# a CHECK calling a volatile function is one subcommand, as recorded: it
+# is added NOT VALID and not validated (that would call the function once
+# a row); the others are validated (the table of quoted names above)
+my $volatile = forge_row(forged(sub {
+	push @{ $_[0]{constraints} }, { name => 'vol', type => 'c', definition => "CHECK ((pg_catalog.nextval('public.canary') > 0)) --" } }));
+($rc, $out, $err) = $node->psql($db, 'BEGIN; ' . restore_sql(q{'rf'}, target_lsn => "'$volatile'", tables => q{'{src.f1}'})
+	  . q{; SELECT conname, convalidated, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'rf.f1'::regclass AND contype = 'c';
+		SELECT is_called FROM public.canary; ROLLBACK});
+like($err, qr/WARNING:  CHECK constraint vol of rf\.f1 is restored NOT VALID/, 'a CHECK calling a volatile function: a WARNING');
+unlike($err, qr/ERROR/, 'a CHECK calling a volatile function: restored');
+is($out, "1|{src.f1}\nvol|f|CHECK ((nextval('canary'::regclass) > 0)) NOT VALID\nf",
+	'a CHECK calling a volatile function: added NOT VALID, the function not called');
+for my $a (@json_attacks)
+{
+	my $def = $a->[3] // forged($a->[2]);
+	my $target = forge_row($def);
+	like(expect_damage($a->[0], $target), $a->[1], "$a->[0]: the reason");
+	expect_damage("$a->[0] (dry run)", $target, dry_run => 'true');
+	$node->safe_psql($db, 'SELECT changestream.take_snapshot()');
+}
+
+# ---------- a snapshot manifest's definition, damaged ----------
+
+my $gen = $node->safe_psql($db, 'SELECT generation FROM changestream.status()');
+$node->safe_psql($db, 'SELECT changestream.take_snapshot()');
+my $copy = PostgreSQL::Test::Utils::tempdir() . '/archive-copy';
+system('cp', '-a', cs_archive_dir($node), $copy) == 0 or die "cp -a failed";
+my $snap = (sort glob("$copy/generations/$gen/snapshots/*.snapshot.gz"))[-1];
+(my $sname = $snap) =~ s{.*/}{};
+my $original = `gzip -dc '$snap'`;
+my $moffset = index($original, "\n-- manifest: ") + 1;
+
+sub with_manifest
+{
+	my ($name, $edit, $re) = @_;
+	my $text = $original;
+	$text =~ s{^-- manifest: (.*)$}{
+		my $m = decode_json($1);
+		my ($t) = grep { $_->{schema} eq 'src' && $_->{name} eq 'f1' } @{ $m->{tables} };
+		$edit->($t->{definition});
+		'-- manifest: ' . $json->encode($m) }me or die 'no manifest line';
+	open(my $fh, '|-', "gzip -c > '$snap'") or die;
+	print $fh $text;
+	close($fh) or die 'gzip failed';
+	my ($o, $e) = ('', '');
+	$node->psql($db, 'BEGIN; ' . restore_sql(q{'rm'}, archive_directory => "'$copy'", tables => q{'{src.f1}'})
+		  . '; ROLLBACK', stdout => \$o, stderr => \$e, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($e, qr/ERROR:\s+XX001:.*\Q$sname\E.*offset $moffset.*$re/s, "manifest: $name: XX001 naming the snapshot file and offset");
+	is($node->safe_psql($db, q{SELECT is_called::text || (to_regclass('public.victim') IS NOT NULL)::text FROM public.canary}),
+		'falsetrue', "manifest: $name: nothing else ran");
+	return;
+}
+my ($o0, $e0) = ('', '');
+$node->psql($db, 'BEGIN; ' . restore_sql(q{'rm'}, archive_directory => "'$copy'", tables => q{'{src.f1}'})
+	  . '; SELECT count(*) FROM rm.f1; ROLLBACK', stdout => \$o0, stderr => \$e0);
+is($e0, '', 'the copied archive restores f1 from its newest snapshot');
+with_manifest('a default with a second statement', sub { column($_[0], 'b')->{default} = "0; $inject" }, qr/default of column/);
+with_manifest('a CHECK that drops a table',
+	sub { push @{ $_[0]{constraints} }, { name => 'ck', type => 'c', definition => "CHECK (true)); $inject; --" } }, qr/constraint ck/);
+with_manifest('an index that runs a second statement',
+	sub { push @{ $_[0]{indexes} }, { name => 'ix', unique => JSON::PP::false, using => "btree (a); $canary" } }, qr/index ix/);
+with_manifest('a column name longer than a name', sub { column($_[0], 'b')->{name} = 'b' x 64 }, $cols);
+with_manifest('unique a string', sub { push @{ $_[0]{indexes} }, { name => 'ix', unique => 'no', using => 'btree (a)' } },
+	qr/its indexes are missing/);
+
+# ---------- a publication column list ----------
+
+# The definition lists every column; the target has the published ones:
+# what refers to an unpublished column cannot be restored.
+my $cl = cs_setup('defcl', sql => q{
+CREATE TABLE cl (a int PRIMARY KEY, b int CHECK (b > 0), secret text NOT NULL DEFAULT 'x' CHECK (length(secret) < 100),
+	g int GENERATED ALWAYS AS (length(secret)) STORED);
+CREATE INDEX cl_b ON cl (b DESC);
+CREATE INDEX cl_secret ON cl (secret);
+CREATE INDEX cl_partial ON cl (b) WHERE secret <> '';
+CREATE PUBLICATION changestream FOR TABLE cl (a, b);
+}, archive => 1);
+$cl->safe_psql($db, q{INSERT INTO cl (a, b, secret) VALUES (1, 1, 'one'), (2, 2, 'two');
+	ALTER TABLE cl ADD CONSTRAINT both_pos CHECK (a + b > 0);
+	INSERT INTO cl (a, b, secret) VALUES (3, 3, 'three')});
+my $cl_lsn = cs_wait_archived($cl, name => 'column list');
+($rc, $out, $err) = $cl->psql($db, restore_sql(q{'r'}, target_lsn => "'$cl_lsn'")
+	. q{; SELECT string_agg(a.attname, ',' ORDER BY attnum) FROM pg_attribute a WHERE attrelid = 'r.cl'::regclass AND attnum > 0;
+	SELECT string_agg(conname || ':' || pg_get_constraintdef(oid), ',' ORDER BY conname) FROM pg_constraint WHERE conrelid = 'r.cl'::regclass;
+	SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid::regclass::text) FROM pg_index WHERE indrelid = 'r.cl'::regclass;
+	SELECT * FROM r.cl ORDER BY a});
+unlike($err, qr/ERROR/, 'column list: restored');
+is(join(',', sort $err =~ /WARNING:  (.*) of r\.cl is not restored/g),
+	'constraint cl_secret_check,generated column g,index cl_partial,index cl_secret',
+	'column list: a WARNING for each generated column, constraint and index that refers to an unpublished column');
+is($out, "1|{public.cl}\na,b\nboth_pos:CHECK (((a + b) > 0)),cl_b_check:CHECK ((b > 0)),cl_pkey:PRIMARY KEY (a)\nr.cl_b,r.cl_pkey\n1|1\n2|2\n3|3",
+	'column list: the published columns, and the constraints and indexes of those only');
+
+done_testing();
