@@ -93,6 +93,7 @@ OBJS = \
 	src/read/json_member.o \
 	src/read/definition_read.o \
 	src/read/restore_definition.o \
+	src/read/definition_statement.o \
 	src/sql/ddl_history.o
 
 EXTENSION = changestream

@@ -60,21 +60,9 @@
 #include "utils/syscache.h"
 
 #include "archive/archive_layout.h"
+#include "read/definition_statement.h"
 #include "read/restore_definition.h"
 #include "read/restore_manifest.h"
-
-/* The target table, as the statements name it. */
-typedef struct Target
-{
-	Oid			relid;
-	Oid			nsp;
-	const char *relname;
-	const char *qualified;
-	const CsTableDefinition *def;
-	List	   *missing;		/* the definition's columns the target lacks
-								 * (a publication's column list left them
-								 * out), and generated ones not added */
-} Target;
 
 /* A constraint or index of the target now: name and definition text. */
 typedef struct Existing
@@ -83,185 +71,9 @@ typedef struct Existing
 	char	   *text;
 } Existing;
 
-/* ---------- statements ---------- */
-
-static void
-run(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc < 0)
-		elog(ERROR, "SPI_execute failed (%d): %s", rc, sql);
-}
-
-/* The definition cannot be applied as recorded: XX001 at its origin. */
-static void
-definition_damage(const Target *t, const char *what, const char *why)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("the archived definition of table %s is damaged",
-					t->qualified),
-			 errdetail("Read from %s: %s %s.",
-					   t->def->origin ? t->def->origin : "the archive", what, why),
-			 errhint("Call changestream.verify() on the generation; a restore to a target after the next snapshot may not need this definition.")));
-}
-
-/* raw_parser() step run under cs_catch_error(). */
-typedef struct ParseStep
-{
-	const char *sql;
-	List	   *raw;
-} ParseStep;
-
-static void
-parse_step(void *arg)
-{
-	ParseStep  *p = arg;
-
-	p->raw = raw_parser(p->sql, RAW_PARSE_DEFAULT);
-}
-
-/*
- * The one statement sql parses to, of node type tag, or damage naming
- * what (a syntax error included: it is the archive's text).
- */
-static Node *
-parse_one(const Target *t, const char *sql, NodeTag tag, const char *what)
-{
-	ParseStep	p = {sql, NIL};
-	ErrorData  *error = cs_catch_error(parse_step, &p, CurrentMemoryContext);
-	Node	   *stmt;
-
-	if (error != NULL)
-	{
-		if (error->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			ReThrowError(error);
-		definition_damage(t, what, psprintf("does not parse: %s", error->message));
-	}
-	if (list_length(p.raw) != 1)
-		definition_damage(t, what, "is not one statement");
-	stmt = linitial_node(RawStmt, p.raw)->stmt;
-	if (nodeTag(stmt) != tag)
-		definition_damage(t, what, "makes another kind of statement");
-	return stmt;
-}
-
-/* Does rv name the target? */
-static bool
-names_target(const Target *t, RangeVar *rv)
-{
-	return rv != NULL && rv->schemaname != NULL &&
-		strcmp(rv->relname, t->relname) == 0 &&
-		get_namespace_oid(rv->schemaname, true) == t->nsp;
-}
-
-/*
- * Check sql, an ALTER TABLE of the target with text from the archive in
- * it, to be one subcommand of type subtype (of column, if given) whose
- * definition node passes check (if given, called with arg); returns that
- * subcommand.  Damage otherwise.
- */
-static AlterTableCmd *
-check_alter(const Target *t, const char *sql, AlterTableType subtype,
-			const char *column, const char *what,
-			bool (*check) (Node *def, const void *arg), const void *arg)
-{
-	AlterTableStmt *stmt = (AlterTableStmt *) parse_one(t, sql, T_AlterTableStmt, what);
-	AlterTableCmd *cmd;
-
-	if (!names_target(t, stmt->relation) || list_length(stmt->cmds) != 1)
-		definition_damage(t, what, "makes a statement of more than one command");
-	cmd = linitial_node(AlterTableCmd, stmt->cmds);
-	if (cmd->subtype != subtype ||
-		(column != NULL && (cmd->name == NULL || strcmp(cmd->name, column) != 0)) ||
-		(check != NULL && !check(cmd->def, arg)))
-		definition_damage(t, what, "makes another command than the one recorded");
-	return cmd;
-}
-
-/* Run sql once check_alter() has checked it. */
-static void
-run_alter(const Target *t, const char *sql, AlterTableType subtype,
-		  const char *column, const char *what,
-		  bool (*check) (Node *def, const void *arg), const void *arg)
-{
-	(void) check_alter(t, sql, subtype, column, what, check, arg);
-	run(sql);
-}
-
-/* ---------- columns the target lacks ---------- */
-
-static bool
-is_missing(const Target *t, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, t->missing)
-		if (strcmp((char *) lfirst(lc), name) == 0)
-			return true;
-	return false;
-}
-
-/* raw_expression_tree_walker() step: a column reference to a missing one? */
-static bool
-refers_walker(Node *node, void *arg)
-{
-	const Target *t = arg;
-
-	if (node == NULL)
-		return false;
-	if (IsA(node, ColumnRef) &&
-		IsA(llast(((ColumnRef *) node)->fields), String) &&
-		is_missing(t, strVal(llast(((ColumnRef *) node)->fields))))
-		return true;
-	if (IsA(node, IndexElem) && ((IndexElem *) node)->name != NULL &&
-		is_missing(t, ((IndexElem *) node)->name))
-		return true;
-	return raw_expression_tree_walker(node, refers_walker, arg);
-}
-
-/* Does a list of column names (String) or index elements name a missing one? */
-static bool
-refers_list(const Target *t, List *list)
-{
-	ListCell   *lc;
-
-	foreach(lc, list)
-		if (IsA(lfirst(lc), String) ? is_missing(t, strVal(lfirst(lc))) :
-			refers_walker(lfirst(lc), unconstify(Target *, t)))
-			return true;
-	return false;
-}
-
-/* Does raw constraint c (of ALTER TABLE ADD) refer to a missing column? */
-static bool
-constraint_refers(const Target *t, Constraint *c)
-{
-	ListCell   *lc;
-
-	if (t->missing == NIL)
-		return false;
-	foreach(lc, c->exclusions)
-		if (refers_walker(linitial((List *) lfirst(lc)), unconstify(Target *, t)))
-			return true;
-	return refers_walker(c->raw_expr, unconstify(Target *, t)) ||
-		refers_walker(c->where_clause, unconstify(Target *, t)) ||
-		refers_list(t, c->keys) || refers_list(t, c->including);
-}
-
-/* Does raw index statement x refer to a missing column? */
-static bool
-index_refers(const Target *t, IndexStmt *x)
-{
-	return t->missing != NIL &&
-		(refers_list(t, x->indexParams) || refers_list(t, x->indexIncludingParams) ||
-		 refers_walker(x->whereClause, unconstify(Target *, t)));
-}
-
 /* what is left out: it refers to a column the target lacks. */
 static void
-not_restored(const Target *t, const char *what)
+not_restored(const CsDefTarget *t, const char *what)
 {
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
@@ -276,7 +88,7 @@ not_restored(const Target *t, const char *what)
  * the stream): left out, with a WARNING.
  */
 static void
-no_text(const Target *t, const char *what)
+no_text(const CsDefTarget *t, const char *what)
 {
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
@@ -289,7 +101,7 @@ no_text(const Target *t, const char *what)
 
 /* Rows of query (with the target's OID as $1), each a char *[ncols]. */
 static List *
-target_rows(const Target *t, const char *query, int ncols)
+target_rows(const CsDefTarget *t, const char *query, int ncols)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1] = {ObjectIdGetDatum(t->relid)};
@@ -309,7 +121,7 @@ target_rows(const Target *t, const char *query, int ncols)
 }
 
 static List *
-existing_list(const Target *t, const char *query)
+existing_list(const CsDefTarget *t, const char *query)
 {
 	List	   *rows = target_rows(t, query, 2);
 	List	   *list = NIL;
@@ -328,7 +140,7 @@ existing_list(const Target *t, const char *query)
 
 /* The target's PRIMARY KEY, UNIQUE, CHECK and EXCLUDE constraints. */
 static List *
-target_constraints(const Target *t)
+target_constraints(const CsDefTarget *t)
 {
 	return existing_list(t,
 						 "SELECT conname::text, contype::text || ':' || "
@@ -339,7 +151,7 @@ target_constraints(const Target *t)
 
 /* The target's indexes that back no constraint, with their definitions. */
 static List *
-target_indexes(const Target *t)
+target_indexes(const CsDefTarget *t)
 {
 	return existing_list(t,
 						 "SELECT c.relname::text, pg_catalog.pg_get_indexdef(i.indexrelid) "
@@ -363,7 +175,7 @@ find_existing(List *list, const char *name)
 
 /* "CREATE [UNIQUE ]INDEX name ON schema.table USING " of the target. */
 static char *
-index_prefix(const Target *t, const char *name, bool unique)
+index_prefix(const CsDefTarget *t, const char *name, bool unique)
 {
 	return psprintf("CREATE %sINDEX %s ON %s USING ", unique ? "UNIQUE " : "",
 					quote_identifier(name), t->qualified);
@@ -416,7 +228,7 @@ wanted_constraint(const CsTableDefinition *def, const Existing *e)
 
 /* Drop the target's constraints the definition does not hold as they are. */
 static void
-drop_other_constraints(const Target *t)
+drop_other_constraints(const CsDefTarget *t)
 {
 	ListCell   *lc;
 
@@ -425,8 +237,8 @@ drop_other_constraints(const Target *t)
 		Existing   *e = lfirst(lc);
 
 		if (wanted_constraint(t->def, e) == NULL)
-			run(psprintf("ALTER TABLE %s DROP CONSTRAINT %s", t->qualified,
-						 quote_identifier(e->name)));
+			cs_def_run(psprintf("ALTER TABLE %s DROP CONSTRAINT %s", t->qualified,
+								quote_identifier(e->name)));
 	}
 }
 
@@ -438,7 +250,7 @@ is_unvalidated_check(Node *def, const void *arg)
 
 /* Does the target's CHECK constraint name call a volatile function? */
 static bool
-check_is_volatile(const Target *t, const char *name)
+check_is_volatile(const CsDefTarget *t, const char *name)
 {
 	Oid			conoid = get_relation_constraint_oid(t->relid, name, false);
 	HeapTuple	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(conoid));
@@ -463,15 +275,15 @@ check_is_volatile(const Target *t, const char *name)
  * such a constraint stays NOT VALID, with a WARNING.
  */
 static void
-add_check(const Target *t, const CsDefConstraint *k, const char *sql,
+add_check(const CsDefTarget *t, const CsDefConstraint *k, const char *sql,
 		  const char *what)
 {
-	AlterTableCmd *cmd = check_alter(t, sql, AT_AddConstraint, NULL, what,
-									 is_constraint, k);
+	AlterTableCmd *cmd = cs_def_check_alter(t, sql, AT_AddConstraint, NULL,
+											what, is_constraint, k);
 	bool		recorded_valid = !((Constraint *) cmd->def)->skip_validation;
 
-	run_alter(t, recorded_valid ? psprintf("%s\nNOT VALID", sql) : sql,
-			  AT_AddConstraint, NULL, what, is_unvalidated_check, k);
+	cs_def_run_alter(t, recorded_valid ? psprintf("%s\nNOT VALID", sql) : sql,
+					 AT_AddConstraint, NULL, what, is_unvalidated_check, k);
 	if (!recorded_valid)
 		return;
 	if (check_is_volatile(t, k->name))
@@ -482,12 +294,12 @@ add_check(const Target *t, const CsDefConstraint *k, const char *sql,
 				 errdetail("Its expression calls a volatile function, which restore() does not run on the restored rows."),
 				 errhint("Run ALTER TABLE ... VALIDATE CONSTRAINT once you have read the constraint's definition.")));
 	else
-		run(psprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t->qualified,
-					 quote_identifier(k->name)));
+		cs_def_run(psprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t->qualified,
+								   quote_identifier(k->name)));
 }
 
 static void
-add_constraints(const Target *t)
+add_constraints(const CsDefTarget *t)
 {
 	List	   *now = target_constraints(t);
 	ListCell   *lc;
@@ -497,6 +309,7 @@ add_constraints(const Target *t)
 		CsDefConstraint *k = lfirst(lc);
 		char	   *sql;
 		char	   *what;
+		AlterTableCmd *cmd;
 
 		if (find_existing(now, k->name) != NULL)
 			continue;
@@ -508,19 +321,20 @@ add_constraints(const Target *t)
 		}
 		sql = psprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", t->qualified,
 					   quote_identifier(k->name), k->definition);
-		if (constraint_refers(t, (Constraint *) check_alter(t, sql, AT_AddConstraint, NULL, what,
-															  is_constraint, k)->def))
+		cmd = cs_def_check_alter(t, sql, AT_AddConstraint, NULL, what,
+								 is_constraint, k);
+		if (cs_def_constraint_refers(t, (Constraint *) cmd->def))
 			not_restored(t, what);
 		else if (k->type == 'c')
 			add_check(t, k, sql, what);
 		else
-			run(sql);
+			cs_def_run(sql);
 	}
 }
 
 /* The definition's index of the target's index e, unchanged, or NULL. */
 static CsDefIndex *
-wanted_index(const Target *t, const Existing *e)
+wanted_index(const CsDefTarget *t, const Existing *e)
 {
 	ListCell   *lc;
 
@@ -538,7 +352,7 @@ wanted_index(const Target *t, const Existing *e)
 }
 
 static void
-drop_other_indexes(const Target *t)
+drop_other_indexes(const CsDefTarget *t)
 {
 	ListCell   *lc;
 
@@ -547,13 +361,13 @@ drop_other_indexes(const Target *t)
 		Existing   *e = lfirst(lc);
 
 		if (wanted_index(t, e) == NULL)
-			run(psprintf("DROP INDEX %s",
-						 quote_qualified_identifier(get_namespace_name(t->nsp), e->name)));
+			cs_def_run(psprintf("DROP INDEX %s",
+								quote_qualified_identifier(get_namespace_name(t->nsp), e->name)));
 	}
 }
 
 static void
-add_indexes(const Target *t)
+add_indexes(const CsDefTarget *t)
 {
 	List	   *now = target_indexes(t);
 	ListCell   *lc;
@@ -573,15 +387,15 @@ add_indexes(const Target *t)
 			continue;
 		}
 		sql = psprintf("%s%s", index_prefix(t, x->name, x->unique), x->using_clause);
-		stmt = (IndexStmt *) parse_one(t, sql, T_IndexStmt, what);
-		if (!names_target(t, stmt->relation) || stmt->idxname == NULL ||
+		stmt = (IndexStmt *) cs_def_parse_one(t, sql, T_IndexStmt, what);
+		if (!cs_def_names_target(t, stmt->relation) || stmt->idxname == NULL ||
 			strcmp(stmt->idxname, x->name) != 0 || stmt->unique != x->unique ||
 			stmt->primary || stmt->isconstraint || stmt->concurrent)
-			definition_damage(t, what, "makes another command than the one recorded");
-		if (index_refers(t, stmt))
+			cs_def_damage(t, what, "makes another command than the one recorded");
+		if (cs_def_index_refers(t, stmt))
 			not_restored(t, what);
 		else
-			run(sql);
+			cs_def_run(sql);
 	}
 }
 
@@ -605,7 +419,7 @@ is_generated(Node *def, const void *arg)
  * missing too.
  */
 static void
-add_generated(Target *t, const CsDefColumn *col)
+add_generated(CsDefTarget *t, const CsDefColumn *col)
 {
 	char	   *why = NULL;
 	char	   *type = cs_type_sql(col->type, &why);
@@ -614,7 +428,7 @@ add_generated(Target *t, const CsDefColumn *col)
 	AlterTableCmd *cmd;
 
 	if (type == NULL)
-		definition_damage(t, what, psprintf("has a type that is not one of this database: %s", why));
+		cs_def_damage(t, what, psprintf("has a type that is not one of this database: %s", why));
 	sql = psprintf("ALTER TABLE %s ADD COLUMN %s %s%s%s GENERATED ALWAYS AS (%s) %s",
 				   t->qualified, quote_identifier(col->name), type,
 				   col->collation ? " COLLATE " : "",
@@ -625,14 +439,14 @@ add_generated(Target *t, const CsDefColumn *col)
 #else
 				   "STORED");
 #endif
-	cmd = check_alter(t, sql, AT_AddColumn, NULL, what, is_generated, col);
-	if (constraint_refers(t, linitial(((ColumnDef *) cmd->def)->constraints)))
+	cmd = cs_def_check_alter(t, sql, AT_AddColumn, NULL, what, is_generated, col);
+	if (cs_def_constraint_refers(t, linitial(((ColumnDef *) cmd->def)->constraints)))
 	{
 		not_restored(t, what);
 		t->missing = lappend(t->missing, col->name);
 	}
 	else
-		run(sql);
+		cs_def_run(sql);
 }
 
 /*
@@ -641,18 +455,18 @@ add_generated(Target *t, const CsDefColumn *col)
  * from it (the source's default names the source's sequence).
  */
 static void
-add_serial(const Target *t, const CsDefColumn *col, AttrNumber attnum)
+add_serial(const CsDefTarget *t, const CsDefColumn *col, AttrNumber attnum)
 {
 	Oid			typid = get_atttype(t->relid, attnum);
 	char	   *seq = ChooseRelationName(t->relname, col->name, "seq", t->nsp, false);
 	char	   *qseq = quote_qualified_identifier(get_namespace_name(t->nsp), seq);
 
-	run(psprintf("CREATE SEQUENCE %s%s OWNED BY %s.%s", qseq,
-				 typid == INT2OID ? " AS smallint" :
-				 typid == INT4OID ? " AS integer" : "",
-				 t->qualified, quote_identifier(col->name)));
-	run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT pg_catalog.nextval(%s::pg_catalog.regclass)",
-				 t->qualified, quote_identifier(col->name), quote_literal_cstr(qseq)));
+	cs_def_run(psprintf("CREATE SEQUENCE %s%s OWNED BY %s.%s", qseq,
+						typid == INT2OID ? " AS smallint" :
+						typid == INT4OID ? " AS integer" : "",
+						t->qualified, quote_identifier(col->name)));
+	cs_def_run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT pg_catalog.nextval(%s::pg_catalog.regclass)",
+						t->qualified, quote_identifier(col->name), quote_literal_cstr(qseq)));
 }
 
 static bool
@@ -670,7 +484,7 @@ is_collation(Node *def, const void *arg)
  * to the type it has (written back from the OID) with the collation.
  */
 static void
-match_collation(const Target *t, const CsDefColumn *col, AttrNumber attnum)
+match_collation(const CsDefTarget *t, const CsDefColumn *col, AttrNumber attnum)
 {
 	Oid			typid;
 	int32		typmod;
@@ -678,14 +492,14 @@ match_collation(const Target *t, const CsDefColumn *col, AttrNumber attnum)
 	const char *column = quote_identifier(col->name);
 
 	get_atttypetypmodcoll(t->relid, attnum, &typid, &typmod, &collid);
-	run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE %s",
-						  t->qualified, column,
-						  format_type_extended(typid, typmod,
-											   FORMAT_TYPE_TYPEMOD_GIVEN |
-											   FORMAT_TYPE_FORCE_QUALIFY),
-						  col->collation),
-			  AT_AlterColumnType, col->name,
-			  psprintf("the collation of column %s", column), is_collation, NULL);
+	cs_def_run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE %s",
+								 t->qualified, column,
+								 format_type_extended(typid, typmod,
+													  FORMAT_TYPE_TYPEMOD_GIVEN |
+													  FORMAT_TYPE_FORCE_QUALIFY),
+								 col->collation),
+					 AT_AlterColumnType, col->name,
+					 psprintf("the collation of column %s", column), is_collation, NULL);
 }
 
 static bool
@@ -700,30 +514,30 @@ is_default(Node *def, const void *arg)
  * identity.
  */
 static void
-match_column(const Target *t, const CsDefColumn *col, AttrNumber attnum)
+match_column(const CsDefTarget *t, const CsDefColumn *col, AttrNumber attnum)
 {
 	const char *column = quote_identifier(col->name);
 
 	if (col->collation != NULL)
 		match_collation(t, col, attnum);
 	if (col->not_null)
-		run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t->qualified, column));
+		cs_def_run(psprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t->qualified, column));
 	if (col->identity != '\0')
-		run(psprintf("ALTER TABLE %s ALTER COLUMN %s ADD GENERATED %s AS IDENTITY",
-					 t->qualified, column, col->identity == 'a' ? "ALWAYS" : "BY DEFAULT"));
+		cs_def_run(psprintf("ALTER TABLE %s ALTER COLUMN %s ADD GENERATED %s AS IDENTITY",
+							t->qualified, column, col->identity == 'a' ? "ALWAYS" : "BY DEFAULT"));
 	else if (col->serial_sequence != NULL && col->default_expr != NULL &&
 			 strncmp(col->default_expr, "nextval(", strlen("nextval(")) == 0)
 		add_serial(t, col, attnum);
 	else if (col->default_expr != NULL)
-		run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s",
-							  t->qualified, column, col->default_expr),
-				  AT_ColumnDefault, col->name,
-				  psprintf("the default of column %s", column), is_default, NULL);
+		cs_def_run_alter(t, psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s",
+									 t->qualified, column, col->default_expr),
+						 AT_ColumnDefault, col->name,
+						 psprintf("the default of column %s", column), is_default, NULL);
 }
 
 /* The definition's columns, not generated, that the target lacks. */
 static List *
-missing_columns(const Target *t)
+missing_columns(const CsDefTarget *t)
 {
 	List	   *missing = NIL;
 	ListCell   *lc;
@@ -741,7 +555,7 @@ missing_columns(const Target *t)
 
 /* Columns: generated ones added, the others matched (match_column()). */
 static void
-match_columns(Target *t)
+match_columns(CsDefTarget *t)
 {
 	ListCell   *lc;
 
@@ -759,7 +573,7 @@ match_columns(Target *t)
 
 /* NOT NULL that restore() set for its key, where the source has none. */
 static void
-drop_other_not_null(const Target *t)
+drop_other_not_null(const CsDefTarget *t)
 {
 	ListCell   *lc;
 
@@ -778,13 +592,13 @@ drop_other_not_null(const Target *t)
 		not_null = ((Form_pg_attribute) GETSTRUCT(tuple))->attnotnull;
 		ReleaseSysCache(tuple);
 		if (not_null)
-			run(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
-						 t->qualified, quote_identifier(col->name)));
+			cs_def_run(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL",
+								t->qualified, quote_identifier(col->name)));
 	}
 }
 
 static void
-match_replica_identity(const Target *t)
+match_replica_identity(const CsDefTarget *t)
 {
 	const CsTableDefinition *def = t->def;
 	Oid			index = InvalidOid;
@@ -796,18 +610,18 @@ match_replica_identity(const Target *t)
 		(!OidIsValid(index) || IndexGetRelation(index, true) != t->relid))
 	{
 		if (t->missing == NIL)
-			definition_damage(t, psprintf("replica identity index %s",
+			cs_def_damage(t, psprintf("replica identity index %s",
 										  quote_identifier(def->replica_identity_index)),
 							  "is not an index of the table");
 		not_restored(t, "the replica identity");
 	}
 	else if (def->replica_identity == 'i' && def->replica_identity_index != NULL)
-		run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
-					 quote_identifier(def->replica_identity_index)));
+		cs_def_run(psprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t->qualified,
+							quote_identifier(def->replica_identity_index)));
 	else if (def->replica_identity != 'i')
-		run(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", t->qualified,
-					 def->replica_identity == 'f' ? "FULL" :
-					 def->replica_identity == 'n' ? "NOTHING" : "DEFAULT"));
+		cs_def_run(psprintf("ALTER TABLE %s REPLICA IDENTITY %s", t->qualified,
+							def->replica_identity == 'f' ? "FULL" :
+							def->replica_identity == 'n' ? "NOTHING" : "DEFAULT"));
 }
 
 /*
@@ -825,7 +639,7 @@ match_replica_identity(const Target *t)
 void
 cs_restore_definition(Oid relid, const CsTableDefinition *def)
 {
-	Target		t;
+	CsDefTarget		t;
 
 	t.relid = relid;
 	t.nsp = get_rel_namespace(relid);
