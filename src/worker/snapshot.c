@@ -251,6 +251,47 @@ published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 	return tables;
 }
 
+/* The OIDs of tables, comma-separated, for an IN list. */
+static char *
+oid_list(List *tables)
+{
+	StringInfoData oids;
+	ListCell   *lc;
+
+	initStringInfo(&oids);
+	foreach(lc, tables)
+		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "",
+						 ((SnapTable *) lfirst(lc))->oid);
+	return oids.data;
+}
+
+/*
+ * Rows (table OID, JSON text) of a per-table query: each JSON text into
+ * the char * member of its table at offset field of SnapTable.
+ */
+static void
+assign_per_table(List *tables, List *rows, size_t field)
+{
+	ListCell   *lc;
+	ListCell   *lt;
+
+	foreach(lc, rows)
+	{
+		char	  **r = lfirst(lc);
+
+		foreach(lt, tables)
+		{
+			SnapTable  *t = lfirst(lt);
+
+			if (r[0] != NULL && r[1] != NULL && strcmp(t->oid, r[0]) == 0)
+			{
+				*(char **) ((char *) t + field) = r[1];
+				break;
+			}
+		}
+	}
+}
+
 /*
  * The sequences that columns of tables own (serial and identity columns:
  * pg_depend entries of type 'a' and 'i') and each one's last value and
@@ -266,17 +307,10 @@ published_tables(const CsArchiveConfig *config, WalReceiverConn *conn)
 static void
 read_sequences(WalReceiverConn *conn, List *tables)
 {
-	StringInfoData oids;
 	List	   *rows;
-	ListCell   *lc;
-	ListCell   *lt;
 
 	if (tables == NIL)
 		return;
-	initStringInfo(&oids);
-	foreach(lc, tables)
-		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "",
-						 ((SnapTable *) lfirst(lc))->oid);
 	rows = cs_exec_rows(conn, psprintf(
 									   "SELECT d.refobjid::text, json_agg(json_build_object("
 									   "  'column', a.attname, "
@@ -299,23 +333,8 @@ read_sequences(WalReceiverConn *conn, List *tables)
 									   "AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass "
 									   "AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0 "
 									   "AND d.refobjid IN (%s) "
-									   "GROUP BY d.refobjid", oids.data), 2);
-	foreach(lc, rows)
-	{
-		char	  **r = lfirst(lc);
-
-		foreach(lt, tables)
-		{
-			SnapTable  *t = lfirst(lt);
-
-			if (r[0] != NULL && r[1] != NULL && strcmp(t->oid, r[0]) == 0)
-			{
-				t->sequences_json = r[1];
-				break;
-			}
-		}
-	}
-	pfree(oids.data);
+									   "GROUP BY d.refobjid", oid_list(tables)), 2);
+	assign_per_table(tables, rows, offsetof(SnapTable, sequences_json));
 }
 
 /*
@@ -329,34 +348,12 @@ read_sequences(WalReceiverConn *conn, List *tables)
 static void
 read_definitions(WalReceiverConn *conn, List *tables)
 {
-	StringInfoData oids;
 	List	   *rows;
-	ListCell   *lc;
-	ListCell   *lt;
 
 	if (tables == NIL)
 		return;
-	initStringInfo(&oids);
-	foreach(lc, tables)
-		appendStringInfo(&oids, "%s%s", oids.len ? ", " : "",
-						 ((SnapTable *) lfirst(lc))->oid);
-	rows = cs_exec_rows(conn, cs_table_definition_query(oids.data), 2);
-	foreach(lc, rows)
-	{
-		char	  **r = lfirst(lc);
-
-		foreach(lt, tables)
-		{
-			SnapTable  *t = lfirst(lt);
-
-			if (r[0] != NULL && r[1] != NULL && strcmp(t->oid, r[0]) == 0)
-			{
-				t->definition_json = r[1];
-				break;
-			}
-		}
-	}
-	pfree(oids.data);
+	rows = cs_exec_rows(conn, cs_table_definition_query(oid_list(tables)), 2);
+	assign_per_table(tables, rows, offsetof(SnapTable, definition_json));
 }
 
 /*
