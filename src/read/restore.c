@@ -1416,7 +1416,9 @@ forget_key(CsRestoreTable *t)
 /*
  * A record's definition of its table (the table as the command left it)
  * becomes the table's definition from here on; kept apart for a table not
- * seen in the stream yet.  An unreadable one is damage (XX001).
+ * seen in the stream yet.  An unreadable one is damage (XX001).  A table
+ * not restored (not wanted, refused, dropped) needs none: its records'
+ * definitions are not parsed.
  */
 static void
 note_definition(RestoreState *rs, const CsChange *c, const CsDdlRecord *rec)
@@ -1427,7 +1429,8 @@ note_definition(RestoreState *rs, const CsChange *c, const CsDdlRecord *rec)
 	ListCell   *lc;
 	char	   *why = NULL;
 
-	if (rec->definition == NULL)
+	t = table_by_oid(rs, rec->table_oid);
+	if (rec->definition == NULL || (t != NULL && t->target_schema == NULL))
 		return;
 	def = cs_definition_from_text(rec->definition, &why);
 	if (def == NULL)
@@ -1436,7 +1439,7 @@ note_definition(RestoreState *rs, const CsChange *c, const CsDdlRecord *rec)
 						  CS_DDL_SCHEMA, CS_DDL_TABLE, why);
 	def->origin = psprintf("file \"%s\" at offset %lld", c->path,
 						   (long long) c->frame_offset);
-	if ((t = table_by_oid(rs, rec->table_oid)) != NULL)
+	if (t != NULL)
 	{
 		t->definition = def;
 		return;
