@@ -48,21 +48,13 @@ changestream.segment_timeout = '1s'
 $replica_conf});
 cs_start_archiving($src);
 
-# md5 of a table's rows in order, in the schema given
-sub digest
-{
-	my ($node, $schema, $table) = @_;
-	return $node->safe_psql($db,
-		"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $schema.$table t");
-}
-
 # three steps of load, the oracle recorded after each
 my @points;
 for my $step (1 .. 3)
 {
 	cs_pgbench($src, $db, '-T', '3', '-c', '2', '-n');
 	$src->safe_psql($db, 'SELECT changestream.take_snapshot()') if $step == 2;
-	my %d = map { $_ => digest($src, 'public', $_) } @tables;
+	my %d = map { $_ => cs_table_digest($src, $db, 'public', $_) } @tables;
 	my $lsn = $src->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 	push @points, { lsn => $lsn, digest => \%d };
 }
@@ -110,7 +102,7 @@ for my $p (@points)
 	my $res = $fresh->safe_psql($db,
 		"SELECT tables FROM changestream.restore('r$i', '$gen', target_lsn => '$p->{lsn}')");
 	is($res, scalar(@tables), "point $i: restore() from the bucket restored the tables");
-	my @differ = grep { digest($fresh, "r$i", $_) ne $p->{digest}{$_} } @tables;
+	my @differ = grep { cs_table_digest($fresh, $db, "r$i", $_) ne $p->{digest}{$_} } @tables;
 	is(join(' ', @differ), '', "point $i: every restored table equals the source at $p->{lsn}");
 }
 

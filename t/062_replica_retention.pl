@@ -59,16 +59,9 @@ changestream.replica_retention_grace = '10min'
 $replica_conf});
 cs_start_archiving($src);
 
-sub digest
-{
-	my ($node, $schema, $table) = @_;
-	return $node->safe_psql($db,
-		"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $schema.$table t");
-}
-
 sub record_point
 {
-	my %d = map { $_ => digest($src, 'public', $_) } @tables;
+	my %d = map { $_ => cs_table_digest($src, $db, 'public', $_) } @tables;
 	return { lsn => $src->safe_psql($db, 'SELECT pg_current_wal_lsn()'), digest => \%d };
 }
 
@@ -208,7 +201,7 @@ for my $p (@points)
 	is($fresh->safe_psql($db,
 		"SELECT tables FROM changestream.restore('r$i', '$gen', target_lsn => '$p->{lsn}', archive_directory => 'replica')"),
 		scalar(@tables), "point $i: restore() from the bucket restored the tables");
-	my @differ = grep { digest($fresh, "r$i", $_) ne $p->{digest}{$_} } @tables;
+	my @differ = grep { cs_table_digest($fresh, $db, "r$i", $_) ne $p->{digest}{$_} } @tables;
 	is(join(' ', @differ), '', "point $i: every restored table equals the source at $p->{lsn}");
 }
 

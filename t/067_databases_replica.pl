@@ -81,19 +81,11 @@ like($node->safe_psql('postgres',
 	qr{the replica prefix "\Q$prefix\E/databases/other" of bucket "\Q$bucket\E" belongs to another cluster: Its marker object .*system_identifier 1}s,
 	'other: its row names the foreign marker under its prefix');
 
-# md5 of a table's rows in order
-sub digest
-{
-	my ($n, $db, $schema, $table) = @_;
-	return $n->safe_psql($db,
-		"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $schema.$table t");
-}
-
 # load in both databases at once; app's oracle recorded after it
 my @bg = map { cs_pgbench_bg($node, $_, '-T', '3', '-c', '1', '-n') } ('postgres', 'app');
 cs_pgbench_finish($_) for @bg;
 $node->safe_psql('app', 'SELECT changestream.take_snapshot()');
-my %app_digest = map { $_ => digest($node, 'app', 'public', $_) } @tables;
+my %app_digest = map { $_ => cs_table_digest($node, 'app', 'public', $_) } @tables;
 my $point = $node->safe_psql('app', 'SELECT pg_current_wal_lsn()');
 # a little more traffic, so that the point's segment is sealed
 @bg = map { cs_pgbench_bg($node, $_, '-T', '2', '-c', '1', '-n') } ('postgres', 'app');
@@ -200,7 +192,7 @@ $fresh->safe_psql('postgres', 'CREATE SCHEMA r1');
 is($fresh->safe_psql('postgres',
 		"$read_app SELECT tables FROM changestream.restore('r1', '$gen_app', target_lsn => '$point')"),
 	scalar(@tables), "restore() of app from the bucket restored the tables");
-my @differ = grep { digest($fresh, 'postgres', 'r1', $_) ne $app_digest{$_} } @tables;
+my @differ = grep { cs_table_digest($fresh, 'postgres', 'r1', $_) ne $app_digest{$_} } @tables;
 is(join(' ', @differ), '', "every table restored from app's bucket tree equals app's source table at the point");
 
 $fresh->stop;

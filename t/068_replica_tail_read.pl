@@ -47,16 +47,8 @@ changestream.replica_sync_interval = '1s'
 $replica_conf});
 cs_start_archiving($src);
 
-# md5 of a table's rows in order, in the schema given
-sub digest
-{
-	my ($node, $schema, $table) = @_;
-	return $node->safe_psql($db,
-		"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $schema.$table t");
-}
-
 cs_pgbench($src, $db, '-T', '3', '-c', '2', '-n');
-my %digest = map { $_ => digest($src, 'public', $_) } @tables;
+my %digest = map { $_ => cs_table_digest($src, $db, 'public', $_) } @tables;
 my $p = $src->safe_psql($db, 'SELECT pg_current_wal_lsn()');
 # more traffic after P, in the same active segment
 cs_pgbench($src, $db, '-t', '50', '-c', '1', '-n');
@@ -92,7 +84,7 @@ $fresh->safe_psql($db, 'CREATE SCHEMA r');
 my $res = $fresh->safe_psql($db,
 	"SELECT tables FROM changestream.restore('r', '$gen', target_lsn => '$p', archive_directory => 'replica')");
 is($res, scalar(@tables), 'restore() from the bucket restored the tables');
-my @differ = grep { digest($fresh, 'r', $_) ne $digest{$_} } @tables;
+my @differ = grep { cs_table_digest($fresh, $db, 'r', $_) ne $digest{$_} } @tables;
 is(join(' ', @differ), '', "every restored table equals the source at P ($p)");
 
 ######################################################################

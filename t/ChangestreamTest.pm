@@ -72,7 +72,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
-  cs_setup cs_rows cs_new_node cs_archive_dir cs_start_archiving cs_create_oracle_slot
+  cs_setup cs_rows cs_table_digest cs_new_node cs_archive_dir cs_start_archiving cs_create_oracle_slot
   cs_poll cs_poll_or_diag cs_wait_state cs_wait_archived cs_fence
   cs_status cs_single_generation cs_generations cs_compare_with_oracle
   cs_fetch_archive cs_fetch_oracle cs_group_txns cs_lsn_to_int
@@ -323,6 +323,17 @@ sub cs_setup
 	cs_create_oracle_slot($node) if $opts{oracle};
 	cs_start_archiving($node) if $opts{archive};
 	return $node;
+}
+
+# cs_table_digest($node, $db, $schema, $table) -> md5 of the text forms
+# of every row of $schema.$table in database $db, in the order of those
+# texts: two tables have the same digest when they hold the same rows (a
+# restored table against its source).
+sub cs_table_digest
+{
+	my ($node, $db, $schema, $table) = @_;
+	return $node->safe_psql($db,
+		"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM $schema.$table t");
 }
 
 # cs_rows($node, $db, $query, @names) -> rows; see the top of this file.
