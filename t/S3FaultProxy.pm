@@ -46,7 +46,8 @@
 #                       that begin with an S3 <Error> document (SlowDown),
 #                       as object data may happen to
 #   (down/up)           between down() and up() the port is closed:
-#                       connections are refused
+#                       connections are refused, and a request on a
+#                       connection kept alive from before is not answered
 # Rules live in a control file (one "FAULT COUNT METHOD PATH-REGEX" line
 # each, "down" alone for the refusal), taken under flock by the connection
 # processes, so a test may change them at any time.  Every request is
@@ -167,8 +168,9 @@ sub clear
 	return;
 }
 
-# down(): close the port (new connections are refused; open ones go on)
-# and return once it is closed.  up(): listen again on the same port, and
+# down(): close the port (new connections are refused; a connection
+# opened before is closed, unanswered, at its next request) and return
+# once it is closed.  up(): listen again on the same port, and
 # return once it does.
 sub down
 {
@@ -617,6 +619,8 @@ sub _connection
 	while (1)
 	{
 		my $req = _read_head($cr) or last;
+		# down: a request on a connection opened before gets no answer
+		last if grep { $_ eq 'down' } $self->_control_lines;
 		my ($method, $target) = split / /, $req->{first};
 		$method //= '';
 		$target //= '';

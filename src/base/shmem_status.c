@@ -415,6 +415,23 @@ cs_status_archiver_pid(void)
 }
 
 /*
+ * cs_status_archiver_disabled
+ *	  The PID of the selected entry's archiver when it runs in state
+ *	  "disabled" (it waits for a reload that sets changestream.directory),
+ *	  else 0.
+ */
+pid_t
+cs_status_archiver_disabled(void)
+{
+	pid_t		pid;
+
+	SpinLockAcquire(&cs_status->mutex);
+	pid = cs_status->state == CS_STATE_DISABLED ? cs_status->pid : 0;
+	SpinLockRelease(&cs_status->mutex);
+	return pid;
+}
+
+/*
  * cs_status_set_launch_error
  *	  The launcher's: why entry's archiver does not run (a budget too
  *	  small), shown in status() as last_error with state "error".

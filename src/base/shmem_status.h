@@ -142,6 +142,7 @@ extern void cs_status_set_dropping(bool dropping, bool dropped);
 extern bool cs_status_dropping(void);
 extern void cs_status_forget_dropped(void);
 extern pid_t cs_status_archiver_pid(void);
+extern pid_t cs_status_archiver_disabled(void);
 extern void cs_status_set_launch_error(const char *message);
 /* the archiver */
 extern void cs_status_archiver_started(Latch *latch, const char *database,

@@ -286,6 +286,25 @@ stop_archiver(int index)
 }
 
 /*
+ * The selected entry's archiver waits in state "disabled" although
+ * changestream.directory is set: the reload's SIGHUP reached it before it
+ * installed its handler (PostgreSQL's background worker start ignores
+ * SIGHUP until then, and Linux drops a pending signal set to be ignored),
+ * so it would wait for the next reload.  Send it again.
+ */
+static void
+resend_reload(void)
+{
+	pid_t		pid;
+
+	if (cs_directory == NULL || cs_directory[0] == '\0')
+		return;
+	pid = cs_status_archiver_disabled();
+	if (pid != 0)
+		(void) kill(pid, SIGHUP);
+}
+
+/*
  * Bring the archivers in line with the list: stop those whose database
  * left it (their entry is released once they are gone) or is past the
  * budget, start the missing ones whose delay is over.
@@ -347,8 +366,12 @@ reconcile(bool log_budget)
 			cs_status_set_launch_error(budget_message);
 			continue;
 		}
-		if (archiver_running(index, now) || now < launched[index].next_start ||
-			cs_status_dropping())
+		if (archiver_running(index, now))
+		{
+			resend_reload();
+			continue;
+		}
+		if (now < launched[index].next_start || cs_status_dropping())
 			continue;
 		/* one left running by a launcher before a restart of ours */
 		if (cs_status_archiver_pid() != 0)
