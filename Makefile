@@ -81,6 +81,7 @@ OBJS = \
 	src/read/verify_record.o \
 	src/read/restore.o \
 	src/read/restore_apply.o \
+	src/read/restore_columns.o \
 	src/read/restore_manifest.o \
 	src/read/restore_key.o \
 	src/read/restore_filter.o \

@@ -52,6 +52,7 @@ sub oracle
 			identity => $_->[6],
 			serial_sequence => nullable($_->[7]),
 			collation => nullable($_->[8]),
+			attnum => $_->[9] + 0,
 		}
 	} cs_rows($node, $db, qq{
 		SELECT c.column_name, format_type(a.atttypid, a.atttypmod),
@@ -65,7 +66,8 @@ sub oracle
 						   WHERE s.oid = pg_get_serial_sequence('$table', c.column_name)::regclass),
 						 '$NULL') END,
 			coalesce(CASE c.collation_schema WHEN 'pg_catalog' THEN quote_ident(c.collation_name)
-				ELSE quote_ident(c.collation_schema) || '.' || quote_ident(c.collation_name) END, '$NULL')
+				ELSE quote_ident(c.collation_schema) || '.' || quote_ident(c.collation_name) END, '$NULL'),
+			c.ordinal_position
 		  FROM information_schema.columns c
 		  JOIN pg_attribute a ON a.attrelid = '$table'::regclass AND a.attnum = c.ordinal_position
 		 WHERE (quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))::regclass = '$table'::regclass

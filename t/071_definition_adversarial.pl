@@ -236,7 +236,7 @@ my @attacks = (
 		sub { column($_[0], 'b')->{collation} = '"C", ALTER COLUMN a DROP NOT NULL' } ],
 	[ 'a generated column whose collation adds a CHECK',
 		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'text', collation => '"C" CHECK (false)', not_null => JSON::PP::false,
-				default => undef, generated => "'x'", generated_kind => 's', identity => '', serial_sequence => undef } } ],
+				default => undef, generated => "'x'", generated_kind => 's', identity => '', serial_sequence => undef, attnum => 10 } } ],
 	[ 'a replica identity index the table does not have',
 		sub { $_[0]{replica_identity} = 'i'; $_[0]{replica_identity_index} = 'victim_pkey' } ],
 	[ 'a default that is not an expression',
@@ -256,13 +256,13 @@ my @attacks = (
 	[ 'a generated column whose expression adds another column',
 		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'integer', not_null => JSON::PP::false, default => undef,
 				generated => '1) STORED, ADD COLUMN z2 int GENERATED ALWAYS AS (2', generated_kind => 's', identity => '',
-				serial_sequence => undef } } ],
+				serial_sequence => undef, attnum => 10 } } ],
 	[ 'a generated column whose expression adds a CHECK',
 		sub { push @{ $_[0]{columns} }, { name => 'z', type => 'integer', not_null => JSON::PP::false, default => undef,
-				generated => '1) STORED CHECK (false', generated_kind => 's', identity => '', serial_sequence => undef } } ],
+				generated => '1) STORED CHECK (false', generated_kind => 's', identity => '', serial_sequence => undef, attnum => 10 } } ],
 	[ 'a generated column whose type is SQL',
 		sub { push @{ $_[0]{columns} }, { name => 'z', type => "int; $inject", not_null => JSON::PP::false, default => undef,
-				generated => '1', generated_kind => 's', identity => '', serial_sequence => undef } } ],
+				generated => '1', generated_kind => 's', identity => '', serial_sequence => undef, attnum => 10 } } ],
 );
 # damaged as JSON (a snapshot is taken after each, so that the next
 # restore() does not read it)
@@ -281,6 +281,13 @@ my @json_attacks = (
 	[ 'two indexes of one name', qr/its indexes are missing/,
 		sub { push @{ $_[0]{indexes} }, ({ name => 'ix', unique => JSON::PP::false, using => 'btree (a)' }) x 2 } ],
 	[ 'a replica identity z', qr/replica_identity is not/, sub { $_[0]{replica_identity} = 'z' } ],
+	[ 'an attnum that is a string', $cols, sub { column($_[0], 'b')->{attnum} = '2' } ],
+	[ 'an attnum past 1600', $cols, sub { column($_[0], 'b')->{attnum} = 1601 } ],
+	[ 'an attnum of 0', $cols, sub { column($_[0], 'b')->{attnum} = 0 } ],
+	[ 'attnums that do not increase', qr/the attnums do not increase/,
+		sub { column($_[0], 'b')->{attnum} = column($_[0], 'a')->{attnum} } ],
+	[ 'a column without an attnum beside columns with one', qr/some of its columns have an attnum/,
+		sub { delete column($_[0], 'b')->{attnum} } ],
 	[ 'a definition that is an array', qr/not a JSON object/, undef, '[1]' ],
 );
 

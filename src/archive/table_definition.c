@@ -30,7 +30,9 @@
  * partitioned table whose OID the subquery or list %s gives.
  *
  * columns: every column not dropped, generated ones and ones a column
- * list leaves unpublished included, in attnum order; "collation" is the
+ * list leaves unpublished included, in attnum order, each with its attnum
+ * (which names it across renames, and tells a column dropped and added
+ * again under its name from the one before); "collation" is the
  * column's collation where it is not its type's (regcollation text,
  * qualified unless in pg_catalog), else null; "default" is the
  * default expression of a column that is not generated, "generated" the
@@ -48,7 +50,7 @@
 static const char *const definition_query =
 	"SELECT c.oid::pg_catalog.text, pg_catalog.json_build_object( "
 	" 'columns', COALESCE((SELECT pg_catalog.json_agg(pg_catalog.json_build_object( "
-	"     'name', a.attname, "
+	"     'name', a.attname, 'attnum', a.attnum, "
 	"     'type', pg_catalog.format_type(a.atttypid, a.atttypmod), "
 	"     'collation', CASE WHEN a.attcollation <> (SELECT t.typcollation "
 	"         FROM pg_catalog.pg_type t WHERE t.oid = a.atttypid) "

@@ -83,6 +83,25 @@ bool_member(JsonbContainer *obj, const char *key, bool *out)
 	return true;
 }
 
+/*
+ * The optional member "attnum": absent is 0 (a definition written before
+ * it was recorded), else an integer from 1 to MaxHeapAttributeNumber.
+ */
+static bool
+attnum_member(JsonbContainer *obj, int *out)
+{
+	JsonbValue *v = cs_json_member(obj, "attnum");
+	int64		n;
+
+	*out = 0;
+	if (v == NULL)
+		return true;
+	if (!cs_json_int64(v, &n) || n < 1 || n > MaxHeapAttributeNumber)
+		return false;
+	*out = (int) n;
+	return true;
+}
+
 static void *
 read_column(JsonbContainer *obj)
 {
@@ -90,6 +109,7 @@ read_column(JsonbContainer *obj)
 
 	if (obj == NULL ||
 		(c->name = cs_json_string(cs_json_member(obj, "name"), NAMEDATALEN - 1)) == NULL ||
+		!attnum_member(obj, &c->attnum) ||
 		(c->type = cs_json_string(cs_json_member(obj, "type"), MAX_TYPE_TEXT)) == NULL ||
 		!optional_string(obj, "collation", MAX_TYPE_TEXT, &c->collation) ||
 		!bool_member(obj, "not_null", &c->not_null) ||
@@ -165,6 +185,33 @@ read_list(JsonbContainer *obj, const char *key, void *(*reader) (JsonbContainer 
 }
 
 /*
+ * Set def->attnums when every column has an attnum, the attnums
+ * increasing in column order (the query's order); false when some have
+ * one and others none, or they do not increase.
+ */
+static bool
+read_attnums(CsTableDefinition *def)
+{
+	int			with = 0;
+	int			last = 0;
+	ListCell   *lc;
+
+	foreach(lc, def->columns)
+	{
+		CsDefColumn *c = lfirst(lc);
+
+		if (c->attnum == 0)
+			continue;
+		if (c->attnum <= last)
+			return false;
+		last = c->attnum;
+		with++;
+	}
+	def->attnums = with > 0;
+	return with == 0 || with == list_length(def->columns);
+}
+
+/*
  * cs_definition_from_jsonb
  *	  The definition object obj (docs/FORMAT.md section 3.2) as a
  *	  CsTableDefinition, or NULL with the reason in *why when a member is
@@ -179,7 +226,12 @@ cs_definition_from_jsonb(JsonbContainer *obj, char **why)
 	def->columns = read_list(obj, "columns", read_column, &ok);
 	if (!ok || def->columns == NIL)
 	{
-		*why = pstrdup("its columns are missing, or a column lacks a name, a type, not_null, default, generated, generated_kind, identity or serial_sequence of the right JSON type, or has a collation that is not a string or null, or two columns have one name");
+		*why = pstrdup("its columns are missing, or a column lacks a name, a type, not_null, default, generated, generated_kind, identity or serial_sequence of the right JSON type, or has a collation that is not a string or null or an attnum that is not an integer from 1 to 1600, or two columns have one name");
+		return NULL;
+	}
+	if (!read_attnums(def))
+	{
+		*why = pstrdup("some of its columns have an attnum and others have none, or the attnums do not increase in column order");
 		return NULL;
 	}
 	def->constraints = read_list(obj, "constraints", read_constraint, &ok);

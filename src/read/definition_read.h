@@ -18,6 +18,8 @@
 typedef struct CsDefColumn
 {
 	char	   *name;
+	int			attnum;			/* the source's attnum; 0 in a definition
+								 * written before it was recorded */
 	char	   *type;			/* format_type() text of the source */
 	char	   *collation;		/* regcollation text where not the type's,
 								 * or NULL */
@@ -54,6 +56,7 @@ typedef struct CsTableDefinition
 	List	   *columns;		/* CsDefColumn * */
 	List	   *constraints;	/* CsDefConstraint * */
 	List	   *indexes;		/* CsDefIndex * */
+	bool		attnums;		/* every column has its attnum (distinct) */
 	char		replica_identity;	/* 'd', 'n', 'f' or 'i' */
 	char	   *replica_identity_index; /* under 'i', or NULL */
 	char	   *origin;			/* where it was read, for messages: "file

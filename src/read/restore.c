@@ -65,6 +65,7 @@
 #include "read/ddl_record.h"
 #include "read/read_source.h"
 #include "read/restore_apply.h"
+#include "read/restore_columns.h"
 #include "read/restore_definition.h"
 #include "read/restore_filter.h"
 #include "read/restore_key.h"
@@ -1487,6 +1488,36 @@ forget_index(RestoreState *rs, const CsDdlRecord *rec)
 }
 
 /*
+ * An ALTER TABLE of t (no rows changed, or columns retyped exactly) whose
+ * definitions before and after name the columns by attnum: the target's
+ * columns become the definition's after at once (restore_columns.c), and
+ * the table's definition is known from here on.  False when that takes a
+ * guess: the caller's rules then apply.
+ */
+static bool
+replay_columns(RestoreState *rs, CsRestoreTable *t,
+			   const CsTableDefinition *before)
+{
+	List	   *statements;
+	List	   *now;
+	ListCell   *lc;
+
+	if (t->stale != NULL ||
+		!cs_columns_replay(t->columns, rs->dry_run ? NULL : qualified_target(t),
+						   before, t->definition, &statements, &now))
+		return false;
+	foreach(lc, statements)
+		run_sql(lfirst(lc));
+	if (statements != NIL)
+	{
+		CommandCounterIncrement();
+		t->synced = NULL;		/* the next change matches the target again */
+	}
+	t->columns = now;
+	return true;
+}
+
+/*
  * A row of changestream.ddl_history in a transaction being applied: a
  * table whose rows the command changed without changes, or whose changes
  * stop or start being archived (a change of the generation's publication's
@@ -1500,6 +1531,7 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 {
 	CsDdlRecord rec;
 	CsRestoreTable *t;
+	CsTableDefinition *before;
 	bool		publication;
 
 	cs_ddl_read(c, &rec);
@@ -1508,6 +1540,8 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 		forget_index(rs, &rec);
 		return;
 	}
+	t = table_by_oid(rs, rec.table_oid);
+	before = t != NULL ? t->definition : NULL;
 	note_definition(rs, c, &rec);
 	publication = is_publication_record(&rec);
 	if (publication && !publication_concerns(rs, &rec))
@@ -1541,6 +1575,10 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 			 (strcmp(t->name, rec.table_name) != 0 ||
 			  strcmp(t->schema, rec.schema_name) != 0))
 		follow_name(rs, t, &rec);
+	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
+			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
+			 !is_type_record(&rec) && replay_columns(rs, t, before))
+		return;
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
 			 !is_type_record(&rec) && !rec.rows_changed)
