@@ -19,7 +19,8 @@
 # back; ADD COLUMN NOT NULL DEFAULT on an empty table; a table created
 # after the snapshot and altered; a take_snapshot() in between; a typed
 # table whose type loses and gains an attribute (ALTER TYPE ... CASCADE);
-# a column dropped by DROP DOMAIN ... CASCADE; an ALTER run under
+# a column dropped by DROP DOMAIN ... CASCADE; a schema renamed (no
+# record) before an ALTER TABLE that changes columns; an ALTER run under
 # REPEATABLE READ after another session altered the table's columns,
 # renamed it, or created it.
 use strict;
@@ -60,7 +61,9 @@ CREATE TABLE c_dom (id int PRIMARY KEY, d dpos, e int);
 CREATE TABLE c_rr (id int PRIMARY KEY, b int, c int);
 CREATE TABLE c_rr2 (id int PRIMARY KEY, b int);
 CREATE TABLE c_rr3 (id int PRIMARY KEY, b int);
-CREATE PUBLICATION changestream FOR TABLES IN SCHEMA public;
+CREATE SCHEMA s1;
+CREATE TABLE s1.c_sch (id int PRIMARY KEY, b int, c text);
+CREATE PUBLICATION changestream FOR TABLES IN SCHEMA public, s1;
 });
 cs_start_archiving($node);
 
@@ -86,13 +89,17 @@ sub record_step
 	my $cols = $node->safe_psql($db, q{
 		SELECT c.relname, string_agg(quote_ident(a.attname), ',' ORDER BY a.attnum)
 		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-		WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'
-		  AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE c.relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname IN ('public', 's1', 's2'))
+		  AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
 		GROUP BY c.relname ORDER BY c.relname});
 	my %cols = map { split /\|/, $_, 2 } split /\n/, $cols;
 	my @tables = sort keys %cols;
+	my %schema = map { split /\|/, $_, 2 } split /\n/, $node->safe_psql($db, q{
+		SELECT relname, relnamespace::regnamespace FROM pg_class
+		WHERE relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname IN ('public', 's1', 's2'))
+		  AND relkind = 'r'});
 	my $out = $node->safe_psql($db, "$S SELECT pg_current_wal_lsn();\n"
-		  . join(";\n", map { table_sql('public', $_, $cols{$_}) } @tables));
+		  . join(";\n", map { table_sql($schema{$_}, $_, $cols{$_}) } @tables));
 	my @lines = split /\n/, $out;
 	my $lsn = shift @lines;
 	my %digest = map { split /\|/, $_, 2 } @lines;
@@ -124,6 +131,7 @@ INSERT INTO c_full SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_typed SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_dom SELECT i, i, i FROM generate_series(1, 5) i;
 INSERT INTO c_rr SELECT i, i, i FROM generate_series(1, 5) i;
+INSERT INTO s1.c_sch SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_rr2 SELECT i, i FROM generate_series(1, 5) i;
 INSERT INTO c_rr3 SELECT i, i FROM generate_series(1, 5) i;
 INSERT INTO c_domdef SELECT i, i FROM generate_series(1, 5) i;
@@ -217,6 +225,13 @@ ALTER TABLE c_late DROP COLUMN b0, ADD COLUMN b0 text;
 ALTER TABLE c_readd DROP COLUMN b;
 ALTER TABLE c_readd RENAME COLUMN c TO b;
 });
+# ALTER SCHEMA ... RENAME records nothing: the ALTER TABLE's record is the
+# first to name the table anew, and changes its columns too
+step('schema renamed, then DROP and ADD', q{
+ALTER SCHEMA s1 RENAME TO s2;
+ALTER TABLE s2.c_sch DROP COLUMN b, ADD COLUMN b int;
+});
+step('a change after the schema renamed', q{UPDATE s2.c_sch SET c = c || '!' WHERE id = 1});
 step('typed table: ALTER TYPE DROP and ADD ATTRIBUTE CASCADE', q{
 ALTER TYPE ctyp DROP ATTRIBUTE b CASCADE;
 ALTER TYPE ctyp ADD ATTRIBUTE b int CASCADE;

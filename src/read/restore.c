@@ -1574,7 +1574,16 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 (strcmp(t->name, rec.table_name) != 0 ||
 			  strcmp(t->schema, rec.schema_name) != 0))
+	{
 		follow_name(rs, t, &rec);
+
+		/*
+		 * A record may name the table anew and change its columns too: an
+		 * ALTER TABLE after ALTER SCHEMA ... RENAME, which records nothing.
+		 */
+		if (strcmp(rec.command_tag, "ALTER TABLE") == 0 && !is_type_record(&rec))
+			(void) replay_columns(rs, t, before);
+	}
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
 			 !is_type_record(&rec) && replay_columns(rs, t, before))
