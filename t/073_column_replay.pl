@@ -98,12 +98,12 @@ sub record_step
 		SELECT relname, relnamespace::regnamespace FROM pg_class
 		WHERE relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname IN ('public', 's1', 's2'))
 		  AND relkind = 'r'});
-	my $out = $node->safe_psql($db, "$S SELECT pg_current_wal_lsn();\n"
+	my $out = $node->safe_psql($db, "$S SELECT pg_current_wal_lsn() || ' ' || clock_timestamp();\n"
 		  . join(";\n", map { table_sql($schema{$_}, $_, $cols{$_}) } @tables));
 	my @lines = split /\n/, $out;
-	my $lsn = shift @lines;
+	my ($lsn, $time) = split / /, shift(@lines), 2;
 	my %digest = map { split /\|/, $_, 2 } @lines;
-	push @steps, { name => $name, lsn => $lsn, tables => \@tables, cols => \%cols,
+	push @steps, { name => $name, lsn => $lsn, time => $time, tables => \@tables, cols => \%cols,
 		digest => \%digest };
 	note("step $name at $lsn");
 	return;
@@ -337,6 +337,24 @@ for my $i (0 .. $#steps)
 		stdout => \$od, stderr => \$ed);
 	my %drefused = map { $_ => 1 } ($ed =~ /WARNING:\s+table "public\.(\w+)" cannot be restored exactly/g);
 	is($od, $restored, "step '$step->{name}': the dry run counts the real run's tables and changes");
+
+	# a tables filter (names at the point), and the point as a time
+	my @some = grep { /^c_(readd|rot|sch|tx|full|part1|late)$/ } @{ $step->{tables} };
+	for my $args ("target_lsn => '$step->{lsn}', tables => '{" . join(',', @some) . "}'",
+		"target_time => '$step->{time}'")
+	{
+		my ($of, $ef) = ('', '');
+		$node->psql($db, "$S BEGIN; SELECT tables FROM changestream.restore('r', $args, skip_inexact => true);\n"
+			  . join(";\n", map { table_sql('r', $_, $step->{cols}{$_}) } @some) . ";\nROLLBACK;",
+			stdout => \$of, stderr => \$ef, on_error_stop => 0,
+			extra_params => [ '-v', 'ON_ERROR_ROLLBACK=on' ]);
+		my @fl = split /\n/, $of;
+		shift @fl;
+		my %fgot = map { split /\|/, $_, 2 } @fl;
+		is(join(' ', map { $fgot{$_} // 'missing' } @some), join(' ', map { $got{$_} // 'missing' } @some),
+			"step '$step->{name}': restored with " . ($args =~ /^target_time/ ? 'target_time' : 'a tables filter') . ", those tables are as without")
+		  or diag($ef);
+	}
 	is(join(' ', sort keys %drefused), join(' ', sort keys %refused),
 		"step '$step->{name}': the dry run refuses the real run's tables");
 }
