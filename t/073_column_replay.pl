@@ -53,6 +53,7 @@ CREATE TABLE c_inh (id int PRIMARY KEY, b int);
 CREATE TABLE c_inh_child (own int, PRIMARY KEY (id)) INHERITS (c_inh);
 CREATE TABLE c_gen (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED);
 CREATE TABLE c_gen2 (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 3) STORED);
+CREATE TABLE c_gen3 (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 4) STORED);
 CREATE TABLE c_full (id int, b int, c text);
 ALTER TABLE c_full REPLICA IDENTITY FULL;
 CREATE TABLE c_empty (id int PRIMARY KEY);
@@ -194,10 +195,12 @@ step('generated column dropped and added as ordinary, one made ordinary', q{
 ALTER TABLE c_gen2 DROP COLUMN g;
 ALTER TABLE c_gen2 ADD COLUMN g int;
 ALTER TABLE c_gen ALTER COLUMN g DROP EXPRESSION;
+ALTER TABLE c_gen3 ALTER COLUMN g DROP EXPRESSION;
 });
 step('changes after the generated columns', q{
 UPDATE c_gen SET v = v + 100 WHERE id = 1;
 UPDATE c_gen2 SET v = v + 100 WHERE id = 1;
+INSERT INTO c_gen3 VALUES (1, 1, 5);
 });
 step('REPLICA IDENTITY FULL: DROP and ADD, NOT NULL DEFAULT on an empty table', q{
 ALTER TABLE c_full DROP COLUMN b, ADD COLUMN b int;
