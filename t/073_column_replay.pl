@@ -16,7 +16,8 @@
 # order than its parent's; an inheritance child with a column of its
 # own; a generated column dropped, and one made ordinary (DROP
 # EXPRESSION); REPLICA IDENTITY FULL with an UPDATE after a column came
-# back; ADD COLUMN NOT NULL DEFAULT on an empty table; a table created
+# back; ADD COLUMN NOT NULL DEFAULT on an empty table; exact retypes
+# with a DROP and ADD in one ALTER; a table created
 # after the snapshot and altered; a take_snapshot() in between; a typed
 # table whose type loses and gains an attribute (ALTER TYPE ... CASCADE);
 # a column dropped by DROP DOMAIN ... CASCADE; a schema renamed (no
@@ -53,6 +54,7 @@ CREATE TABLE c_inh (id int PRIMARY KEY, b int);
 CREATE TABLE c_inh_child (own int, PRIMARY KEY (id)) INHERITS (c_inh);
 CREATE TABLE c_gen (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED);
 CREATE TABLE c_gen2 (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 3) STORED);
+CREATE TABLE c_mix (id int PRIMARY KEY, a int, b text, c varchar(5));
 CREATE TABLE c_gen3 (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 4) STORED);
 CREATE TABLE c_full (id int, b int, c text);
 ALTER TABLE c_full REPLICA IDENTITY FULL;
@@ -132,6 +134,7 @@ INSERT INTO c_full SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_typed SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_dom SELECT i, i, i FROM generate_series(1, 5) i;
 INSERT INTO c_rr SELECT i, i, i FROM generate_series(1, 5) i;
+INSERT INTO c_mix SELECT i, i, 'b' || i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO s1.c_sch SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_rr2 SELECT i, i FROM generate_series(1, 5) i;
 INSERT INTO c_rr3 SELECT i, i FROM generate_series(1, 5) i;
@@ -205,6 +208,7 @@ INSERT INTO c_gen3 VALUES (1, 1, 5);
 step('REPLICA IDENTITY FULL: DROP and ADD, NOT NULL DEFAULT on an empty table', q{
 ALTER TABLE c_full DROP COLUMN b, ADD COLUMN b int;
 ALTER TABLE c_empty ADD COLUMN n int NOT NULL DEFAULT 5;
+ALTER TABLE c_mix ALTER COLUMN a TYPE bigint, DROP COLUMN b, ADD COLUMN b text, ALTER COLUMN c TYPE text;
 ALTER TABLE c_domdef ADD COLUMN d ddef;
 });
 step('changes under REPLICA IDENTITY FULL', q{
