@@ -6,7 +6,9 @@
 # into a scratch schema (in a transaction rolled back) with skip_inexact,
 # and each table must be equal to the source there or refused (the
 # WARNING names it and it is absent), never different.  A dry run to the
-# same point must count the tables and changes the real run restores.
+# same point must count the tables and changes the real run restores,
+# and restores with a tables filter and with the point as a target_time
+# must give those tables as the full restore does.
 #
 # Inputs: a column dropped and added again under its name in one ALTER
 # and across statements (same and another type); a three-way rotation of
@@ -15,7 +17,8 @@
 # subtransaction rolled back; a partition whose columns are in another
 # order than its parent's; an inheritance child with a column of its
 # own; a generated column dropped, and one made ordinary (DROP
-# EXPRESSION); REPLICA IDENTITY FULL with an UPDATE after a column came
+# EXPRESSION) in a table with rows (refused up to the next snapshot) and
+# in an empty one; REPLICA IDENTITY FULL with an UPDATE after a column came
 # back; ADD COLUMN NOT NULL DEFAULT on an empty table; exact retypes
 # with a DROP and ADD in one ALTER; a table created
 # after the snapshot and altered; a take_snapshot() in between; a typed
