@@ -66,7 +66,8 @@ $$;
  *   rewrite_reason: table_rewrite's reason bits (1 persistence, 2 default
  *     value, 4 column type, 8 access method); NULL for other events.
  *   columns: the columns whose existing values the command set without
- *     an archived change (ADD COLUMN with a default, ALTER COLUMN TYPE);
+ *     an archived change (ADD COLUMN with a default, ALTER COLUMN TYPE,
+ *     ALTER COLUMN DROP EXPRESSION);
  *     NULL when none.
  *   retyped, retyped_to: of those, the columns retyped without USING, and
  *     their new types' OIDs: restore() replays a cast it knows to
@@ -126,8 +127,9 @@ GRANT SELECT ON TABLE ddl_history TO pg_monitor;
  *   For an ALTER TABLE collected by ddl_command_end: the columns whose
  *   existing values the command may have set without archived changes:
  *   ADD COLUMN with a default (its own, a missing value, or its domain's)
- *   and every ALTER COLUMN TYPE (with or without USING: a cast may depend
- *   on the session's settings); for the table and each of its inheritors
+ *   every ALTER COLUMN TYPE (with or without USING: a cast may depend
+ *   on the session's settings) and every DROP EXPRESSION (the values
+ *   computed stay, never published); for the table and each of its inheritors
  *   (partitions) that has the column.  new_type: the new type of a column
  *   retyped without USING, else NULL.  No row for other commands.
  */

@@ -171,14 +171,22 @@ close_apply_states(void)
 		cs_apply_close(lfirst(lc));
 }
 
-/* Run DDL (or a check): the tables' apply states are closed first. */
+/*
+ * Run DDL (or a check): the tables' apply states are closed first.  The
+ * caller's memory context stays current (SPI_execute() leaves SPI's
+ * procedure context current, which SPI_finish() deletes: what restore()
+ * keeps, a table first met in the stream, would be freed before the
+ * result row reads it).
+ */
 static void
 run_sql(const char *sql)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	int			rc;
 
 	close_apply_states();
 	rc = SPI_execute(sql, false, 0);
+	MemoryContextSwitchTo(cxt);
 
 	if (rc < 0)
 		elog(ERROR, "SPI_execute failed (%d): %s", rc, sql);
@@ -1574,7 +1582,16 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 (strcmp(t->name, rec.table_name) != 0 ||
 			  strcmp(t->schema, rec.schema_name) != 0))
+	{
 		follow_name(rs, t, &rec);
+
+		/*
+		 * A record may name the table anew and change its columns too: an
+		 * ALTER TABLE after ALTER SCHEMA ... RENAME, which records nothing.
+		 */
+		if (strcmp(rec.command_tag, "ALTER TABLE") == 0 && !is_type_record(&rec))
+			(void) replay_columns(rs, t, before);
+	}
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
 			 !is_type_record(&rec) && replay_columns(rs, t, before))
@@ -2546,6 +2563,7 @@ changestream_restore(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	MemoryContext cxt = CurrentMemoryContext;
 	int			nest;
+	Datum		result;
 	ListCell   *lc1,
 			   *lc2;
 
@@ -2610,9 +2628,12 @@ changestream_restore(PG_FUNCTION_ARGS)
 		open_tables = NULL;
 	}
 	PG_END_TRY();
+	/* the row before SPI_finish(), which frees what SPI's context holds */
+	MemoryContextSwitchTo(cxt);
+	result = result_row(&rs, tupdesc);
 	SPI_finish();
 	MemoryContextSwitchTo(cxt);
 	AtEOXact_GUC(true, nest);
 	cs_progress_end();
-	PG_RETURN_DATUM(result_row(&rs, tupdesc));
+	PG_RETURN_DATUM(result);
 }

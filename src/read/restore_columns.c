@@ -6,7 +6,8 @@
  *	  the snapshot manifest; docs/FORMAT.md section 3.2) by attnum, which
  *	  names a column across renames: a column whose attnum is gone was
  *	  dropped, one under a new name was renamed, one of a new type was
- *	  retyped, a new attnum was added.  restore() runs the same changes on
+ *	  retyped, a new attnum was added (as was a generated column made an
+ *	  ordinary one).  restore() runs the same changes on
  *	  its target where the command's record lies in the stream
  *	  (docs/DESIGN.md section 12), so that the target's columns are the
  *	  source's at every point: a column dropped and added again under its
@@ -87,7 +88,8 @@ passing_name(List *columns, const CsTableDefinition *after, int attnum)
  *	  not one of this database, a passing name is taken); else true, with
  *	  *statements the ALTER TABLE commands that make the target's columns
  *	  after's (drops, renames through a passing name, retypes USING the
- *	  text form, additions, in that order) and *now the target's column
+ *	  text form, additions (generated columns made ordinary included), in
+ *	  that order) and *now the target's column
  *	  names afterwards.
  */
 bool
@@ -152,9 +154,16 @@ cs_columns_replay(List *columns, const char *target,
 	foreach(lc, after->columns)
 	{
 		CsDefColumn *a = lfirst(lc);
+		CsDefColumn *b = column_by_attnum(before, a->attnum);
 		char	   *type;
 
-		if (!add || a->generated != NULL || column_by_attnum(before, a->attnum) != NULL)
+		/*
+		 * New, or generated before (DROP EXPRESSION: the target, which
+		 * gets generated columns at the end only, lacks it; where the table
+		 * held rows the command set their values, and is refused above)
+		 */
+		if (!add || a->generated != NULL ||
+			(b != NULL && (b->generated == NULL || cs_name_index(columns, b->name) >= 0)))
 			continue;
 		if ((type = cs_type_sql(a->type, &why)) == NULL)
 			return false;

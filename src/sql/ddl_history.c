@@ -34,6 +34,7 @@
 #include "tcop/deparse_utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
@@ -49,7 +50,11 @@ typedef enum CsColumnSet
 {
 	CS_COLUMN_ADDED,			/* ADD COLUMN with a default */
 	CS_COLUMN_USING,			/* ALTER COLUMN TYPE ... USING */
-	CS_COLUMN_RETYPED			/* ALTER COLUMN TYPE, no USING: a cast */
+	CS_COLUMN_RETYPED,			/* ALTER COLUMN TYPE, no USING: a cast */
+	CS_COLUMN_KEPT				/* ALTER COLUMN DROP EXPRESSION: the
+								 * computed values stay, as values no change
+								 * carried (pgoutput leaves generated
+								 * columns out) */
 } CsColumnSet;
 
 /*
@@ -98,7 +103,9 @@ emit_column(ReturnSetInfo *rsinfo, Oid relid, const char *column,
  *	  For an ALTER TABLE collected at ddl_command_end: each column added
  *	  with a default (its own, a missing value, or its domain's: existing
  *	  rows read a value that no change carried, also when a rewrite in
- *	  the same command filled it in) and each column retyped, on the
+ *	  the same command filled it in), each column retyped, and each
+ *	  generated column made an ordinary one (DROP EXPRESSION: its values,
+ *	  never published, stay as the column's), on the
  *	  altered table and each of its inheritors (partitions) that has the
  *	  column; new_type is the type now of a column retyped without USING
  *	  (restore() replays a cast it knows to be independent of the session,
@@ -139,6 +146,8 @@ changestream_ddl_columns_set(PG_FUNCTION_ARGS)
 						(at->def != NULL && IsA(at->def, ColumnDef) &&
 						 ((ColumnDef *) at->def)->raw_default != NULL) ?
 						CS_COLUMN_USING : CS_COLUMN_RETYPED);
+		else if (at->subtype == AT_DropExpression)
+			emit_column(rsinfo, sub->address.objectId, column, CS_COLUMN_KEPT);
 	}
 	return (Datum) 0;
 }
@@ -166,7 +175,8 @@ changestream_ddl_adds_enum_value(PG_FUNCTION_ARGS)
 /*
  * changestream.ddl_table_definition(relid oid) -> json
  *	  The full definition of the table relid as the catalog holds it now
- *	  (in the caller's transaction, the command that ran included): the
+ *	  (read on the latest snapshot, the caller's command included, whatever
+ *	  the transaction's isolation level): the
  *	  JSON of docs/FORMAT.md section 3.2 ("definition"), read by the query
  *	  of archive/table_definition.c, the one the snapshot manifest uses.
  *	  NULL when relid is no relation, or not an ordinary or partitioned
@@ -196,7 +206,14 @@ changestream_ddl_table_definition(PG_FUNCTION_ARGS)
 				 SPI_result_code_string(SPI_result));
 		plan = prepared;
 	}
-	ret = SPI_execute_plan(plan, args, NULL, false, 1);
+	/*
+	 * On the latest snapshot, not the transaction's: under REPEATABLE READ
+	 * the transaction's snapshot predates column changes other sessions
+	 * committed before this command, which the command itself (it reads
+	 * the catalog as it is now) has gone by.
+	 */
+	ret = SPI_execute_snapshot(plan, args, NULL, GetLatestSnapshot(),
+							   InvalidSnapshot, false, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "reading a table definition failed: %s",
 			 SPI_result_code_string(ret));
