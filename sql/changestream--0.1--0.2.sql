@@ -85,7 +85,9 @@ $$;
  *     (ddl_table_definition(): columns, constraints, indexes, replica
  *     identity, as docs/FORMAT.md section 3.2 describes it) on every
  *     ddl_command_end row, and on the sql_drop rows of a table a
- *     publication stops publishing; NULL on table_rewrite rows (the
+ *     publication stops publishing and of a column another command than
+ *     ALTER TABLE dropped (object_type 'table column': DROP DOMAIN ...
+ *     CASCADE, say); NULL on table_rewrite rows (the
  *     command's ddl_command_end row carries it) and on the rows of a
  *     dropped table or index.
  *   A dropped index is recorded on its own (sql_drop, object_type
@@ -170,20 +172,16 @@ REVOKE ALL ON FUNCTION ddl_table_definition(oid) FROM PUBLIC;
  * ddl_recorded_table(relid, any_persistence) -> (schema_name, table_name)
  *   A table whose DDL is recorded: ordinary or partitioned, not ours,
  *   permanent (any_persistence: unlogged too); NULLs for anything else.
+ *   Read from the system caches: the catalog as it is now, also under
+ *   REPEATABLE READ (a table another session renamed or created since the
+ *   transaction's snapshot is seen as it is).
  */
 CREATE FUNCTION ddl_recorded_table(relid oid, any_persistence boolean,
 	OUT schema_name text, OUT table_name text)
 RETURNS record
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-	SELECT n.nspname::text, c.relname::text
-	  FROM pg_catalog.pg_class c
-	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	 WHERE c.oid = relid AND c.relkind IN ('r', 'p')
-	   AND (c.relpersistence = 'p' OR (any_persistence AND c.relpersistence = 'u'))
-	   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '@extschema@')
-$$;
+AS 'MODULE_PATHNAME', 'changestream_ddl_recorded_table'
+LANGUAGE C STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION ddl_recorded_table(oid, boolean) FROM PUBLIC;
 
 /*
@@ -364,6 +362,34 @@ BEGIN
 					relid, tbl.schema_name, tbl.table_name, cols,
 					cols IS NOT NULL, @extschema@.ddl_table_definition(relid));
 			END LOOP;
+			-- ALTER TYPE ... CASCADE of a composite type changes the
+			-- columns of the typed tables (CREATE TABLE ... OF) built on
+			-- it, and of their partitions: each gets a record with its
+			-- definition, as an ALTER TABLE of it would (a retype that
+			-- rewrites it has its own table_rewrite record)
+			IF cmd.command_tag = 'ALTER TYPE' THEN
+				FOR relid IN
+					SELECT c.oid FROM pg_catalog.pg_class c
+					 WHERE c.reloftype = typ AND c.relkind IN ('r', 'p')
+					UNION
+					SELECT t.relid
+					  FROM pg_catalog.pg_class c
+					 CROSS JOIN LATERAL pg_catalog.pg_partition_tree(c.oid) t
+					 WHERE c.reloftype = typ AND c.relkind = 'p'
+					ORDER BY 1
+				LOOP
+					SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
+					CONTINUE WHEN tbl.table_name IS NULL;
+					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+						object_identity, table_oid, schema_name, table_name,
+						rows_changed, definition)
+					VALUES ('ddl_command_end', cmd.command_tag, 'table',
+						pg_catalog.quote_ident(tbl.schema_name) || '.'
+							|| pg_catalog.quote_ident(tbl.table_name),
+						relid, tbl.schema_name, tbl.table_name, false,
+						@extschema@.ddl_table_definition(relid));
+				END LOOP;
+			END IF;
 			CONTINUE WHEN cmd.command_tag = 'ALTER TYPE';
 		END IF;
 		relid := CASE
@@ -472,6 +498,25 @@ BEGIN
 						@extschema@.ddl_table_definition(part));
 				END LOOP;
 			END LOOP;
+			CONTINUE;
+		END IF;
+		-- a column dropped by another command than ALTER TABLE (which
+		-- records its own ddl_command_end row): DROP DOMAIN, TYPE,
+		-- COLLATION or FUNCTION ... CASCADE; with the table's definition
+		-- after it, unless the table is dropped too
+		IF obj.classid = 'pg_catalog.pg_class'::regclass AND obj.objsubid <> 0
+			AND obj.object_type = 'table column' AND tg_tag <> 'ALTER TABLE'
+			AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() t
+							 WHERE t.classid = 'pg_catalog.pg_class'::regclass
+							   AND t.objid = obj.objid AND t.objsubid = 0) THEN
+			SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(obj.objid, false);
+			CONTINUE WHEN tbl.table_name IS NULL;
+			INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
+				object_identity, table_oid, schema_name, table_name,
+				rows_changed, definition)
+			VALUES ('sql_drop', tg_tag, obj.object_type, obj.object_identity,
+				obj.objid, tbl.schema_name, tbl.table_name, false,
+				@extschema@.ddl_table_definition(obj.objid));
 			CONTINUE;
 		END IF;
 		-- an index dropped by DROP INDEX, or by a command that drops no

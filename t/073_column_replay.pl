@@ -279,19 +279,6 @@ cs_wait_archived($node, name => 'workload');
 
 my %count = (equal => 0, refused => 0, wrong => 0);
 my %wrong_at;    # table => first step it differs at
-# Known to differ, not refused (asserted as TODO below, not counted):
-# a typed table's columns changed by ALTER TYPE ... CASCADE, a column
-# dropped by DROP DOMAIN ... CASCADE, and a table renamed by another
-# session before an ALTER under REPEATABLE READ (no schema history record
-# of the first two; the third's record names the table as the ALTER's
-# snapshot had it), and column names swapped under REPEATABLE READ in a
-# table another session created after the snapshot (no record).
-my %todo = (
-	c_typed => 'ALTER TYPE ... DROP/ADD ATTRIBUTE ... CASCADE changes a typed table\'s columns with no schema history record of the table: the column dropped and added again keeps its old values',
-	c_dom => 'DROP DOMAIN ... CASCADE drops a column with no schema history record: until the table\'s next change or ALTER TABLE the restored table still has the column',
-	c_rr4 => 'a RENAME COLUMN under REPEATABLE READ of a table another session created after the transaction\'s snapshot is not recorded at all (ddl_recorded_table() does not see the table on that snapshot): names swapped that way swap the restored values',
-	c_rr3n => 'an ALTER TABLE under REPEATABLE READ records the table under the name its snapshot had (ddl_recorded_table() reads pg_class on the transaction snapshot): restore() renames the table back to its old name');
-my %todo_wrong;    # table => first step it differs at
 for my $i (0 .. $#steps)
 {
 	my $step = $steps[$i];
@@ -310,14 +297,7 @@ for my $i (0 .. $#steps)
 	my @wrong;
 	for my $t (@{ $step->{tables} })
 	{
-		if ($todo{$t})
-		{
-			next if !$refused{$t} && ($got{$t} // 'missing') eq $step->{digest}{$t}
-			  || $refused{$t} && !defined $got{$t};
-			$todo_wrong{$t} //= $step->{name};
-			note("$t at '$step->{name}' (TODO): restored " . ($got{$t} // 'missing') . ", source $step->{digest}{$t}");
-		}
-		elsif ($refused{$t} && !defined $got{$t})
+		if ($refused{$t} && !defined $got{$t})
 		{
 			$count{refused}++;
 		}
@@ -338,7 +318,7 @@ for my $i (0 .. $#steps)
 	is("@wrong", '', "step '$step->{name}': no table differs from the source")
 	  or diag($e);
 	my %source = map { $_ => 1 } @{ $step->{tables} };
-	my @extra = grep { !$source{$_} && !($_ eq 'c_rr3' && $source{c_rr3n}) } split /,/, ($got{extra} // '');
+	my @extra = grep { !$source{$_} } split /,/, ($got{extra} // '');
 	is("@extra", '', "step '$step->{name}': no table the source does not have");
 
 	# the dry run counts what the real run restores, and refuses the same
@@ -376,15 +356,6 @@ my ($snap_step) = grep { $steps[$_]{name} =~ /^a snapshot/ } 0 .. $#steps;
 my @gen_refused = grep { $steps[$_]{c_gen_refused} } 0 .. $#steps;
 is("@gen_refused", join(' ', $gen_step .. $snap_step - 1),
 	'a table whose generated column was made ordinary (DROP EXPRESSION) is refused up to the next snapshot');
-
-for my $t (sort keys %todo)
-{
-  TODO:
-	{
-		local $TODO = $todo{$t};
-		is($todo_wrong{$t} // '', '', "$t equals the source at every point, or is refused");
-	}
-}
 
 my $summary = "tables x points: $count{equal} equal, $count{refused} refused, $count{wrong} wrong";
 diag($summary);

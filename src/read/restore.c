@@ -1013,6 +1013,37 @@ is_type_record(const CsDdlRecord *rec)
 }
 
 /*
+ * Is rec the sql_drop record of a column of its table dropped by another
+ * command than ALTER TABLE (DROP DOMAIN ... CASCADE, say), the table
+ * staying?
+ */
+static bool
+is_column_drop(const CsDdlRecord *rec)
+{
+	return strcmp(rec->event, "sql_drop") == 0 && rec->object_type != NULL &&
+		strcmp(rec->object_type, "table column") == 0;
+}
+
+/*
+ * Is rec a record of a command that may have changed its table's columns:
+ * an ALTER TABLE of it (not of a type its columns use), an ALTER TYPE ...
+ * CASCADE of the composite type it is a typed table of (object type
+ * "table"), or a column of it dropped by another command (sql_drop,
+ * object type "table column")?
+ */
+static bool
+alters_columns(const CsDdlRecord *rec)
+{
+	if (strcmp(rec->event, "sql_drop") == 0)
+		return is_column_drop(rec);
+	if (strcmp(rec->event, "ddl_command_end") != 0 || is_type_record(rec))
+		return false;
+	return strcmp(rec->command_tag, "ALTER TABLE") == 0 ||
+		(strcmp(rec->command_tag, "ALTER TYPE") == 0 &&
+		 rec->object_type != NULL && strcmp(rec->object_type, "table") == 0);
+}
+
+/*
  * What a record did to the table's rows, for a refusal's DETAIL.
  */
 static char *
@@ -1577,7 +1608,7 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 	if (publication ||
 		(rec.rows_changed && !retype_is_exact(rs, t, &rec)))
 		refuse_table(rs, t, c->commit_lsn, &rec);
-	else if (strcmp(rec.event, "sql_drop") == 0)
+	else if (strcmp(rec.event, "sql_drop") == 0 && !is_column_drop(&rec))
 		drop_target(rs, t);
 	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
 			 (strcmp(t->name, rec.table_name) != 0 ||
@@ -1589,19 +1620,15 @@ apply_ddl(RestoreState *rs, const CsChange *c)
 		 * A record may name the table anew and change its columns too: an
 		 * ALTER TABLE after ALTER SCHEMA ... RENAME, which records nothing.
 		 */
-		if (strcmp(rec.command_tag, "ALTER TABLE") == 0 && !is_type_record(&rec))
+		if (alters_columns(&rec))
 			(void) replay_columns(rs, t, before);
 	}
-	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
-			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
-			 !is_type_record(&rec) && replay_columns(rs, t, before))
+	else if (alters_columns(&rec) && replay_columns(rs, t, before))
 		return;
-	else if (strcmp(rec.event, "ddl_command_end") == 0 &&
-			 strcmp(rec.command_tag, "ALTER TABLE") == 0 &&
-			 !is_type_record(&rec) && !rec.rows_changed)
+	else if (alters_columns(&rec) && !rec.rows_changed)
 	{
 		/* until the table's next Relation (apply_archive()) */
-		if (rec.object_type != NULL &&
+		if (rec.object_type != NULL && !is_column_drop(&rec) &&
 			strcmp(rec.object_type, "table column") == 0)
 		{
 			t->renamed = copy_record(&rec);

@@ -11,7 +11,10 @@
  *	  changestream_ddl_adds_enum_value(), which tells an ALTER TYPE ... ADD
  *	  VALUE (no stored value changes) from a RENAME VALUE; and
  *	  changestream_ddl_table_definition(), a table's full definition as
- *	  the trigger records it with each row (archive/table_definition.c).
+ *	  the trigger records it with each row (archive/table_definition.c);
+ *	  and changestream_ddl_recorded_table(), whether a table's DDL is
+ *	  recorded and under which name.  All three read the catalog as it is
+ *	  now, not on a REPEATABLE READ transaction's snapshot.
  *
  *	  The archive side is in archive/schema_history.c (which relation is
  *	  the history table) and read/ddl_record.c (reading one of its rows).
@@ -44,6 +47,7 @@
 PG_FUNCTION_INFO_V1(changestream_ddl_columns_set);
 PG_FUNCTION_INFO_V1(changestream_ddl_adds_enum_value);
 PG_FUNCTION_INFO_V1(changestream_ddl_table_definition);
+PG_FUNCTION_INFO_V1(changestream_ddl_recorded_table);
 
 /* How an ALTER TABLE subcommand set a column's existing values. */
 typedef enum CsColumnSet
@@ -228,4 +232,58 @@ changestream_ddl_table_definition(PG_FUNCTION_ARGS)
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
+}
+
+/* Is nspname a schema whose tables' DDL is never recorded? */
+static bool
+unrecorded_schema(const char *nspname)
+{
+	return strcmp(nspname, "pg_catalog") == 0 ||
+		strcmp(nspname, "information_schema") == 0 ||
+		strcmp(nspname, "pg_toast") == 0 ||
+		strcmp(nspname, "changestream") == 0;	/* the control file's schema */
+}
+
+/*
+ * changestream.ddl_recorded_table(relid oid, any_persistence boolean)
+ *		-> (schema_name text, table_name text)
+ *	  relid's schema and name when its DDL is recorded: an ordinary or
+ *	  partitioned table, permanent (any_persistence: unlogged too), in no
+ *	  system schema nor the extension's; NULLs for anything else.  Read
+ *	  from the system caches, so on the catalog as it is now whatever the
+ *	  transaction's isolation level (under REPEATABLE READ a query would
+ *	  read the transaction's snapshot: a table another session renamed
+ *	  since would be recorded by its old name, one it created not at all).
+ */
+Datum
+changestream_ddl_recorded_table(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	bool		any_persistence = PG_GETARG_BOOL(1);
+	TupleDesc	tupdesc;
+	Datum		values[2] = {0};
+	bool		nulls[2] = {true, true};
+	HeapTuple	tup;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+		char	   *nspname = get_namespace_name(c->relnamespace);
+
+		if ((c->relkind == RELKIND_RELATION ||
+			 c->relkind == RELKIND_PARTITIONED_TABLE) &&
+			(c->relpersistence == RELPERSISTENCE_PERMANENT ||
+			 (any_persistence && c->relpersistence == RELPERSISTENCE_UNLOGGED)) &&
+			nspname != NULL && !unrecorded_schema(nspname))
+		{
+			values[0] = CStringGetTextDatum(nspname);
+			values[1] = CStringGetTextDatum(NameStr(c->relname));
+			nulls[0] = nulls[1] = false;
+		}
+		ReleaseSysCache(tup);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
