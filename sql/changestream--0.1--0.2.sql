@@ -185,6 +185,20 @@ SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION ddl_recorded_table(oid, boolean) FROM PUBLIC;
 
 /*
+ * ddl_typed_tables(typ) -> setof oid
+ *   The tables made with CREATE TABLE ... OF typ (callers keep the
+ *   recorded ones), read on the catalog as it is now, as ALTER TYPE ...
+ *   CASCADE finds them, also under REPEATABLE READ (a typed table another
+ *   session created since the transaction's snapshot is found).
+ */
+CREATE FUNCTION ddl_typed_tables(typ oid)
+RETURNS SETOF oid
+AS 'MODULE_PATHNAME', 'changestream_ddl_typed_tables'
+LANGUAGE C STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION ddl_typed_tables(oid) FROM PUBLIC;
+
+/*
  * ddl_table_has_rows(relid) -> boolean
  *   Does the table (for a partitioned one, any partition) have storage
  *   that may hold rows?  A size, not a query: no snapshot (REPEATABLE
@@ -365,29 +379,41 @@ BEGIN
 			-- ALTER TYPE ... CASCADE of a composite type changes the
 			-- columns of the typed tables (CREATE TABLE ... OF) built on
 			-- it, and of their partitions: each gets a record with its
-			-- definition, as an ALTER TABLE of it would (a retype that
-			-- rewrites it has its own table_rewrite record)
+			-- definition, as an ALTER TABLE of it would, with the columns
+			-- ALTER ATTRIBUTE ... TYPE retyped (a cast of the stored
+			-- values; the command collects a subcommand per typed table)
 			IF cmd.command_tag = 'ALTER TYPE' THEN
 				FOR relid IN
-					SELECT c.oid FROM pg_catalog.pg_class c
-					 WHERE c.reloftype = typ AND c.relkind IN ('r', 'p')
+					SELECT c FROM @extschema@.ddl_typed_tables(typ) c
 					UNION
 					SELECT t.relid
-					  FROM pg_catalog.pg_class c
-					 CROSS JOIN LATERAL pg_catalog.pg_partition_tree(c.oid) t
-					 WHERE c.reloftype = typ AND c.relkind = 'p'
+					  FROM @extschema@.ddl_typed_tables(typ) c
+					 CROSS JOIN LATERAL pg_catalog.pg_partition_tree(c) t
 					ORDER BY 1
 				LOOP
 					SELECT * INTO tbl FROM @extschema@.ddl_recorded_table(relid, false);
 					CONTINUE WHEN tbl.table_name IS NULL;
+					SELECT array_agg(s.column_name ORDER BY s.column_name),
+						   array_agg(s.column_name ORDER BY s.column_name)
+							 FILTER (WHERE s.new_type IS NOT NULL),
+						   array_agg(s.new_type ORDER BY s.column_name)
+							 FILTER (WHERE s.new_type IS NOT NULL)
+					  INTO cols, rcols, rtypes
+					  FROM @extschema@.ddl_columns_set(cmd.command) s
+					 WHERE s.table_oid = relid;
+					IF cols IS NOT NULL AND NOT @extschema@.ddl_table_has_rows(relid) THEN
+						cols := NULL;
+						rcols := NULL;
+						rtypes := NULL;
+					END IF;
 					INSERT INTO @extschema@.ddl_history (event, command_tag, object_type,
-						object_identity, table_oid, schema_name, table_name,
-						rows_changed, definition)
+						object_identity, table_oid, schema_name, table_name, columns,
+						retyped, retyped_to, rows_changed, definition)
 					VALUES ('ddl_command_end', cmd.command_tag, 'table',
 						pg_catalog.quote_ident(tbl.schema_name) || '.'
 							|| pg_catalog.quote_ident(tbl.table_name),
-						relid, tbl.schema_name, tbl.table_name, false,
-						@extschema@.ddl_table_definition(relid));
+						relid, tbl.schema_name, tbl.table_name, cols, rcols, rtypes,
+						cols IS NOT NULL, @extschema@.ddl_table_definition(relid));
 				END LOOP;
 			END IF;
 			CONTINUE WHEN cmd.command_tag = 'ALTER TYPE';
@@ -1261,6 +1287,7 @@ COMMENT ON FUNCTION ddl_columns_set(pg_ddl_command) IS 'Internal: the columns an
 COMMENT ON FUNCTION ddl_adds_enum_value(pg_ddl_command) IS 'Internal: is a collected command an ALTER TYPE ... ADD VALUE?';
 COMMENT ON FUNCTION ddl_table_definition(oid) IS 'Internal: a table''s full definition (columns, constraints, indexes, replica identity) as JSON.';
 COMMENT ON FUNCTION ddl_recorded_table(oid, boolean) IS 'Internal: the name of a table whose DDL the schema history records, NULLs for any other relation.';
+COMMENT ON FUNCTION ddl_typed_tables(oid) IS 'Internal: the tables made with CREATE TABLE ... OF a composite type, read on the catalog as it is now.';
 COMMENT ON FUNCTION ddl_table_has_rows(oid) IS 'Internal: may the table (or a partition of it) hold rows?';
 COMMENT ON FUNCTION ddl_type_columns(oid) IS 'Internal: the columns whose values are or hold values of a type.';
 COMMENT ON FUNCTION ddl_command_end_trigger() IS 'Internal: event trigger recording DDL commands in ddl_history.';

@@ -23,10 +23,18 @@
 # with a DROP and ADD in one ALTER; a table created
 # after the snapshot and altered; a take_snapshot() in between; a typed
 # table whose type loses and gains an attribute (ALTER TYPE ... CASCADE);
-# a column dropped by DROP DOMAIN ... CASCADE; a schema renamed (no
+# a column dropped by DROP DOMAIN ... CASCADE; a typed table with rows
+# whose type's attribute is retyped (float8 to numeric: refused) and
+# renamed; a typed partitioned table (DROP and ADD ATTRIBUTE in one
+# ALTER TYPE, RENAME ATTRIBUTE); DROP TYPE ... CASCADE dropping a typed
+# table and another table's column; DROP DOMAIN ... CASCADE dropping
+# columns of two tables and of a partitioned table, in a transaction with
+# changes before and after; DROP FUNCTION ... CASCADE dropping a
+# generated column; DROP COLLATION ... CASCADE; a schema renamed (no
 # record) before an ALTER TABLE that changes columns; an ALTER run under
 # REPEATABLE READ after another session altered the table's columns,
-# renamed it, or created it.
+# renamed it, or created it (a typed table among them: ALTER TYPE ...
+# RENAME ATTRIBUTE CASCADE; a DROP DOMAIN ... CASCADE).
 use strict;
 use warnings;
 
@@ -69,6 +77,26 @@ CREATE TABLE c_rr2 (id int PRIMARY KEY, b int);
 CREATE TABLE c_rr3 (id int PRIMARY KEY, b int);
 CREATE SCHEMA s1;
 CREATE TABLE s1.c_sch (id int PRIMARY KEY, b int, c text);
+CREATE TYPE ctyp2 AS (id int, f float8, r text);
+CREATE TABLE c_typed2 OF ctyp2 (PRIMARY KEY (id));
+CREATE TYPE ctyp3 AS (id int, b int, c text);
+CREATE TABLE c_tpart OF ctyp3 PARTITION BY RANGE (id);
+CREATE TABLE c_tpart1 PARTITION OF c_tpart FOR VALUES FROM (1) TO (100);
+ALTER TABLE c_tpart1 REPLICA IDENTITY FULL;
+CREATE TYPE ctyp4 AS (p int, q int);
+CREATE TABLE c_typed4 OF ctyp4 (PRIMARY KEY (p));
+CREATE TABLE c_tcol (id int PRIMARY KEY, v ctyp4, w int);
+CREATE DOMAIN dd2 AS int;
+CREATE TABLE c_d1 (id int PRIMARY KEY, x dd2, y int);
+CREATE TABLE c_d2 (id int PRIMARY KEY, x dd2);
+CREATE TABLE c_dpart (id int, x dd2, y int) PARTITION BY RANGE (id);
+CREATE TABLE c_dpart1 PARTITION OF c_dpart FOR VALUES FROM (1) TO (100);
+ALTER TABLE c_dpart1 REPLICA IDENTITY FULL;
+CREATE FUNCTION f2(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 2';
+CREATE TABLE c_fgen (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (f2(v)) STORED);
+CREATE COLLATION ccoll (provider = libc, locale = 'C');
+CREATE TABLE c_coll (id int PRIMARY KEY, t text COLLATE ccoll, u text);
+CREATE TYPE ctyp5 AS (id int, b int, c text);
 CREATE PUBLICATION changestream FOR TABLES IN SCHEMA public, s1;
 });
 cs_start_archiving($node);
@@ -82,7 +110,7 @@ sub table_sql
 	my ($schema, $table, $cols) = @_;
 	# c_dom's domain is dropped and created again: restore() reads types
 	# as this database has them now, so its column's type is left out
-	my $type = $table eq 'c_dom' ? "''" : 'format_type(a.atttypid, a.atttypmod)';
+	my $type = $table =~ /^c_(dom|d1|d2|dpart1|tcol|coll|fgen|rrd)$/ ? "''" : 'format_type(a.atttypid, a.atttypmod)';
 	return qq{SELECT '$table', (SELECT string_agg(a.attname || ' ' || $type, ',' ORDER BY a.attname)
 		  FROM pg_attribute a WHERE a.attrelid = to_regclass('$schema.$table') AND a.attnum > 0 AND NOT a.attisdropped)
 		|| ' ' || (SELECT md5(coalesce(string_agg(r, '|' ORDER BY r), ''))
@@ -142,6 +170,15 @@ INSERT INTO s1.c_sch SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
 INSERT INTO c_rr2 SELECT i, i FROM generate_series(1, 5) i;
 INSERT INTO c_rr3 SELECT i, i FROM generate_series(1, 5) i;
 INSERT INTO c_domdef SELECT i, i FROM generate_series(1, 5) i;
+INSERT INTO c_typed2 SELECT i, i * 0.1::float8 + 0.2::float8, 'r' || i FROM generate_series(1, 5) i;
+INSERT INTO c_tpart SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
+INSERT INTO c_typed4 SELECT i, i FROM generate_series(1, 5) i;
+INSERT INTO c_tcol SELECT i, format('(%s,%s)', i, i)::ctyp4, i FROM generate_series(1, 5) i;
+INSERT INTO c_d1 SELECT i, i, i FROM generate_series(1, 5) i;
+INSERT INTO c_d2 SELECT i, i FROM generate_series(1, 5) i;
+INSERT INTO c_dpart SELECT i, i, i FROM generate_series(1, 5) i;
+INSERT INTO c_fgen (id, v) SELECT i, i FROM generate_series(1, 5) i;
+INSERT INTO c_coll SELECT i, 't' || i, 'u' || i FROM generate_series(1, 5) i;
 });
 step('DROP and ADD of one name in one ALTER, rotation of three names', q{
 ALTER TABLE c_readd DROP COLUMN b, ADD COLUMN b int;
@@ -248,6 +285,37 @@ ALTER TYPE ctyp ADD ATTRIBUTE b int CASCADE;
 });
 step('typed table: a change after', q{UPDATE c_typed SET c = c || '!' WHERE id = 1});
 step('DROP DOMAIN CASCADE drops a column', q{DROP DOMAIN dpos CASCADE});
+step('typed table with rows: ALTER ATTRIBUTE TYPE and RENAME ATTRIBUTE CASCADE', q{
+ALTER TYPE ctyp2 ALTER ATTRIBUTE f TYPE numeric CASCADE;
+ALTER TYPE ctyp2 RENAME ATTRIBUTE r TO r2 CASCADE;
+});
+step('typed partitioned table: DROP and ADD ATTRIBUTE, RENAME ATTRIBUTE CASCADE', q{
+ALTER TYPE ctyp3 DROP ATTRIBUTE b CASCADE, ADD ATTRIBUTE b int CASCADE;
+ALTER TYPE ctyp3 RENAME ATTRIBUTE c TO cc CASCADE;
+});
+step('changes after the typed tables', q{UPDATE c_tpart SET b = 7 WHERE id = 2; UPDATE c_typed2 SET r2 = r2 || '!' WHERE id = 1});
+step('DROP TYPE CASCADE: a typed table dropped, a column dropped', q{DROP TYPE ctyp4 CASCADE});
+step('DROP DOMAIN CASCADE in a transaction with changes before and after', q{
+BEGIN;
+UPDATE c_d1 SET y = -y WHERE id = 1;
+INSERT INTO c_dpart VALUES (6, 6, 6);
+DROP DOMAIN dd2 CASCADE;
+UPDATE c_d1 SET y = y * 10 WHERE id = 2;
+INSERT INTO c_d2 VALUES (9);
+INSERT INTO c_dpart VALUES (7, 7);
+ALTER TABLE c_d1 ADD COLUMN x int;
+UPDATE c_d1 SET x = 1 WHERE id = 3;
+COMMIT;
+});
+step('DROP FUNCTION CASCADE drops a generated column, DROP COLLATION CASCADE a column', q{
+DROP FUNCTION f2(int) CASCADE;
+DROP COLLATION ccoll CASCADE;
+});
+step('changes after', q{UPDATE c_fgen SET v = -v WHERE id = 1; UPDATE c_coll SET u = 'x' WHERE id = 1;
+CREATE DOMAIN dd2 AS int; CREATE TYPE ctyp4 AS (p int, q int);
+CREATE FUNCTION f2(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 2';
+CREATE COLLATION ccoll (provider = libc, locale = 'C');
+});
 step('the column dropped by DROP DOMAIN added again', q{CREATE DOMAIN dpos AS int CHECK (VALUE > 0); ALTER TABLE c_dom ADD COLUMN d int});
 
 # REPEATABLE READ: the ALTER's definition is read by a transaction whose
@@ -261,18 +329,25 @@ INSERT INTO c_rr2 VALUES (6, 6, 60);
 ALTER TABLE c_rr3 RENAME TO c_rr3n;
 CREATE TABLE c_rr4 (id int PRIMARY KEY, a text, b text);
 INSERT INTO c_rr4 SELECT i, 'a' || i, 'b' || i FROM generate_series(1, 5) i;
+CREATE TABLE c_rrt OF ctyp5 (PRIMARY KEY (id));
+INSERT INTO c_rrt SELECT i, i, 'c' || i FROM generate_series(1, 5) i;
+CREATE TABLE c_rrd (id int PRIMARY KEY, x dd2, y int);
+INSERT INTO c_rrd SELECT i, i, i FROM generate_series(1, 5) i;
 });
-$rr->query_safe('ALTER TABLE c_rr ADD CONSTRAINT c_rr_id CHECK (id > 0); ALTER TABLE c_rr2 ADD CONSTRAINT c_rr2_id CHECK (id > 0); '
+$rr->query_safe('SET client_min_messages = warning; ALTER TABLE c_rr ADD CONSTRAINT c_rr_id CHECK (id > 0); ALTER TABLE c_rr2 ADD CONSTRAINT c_rr2_id CHECK (id > 0); '
 	. 'ALTER TABLE c_rr3n ADD CONSTRAINT c_rr3_id CHECK (id > 0); '
 	. 'ALTER TABLE c_rr4 RENAME COLUMN a TO t; ALTER TABLE c_rr4 RENAME COLUMN b TO a; '
-	. 'ALTER TABLE c_rr4 RENAME COLUMN t TO b; COMMIT');
+	. 'ALTER TABLE c_rr4 RENAME COLUMN t TO b; '
+	. 'ALTER TYPE ctyp5 RENAME ATTRIBUTE c TO cc CASCADE; '
+	. 'DROP DOMAIN dd2 CASCADE; COMMIT');
 $rr->quit;
-note($node->safe_psql($db, q{SELECT string_agg(table_name || ' ' || command_tag || ' ' || coalesce(object_type, ''), '; ' ORDER BY id) FROM changestream.ddl_history WHERE table_name LIKE 'c_rr%'}));
+note($node->safe_psql($db, q{SELECT string_agg(table_name || ' ' || command_tag || ' ' || coalesce(object_type, '') || ' ' || rows_changed, '; ' ORDER BY id) FROM changestream.ddl_history WHERE table_name LIKE 'c_rr%' OR table_name LIKE 'c_t%'}));
 record_step('ALTER under REPEATABLE READ after another session\'s column changes');
 step('changes after the REPEATABLE READ ALTER', q{UPDATE c_rr SET c = -c WHERE id = 1; UPDATE c_rr2 SET b = -b WHERE id = 1;
 	UPDATE c_rr3n SET b = -b WHERE id = 1;
 	UPDATE c_rr4 SET a = a || '!' WHERE id = 1;
-	ALTER DOMAIN ddef SET DEFAULT 7});
+	UPDATE c_rrt SET b = 1 WHERE id = 1; UPDATE c_rrd SET y = -y WHERE id = 1;
+	ALTER DOMAIN ddef SET DEFAULT 7; CREATE DOMAIN dd2 AS int});
 cs_wait_archived($node, name => 'workload');
 
 # ---------- restore() at every point ----------
@@ -329,7 +404,7 @@ for my $i (0 .. $#steps)
 	is($od, $restored, "step '$step->{name}': the dry run counts the real run's tables and changes");
 
 	# a tables filter (names at the point), and the point as a time
-	my @some = grep { /^c_(readd|rot|sch|tx|full|part1|late)$/ } @{ $step->{tables} };
+	my @some = grep { /^c_(readd|rot|sch|tx|full|part1|late|d1|dpart1|typed2|tcol|fgen)$/ } @{ $step->{tables} };
 	for my $args ("target_lsn => '$step->{lsn}', tables => '{" . join(',', @some) . "}'",
 		"target_time => '$step->{time}'")
 	{

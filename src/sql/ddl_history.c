@@ -13,7 +13,8 @@
  *	  changestream_ddl_table_definition(), a table's full definition as
  *	  the trigger records it with each row (archive/table_definition.c);
  *	  and changestream_ddl_recorded_table(), whether a table's DDL is
- *	  recorded and under which name.  All three read the catalog as it is
+ *	  recorded and under which name; and changestream_ddl_typed_tables(),
+ *	  the tables of a composite type.  All of them read the catalog as it is
  *	  now, not on a REPEATABLE READ transaction's snapshot.
  *
  *	  The archive side is in archive/schema_history.c (which relation is
@@ -24,6 +25,8 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/genam.h"
+#include "access/table.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -36,6 +39,7 @@
 #include "storage/lockdefs.h"
 #include "tcop/deparse_utility.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -48,6 +52,7 @@ PG_FUNCTION_INFO_V1(changestream_ddl_columns_set);
 PG_FUNCTION_INFO_V1(changestream_ddl_adds_enum_value);
 PG_FUNCTION_INFO_V1(changestream_ddl_table_definition);
 PG_FUNCTION_INFO_V1(changestream_ddl_recorded_table);
+PG_FUNCTION_INFO_V1(changestream_ddl_typed_tables);
 
 /* How an ALTER TABLE subcommand set a column's existing values. */
 typedef enum CsColumnSet
@@ -286,4 +291,39 @@ changestream_ddl_recorded_table(PG_FUNCTION_ARGS)
 		ReleaseSysCache(tup);
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * changestream.ddl_typed_tables(typ oid) -> setof oid
+ *	  The tables (of any kind; callers keep the recorded ones) made with
+ *	  CREATE TABLE ... OF typ, read by a scan of pg_class on the catalog
+ *	  snapshot, as ALTER TYPE ... CASCADE finds the tables it changes
+ *	  (under REPEATABLE READ a query would miss a typed table another
+ *	  session created since the transaction's snapshot).
+ */
+Datum
+changestream_ddl_typed_tables(PG_FUNCTION_ARGS)
+{
+	Oid			typ = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	classrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_class_reloftype, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typ));
+	scan = systable_beginscan(classrel, InvalidOid, false, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Datum		value = ObjectIdGetDatum(((Form_pg_class) GETSTRUCT(tup))->oid);
+		bool		isnull = false;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	systable_endscan(scan);
+	table_close(classrel, AccessShareLock);
+	return (Datum) 0;
 }
