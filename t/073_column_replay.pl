@@ -285,16 +285,15 @@ ALTER TYPE ctyp ADD ATTRIBUTE b int CASCADE;
 });
 step('typed table: a change after', q{UPDATE c_typed SET c = c || '!' WHERE id = 1});
 step('DROP DOMAIN CASCADE drops a column', q{DROP DOMAIN dpos CASCADE});
-step('typed table with rows: ALTER ATTRIBUTE TYPE and RENAME ATTRIBUTE CASCADE', q{
+step('typed tables: ALTER ATTRIBUTE TYPE, RENAME ATTRIBUTE, DROP and ADD ATTRIBUTE CASCADE', q{
 ALTER TYPE ctyp2 ALTER ATTRIBUTE f TYPE numeric CASCADE;
 ALTER TYPE ctyp2 RENAME ATTRIBUTE r TO r2 CASCADE;
-});
-step('typed partitioned table: DROP and ADD ATTRIBUTE, RENAME ATTRIBUTE CASCADE', q{
 ALTER TYPE ctyp3 DROP ATTRIBUTE b CASCADE, ADD ATTRIBUTE b int CASCADE;
 ALTER TYPE ctyp3 RENAME ATTRIBUTE c TO cc CASCADE;
 });
-step('changes after the typed tables', q{UPDATE c_tpart SET b = 7 WHERE id = 2; UPDATE c_typed2 SET r2 = r2 || '!' WHERE id = 1});
-step('DROP TYPE CASCADE: a typed table dropped, a column dropped', q{DROP TYPE ctyp4 CASCADE});
+step('changes after the typed tables, DROP TYPE CASCADE: a typed table dropped, a column dropped', q{
+UPDATE c_tpart SET b = 7 WHERE id = 2; UPDATE c_typed2 SET r2 = r2 || '!' WHERE id = 1;
+DROP TYPE ctyp4 CASCADE});
 step('DROP DOMAIN CASCADE in a transaction with changes before and after', q{
 BEGIN;
 UPDATE c_d1 SET y = -y WHERE id = 1;
@@ -311,12 +310,12 @@ step('DROP FUNCTION CASCADE drops a generated column, DROP COLLATION CASCADE a c
 DROP FUNCTION f2(int) CASCADE;
 DROP COLLATION ccoll CASCADE;
 });
-step('changes after', q{UPDATE c_fgen SET v = -v WHERE id = 1; UPDATE c_coll SET u = 'x' WHERE id = 1;
+step('the column dropped by DROP DOMAIN added again, changes after DROP FUNCTION and DROP COLLATION', q{
+UPDATE c_fgen SET v = -v WHERE id = 1; UPDATE c_coll SET u = 'x' WHERE id = 1;
 CREATE DOMAIN dd2 AS int; CREATE TYPE ctyp4 AS (p int, q int);
 CREATE FUNCTION f2(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 2';
 CREATE COLLATION ccoll (provider = libc, locale = 'C');
-});
-step('the column dropped by DROP DOMAIN added again', q{CREATE DOMAIN dpos AS int CHECK (VALUE > 0); ALTER TABLE c_dom ADD COLUMN d int});
+CREATE DOMAIN dpos AS int CHECK (VALUE > 0); ALTER TABLE c_dom ADD COLUMN d int});
 
 # REPEATABLE READ: the ALTER's definition is read by a transaction whose
 # snapshot predates the other session's column changes
